@@ -1,0 +1,162 @@
+//! The resource kinds meshlink knows, and how users may spell them.
+//!
+//! Owns the mapping from user input (`dp`, `Dataplanes`, `meshtrafficpermission`)
+//! to a [`Kind`]. It must never accept a spelling that could mean two kinds.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Every resource kind in the meshlink API (DESIGN.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A mesh: mTLS backends and defaults for its dataplanes.
+    Mesh,
+    /// One workload's proxy: address, inbounds, outbounds.
+    Dataplane,
+    /// Who may talk to whom inside a mesh.
+    MeshTrafficPermission,
+    /// This control plane's site in a multi-site network.
+    Site,
+    /// A port where the site router accepts links from other sites.
+    RouterAccess,
+    /// A single-use, expiring grant another site redeems to link here.
+    AccessGrant,
+    /// The redeemable form of an AccessGrant, applied in the other site.
+    AccessToken,
+    /// A link from this site's router to another site.
+    Link,
+    /// A local port that carries traffic to a routing key.
+    Listener,
+    /// A host:port that serves a routing key in this site.
+    Connector,
+}
+
+impl Kind {
+    /// All kinds, in the order the CLI lists them.
+    pub const ALL: [Kind; 10] = [
+        Kind::Mesh,
+        Kind::Dataplane,
+        Kind::MeshTrafficPermission,
+        Kind::Site,
+        Kind::RouterAccess,
+        Kind::AccessGrant,
+        Kind::AccessToken,
+        Kind::Link,
+        Kind::Listener,
+        Kind::Connector,
+    ];
+
+    /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Mesh => "Mesh",
+            Kind::Dataplane => "Dataplane",
+            Kind::MeshTrafficPermission => "MeshTrafficPermission",
+            Kind::Site => "Site",
+            Kind::RouterAccess => "RouterAccess",
+            Kind::AccessGrant => "AccessGrant",
+            Kind::AccessToken => "AccessToken",
+            Kind::Link => "Link",
+            Kind::Listener => "Listener",
+            Kind::Connector => "Connector",
+        }
+    }
+
+    /// The lower-case plural used in REST paths, e.g. `meshtrafficpermissions`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Mesh => "meshes",
+            Kind::Dataplane => "dataplanes",
+            Kind::MeshTrafficPermission => "meshtrafficpermissions",
+            Kind::Site => "sites",
+            Kind::RouterAccess => "routeraccesses",
+            Kind::AccessGrant => "accessgrants",
+            Kind::AccessToken => "accesstokens",
+            Kind::Link => "links",
+            Kind::Listener => "listeners",
+            Kind::Connector => "connectors",
+        }
+    }
+
+    /// Short names accepted by the CLI, e.g. `dp`.
+    pub fn short_names(self) -> &'static [&'static str] {
+        match self {
+            Kind::Dataplane => &["dp"],
+            Kind::MeshTrafficPermission => &["mtp"],
+            _ => &[],
+        }
+    }
+
+    /// Whether resources of this kind live inside a mesh (`metadata.mesh` required).
+    pub fn is_mesh_scoped(self) -> bool {
+        matches!(self, Kind::Dataplane | Kind::MeshTrafficPermission)
+    }
+
+    /// A human list of the accepted kind names, for error messages.
+    pub fn accepted_list() -> String {
+        Kind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A kind name that matches no [`Kind`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown kind {given:?}; expected one of: {}", Kind::accepted_list())]
+pub struct UnknownKind {
+    /// What the user wrote.
+    pub given: String,
+}
+
+impl FromStr for Kind {
+    type Err = UnknownKind;
+
+    /// Parses a kind case-insensitively: singular, plural or short name.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        Kind::ALL
+            .into_iter()
+            .find(|k| {
+                k.as_str().eq_ignore_ascii_case(&lower)
+                    || k.plural() == lower
+                    || k.short_names().contains(&lower.as_str())
+            })
+            .ok_or(UnknownKind {
+                given: s.to_string(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_parses() {
+        for k in Kind::ALL {
+            assert_eq!(k.as_str().parse::<Kind>().unwrap(), k);
+            assert_eq!(k.as_str().to_uppercase().parse::<Kind>().unwrap(), k);
+            assert_eq!(k.plural().parse::<Kind>().unwrap(), k);
+            for s in k.short_names() {
+                assert_eq!(s.parse::<Kind>().unwrap(), k);
+            }
+        }
+        assert_eq!("DP".parse::<Kind>().unwrap(), Kind::Dataplane);
+    }
+
+    #[test]
+    fn unknown_kind_lists_accepted() {
+        let err = "gateway".parse::<Kind>().unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("\"gateway\""), "{msg}");
+        assert!(msg.contains("MeshTrafficPermission"), "{msg}");
+    }
+}

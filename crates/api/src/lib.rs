@@ -1,0 +1,17 @@
+//! meshlink's resource model.
+//!
+//! Owns the typed kinds, their validation (every error, with a field path),
+//! canonical YAML/JSON, and importers for Kuma and Skupper documents. It has
+//! no I/O and no async runtime: the control plane and the CLI both call it.
+
+mod error;
+mod kind;
+pub mod parse;
+mod resource;
+pub mod spec;
+mod validate;
+
+pub use error::FieldError;
+pub use kind::{Kind, UnknownKind};
+pub use parse::{ParsedDocument, SourceFormat, parse_documents};
+pub use resource::{API_VERSION, Condition, ConditionStatus, Metadata, Resource, Status};

@@ -1,0 +1,2 @@
+//! meshlink CLI
+fn main() {}

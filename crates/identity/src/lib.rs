@@ -1,0 +1,1 @@
+//! meshlink-identity: placeholder; built by a later issue.

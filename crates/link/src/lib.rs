@@ -1,0 +1,1 @@
+//! meshlink-link: placeholder; built by a later issue.

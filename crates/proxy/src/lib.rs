@@ -1,0 +1,1 @@
+//! meshlink-proxy: placeholder; built by a later issue.

