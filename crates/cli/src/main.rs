@@ -1,2 +1,143 @@
-//! meshlink CLI
-fn main() {}
+//! `meshlink`: the command-line interface (DESIGN.md §5, docs/cli.md).
+
+mod client;
+mod commands;
+mod failure;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use meshlink_api::Kind;
+
+use client::ApiClient;
+use commands::get::Output;
+use failure::Failure;
+
+#[derive(Parser)]
+#[command(name = "meshlink", version, about = "meshlink: service mesh and multi-site network")]
+struct Cli {
+    /// Control-plane REST API URL.
+    #[arg(long, global = true, env = "MESHLINK_SERVER", default_value = "http://127.0.0.1:5681")]
+    server: String,
+    /// Admin token [default: contents of ./meshlink-data/admin-token].
+    #[arg(long, global = true, env = "MESHLINK_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Applies multi-document YAML (canonical, Kuma or Skupper format).
+    Apply {
+        /// File to apply, or - for standard input.
+        #[arg(short = 'f', long = "filename")]
+        file: String,
+    },
+    /// Shows resources.
+    Get {
+        /// Kind: mesh, dataplane (dp), meshtrafficpermission (mtp), site, ...
+        kind: String,
+        /// One resource's name; all when omitted.
+        name: Option<String>,
+        /// Mesh of mesh-scoped kinds [default for one resource: default; for lists: all].
+        #[arg(short = 'm', long)]
+        mesh: Option<String>,
+        /// Label selector, e.g. env=prod,tier!=db.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Deletes a resource.
+    Delete {
+        /// Kind.
+        kind: String,
+        /// Name.
+        name: String,
+        /// Mesh of mesh-scoped kinds.
+        #[arg(short = 'm', long, default_value = "default")]
+        mesh: String,
+    },
+    /// Waits for a condition on a resource.
+    Wait {
+        /// KIND/NAME, e.g. dataplane/web-1.
+        target: String,
+        /// condition=TYPE or condition=TYPE=STATUS.
+        #[arg(long = "for")]
+        for_: String,
+        /// Mesh of mesh-scoped kinds.
+        #[arg(short = 'm', long, default_value = "default")]
+        mesh: String,
+        /// How long to wait, e.g. 60s or 5m.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+}
+
+fn kind(s: &str) -> Result<Kind, Failure> {
+    s.parse::<Kind>().map_err(|e| Failure::BadInput(e.to_string()))
+}
+
+fn default_token() -> Option<String> {
+    std::fs::read_to_string(Path::new("meshlink-data").join("admin-token"))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let client = ApiClient::new(&cli.server, cli.token.or_else(default_token));
+    match cli.command {
+        Command::Apply { file } => commands::apply::run(&client, &file).await,
+        Command::Get {
+            kind: k,
+            name,
+            mesh,
+            selector,
+            output,
+        } => {
+            let k = kind(&k)?;
+            let mesh = match (&name, mesh) {
+                (Some(_), None) if k.is_mesh_scoped() => Some("default".to_string()),
+                (_, m) => m,
+            };
+            commands::get::run(&client, k, name.as_deref(), mesh.as_deref(), selector.as_deref(), output)
+                .await
+        }
+        Command::Delete { kind: k, name, mesh } => {
+            commands::delete::run(&client, kind(&k)?, &name, Some(&mesh)).await
+        }
+        Command::Wait {
+            target,
+            for_,
+            mesh,
+            timeout,
+        } => {
+            let (k, name) = commands::wait::parse_target(&target)?;
+            let w = commands::wait::parse_for(&for_)?;
+            commands::wait::run(&client, k, &name, Some(&mesh), &w, timeout).await
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("error: {f}");
+            ExitCode::from(f.exit_code())
+        }
+    }
+}

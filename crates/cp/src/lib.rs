@@ -1,1 +1,215 @@
-//! placeholder
+//! meshlink-cp: the control plane as a library, so tests can embed it.
+//!
+//! Wires the data dir, the store and the REST API together and owns their
+//! lifecycle. [`ControlPlane::start`] returns once every listener is bound;
+//! [`RunningControlPlane::stop`] drains them.
+
+pub mod api;
+pub mod config;
+pub mod data_dir;
+pub mod resources;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use meshlink_runtime::{MetricsRegistry, Shutdown};
+use tokio::task::JoinSet;
+
+pub use config::{ConfigError, ConfigOverrides, CpConfig};
+use data_dir::{DataDir, DataDirError};
+use resources::ResourceService;
+
+/// Why the control plane could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum CpError {
+    /// The data dir is unusable or locked.
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+    /// The store cannot be opened.
+    #[error("cannot open store {url}: {source}")]
+    Store {
+        /// The store URL (credentials are not printed).
+        url: String,
+        /// The cause.
+        source: meshlink_store::StoreError,
+    },
+    /// A listener cannot be bound.
+    #[error("cannot listen on {addr} ({what}): {source}; is another process using it? pass {flag} to pick another address")]
+    Bind {
+        /// What the listener is for.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The flag that changes it.
+        flag: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A server task failed.
+    #[error("{0}")]
+    Serve(String),
+}
+
+/// Entry point for starting a control plane.
+pub struct ControlPlane;
+
+/// A started control plane. Dropping it does not stop it; call [`Self::stop`]
+/// or trigger the shutdown handle.
+pub struct RunningControlPlane {
+    /// The bound REST API address (useful with port 0).
+    pub api_addr: SocketAddr,
+    /// The admin token.
+    pub admin_token: String,
+    /// Shared shutdown; SIGTERM/SIGINT trigger it in the binary.
+    pub shutdown: Shutdown,
+    tasks: JoinSet<Result<(), CpError>>,
+    _data_dir: DataDir,
+}
+
+fn redact_url(url: &str) -> String {
+    // postgres://user:password@host/db -> postgres://user:***@host/db
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+impl ControlPlane {
+    /// Opens the data dir (taking its lock), the store, and binds the API.
+    pub async fn start(config: CpConfig) -> Result<RunningControlPlane, CpError> {
+        let data_dir = DataDir::open(&config.data_dir)?;
+        let admin_token = data_dir.admin_token()?;
+        let store = meshlink_store::open(&config.store)
+            .await
+            .map_err(|source| CpError::Store {
+                url: redact_url(&config.store),
+                source,
+            })?;
+        tracing::info!(backend = store.backend(), url = %redact_url(&config.store), "store opened");
+
+        let registry = MetricsRegistry::new();
+        let shutdown = Shutdown::new();
+        let mut tasks = JoinSet::new();
+
+        let start_rev = store.current_revision().await.map_err(|source| CpError::Store {
+            url: redact_url(&config.store),
+            source,
+        })?;
+        let (rev_tx, rev_rx) = tokio::sync::watch::channel(start_rev);
+        tasks.spawn(follow_revisions(store.clone(), start_rev, rev_tx, shutdown.clone()));
+
+        let listener = tokio::net::TcpListener::bind(config.api_addr)
+            .await
+            .map_err(|source| CpError::Bind {
+                what: "REST API",
+                addr: config.api_addr,
+                flag: "--api-addr",
+                source,
+            })?;
+        let api_addr = listener.local_addr().map_err(|e| CpError::Serve(e.to_string()))?;
+        let state = api::ApiState {
+            resources: ResourceService::new(store.clone()),
+            admin_token: Arc::from(admin_token.as_str()),
+            revision: rev_rx,
+            metrics: api::ApiMetrics::new(&registry),
+            registry,
+            token_hint: Arc::from(data_dir.path().join("admin-token").display().to_string()),
+        };
+        let app = api::router(state);
+        let sd = shutdown.clone();
+        tasks.spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { sd.wait().await })
+                .await
+                .map_err(|e| CpError::Serve(format!("REST API server failed: {e}")))
+        });
+        tracing::info!(%api_addr, data_dir = %config.data_dir.display(), "control plane started");
+        Ok(RunningControlPlane {
+            api_addr,
+            admin_token,
+            shutdown,
+            tasks,
+            _data_dir: data_dir,
+        })
+    }
+}
+
+/// Follows the store's change feed and publishes the newest revision, which
+/// wakes long-poll watchers. Writes by other control planes sharing a
+/// PostgreSQL store arrive here too.
+async fn follow_revisions(
+    store: Arc<dyn meshlink_store::Store>,
+    from: u64,
+    tx: tokio::sync::watch::Sender<u64>,
+    shutdown: Shutdown,
+) -> Result<(), CpError> {
+    let mut after = from;
+    loop {
+        let mut feed = store.watch(after);
+        loop {
+            tokio::select! {
+                _ = shutdown.wait() => return Ok(()),
+                next = feed.next() => match next {
+                    Some(Ok(change)) => {
+                        after = change.revision;
+                        tx.send_replace(after);
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "change feed interrupted; resuming");
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+impl RunningControlPlane {
+    /// Waits until shutdown is triggered and every server has drained.
+    pub async fn wait(mut self) -> Result<(), CpError> {
+        let mut result = Ok(());
+        while let Some(joined) = self.tasks.join_next().await {
+            let r = joined.unwrap_or_else(|e| Err(CpError::Serve(format!("task panicked: {e}"))));
+            if let Err(e) = r {
+                tracing::error!(error = %e, "control plane task failed");
+                self.shutdown.trigger();
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+
+    /// Triggers shutdown and waits for it to finish.
+    pub async fn stop(self) -> Result<(), CpError> {
+        self.shutdown.trigger();
+        self.wait().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("sqlite://./x.db"), "sqlite://./x.db");
+    }
+}

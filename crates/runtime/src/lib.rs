@@ -1,1 +1,22 @@
-//! placeholder
+//! Process plumbing shared by meshlink's binaries: shutdown signals,
+//! tracing set-up and the metrics registry.
+//!
+//! It owns no business logic and must never spawn work of its own.
+
+mod metrics;
+mod shutdown;
+
+pub use metrics::MetricsRegistry;
+pub use shutdown::{Shutdown, shutdown_signal};
+
+/// Initialises `tracing` to stderr. `RUST_LOG` overrides `default_filter`
+/// (e.g. `info`).
+pub fn init_tracing(default_filter: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,143 @@
+//! A small client for the control plane's REST API (docs/api.md).
+//!
+//! Owns turning HTTP and connection failures into messages a person can act
+//! on. It never prints; callers decide what to show.
+
+use std::time::Duration;
+
+use meshlink_api::{FieldError, Kind};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use crate::failure::Failure;
+
+/// An error response from the API, or a failure to reach it.
+#[derive(Debug)]
+pub(crate) enum ApiFailure {
+    /// The server answered with an error.
+    Status {
+        status: StatusCode,
+        message: String,
+        fields: Vec<FieldError>,
+    },
+    /// The server could not be reached or the response was unreadable.
+    Transport(String),
+}
+
+impl ApiFailure {
+    /// Maps to a CLI failure: 400/422 are bad input, the rest are runtime.
+    pub(crate) fn into_failure(self) -> Failure {
+        match self {
+            ApiFailure::Status {
+                status, message, ..
+            } if status == StatusCode::BAD_REQUEST
+                || status == StatusCode::UNPROCESSABLE_ENTITY
+                || status == StatusCode::PAYLOAD_TOO_LARGE =>
+            {
+                Failure::BadInput(message)
+            }
+            ApiFailure::Status { message, .. } => Failure::Runtime(message),
+            ApiFailure::Transport(m) => Failure::Runtime(m),
+        }
+    }
+}
+
+/// Talks to one control plane.
+pub(crate) struct ApiClient {
+    http: reqwest::Client,
+    server: String,
+    token: Option<String>,
+}
+
+/// Query parameters for one resource.
+pub(crate) fn scope_query(kind: Kind, mesh: Option<&str>) -> Vec<(&'static str, String)> {
+    match mesh {
+        Some(m) if kind.is_mesh_scoped() => vec![("mesh", m.to_string())],
+        _ => vec![],
+    }
+}
+
+impl ApiClient {
+    pub(crate) fn new(server: &str, token: Option<String>) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .expect("HTTP client builds");
+        ApiClient {
+            http,
+            server: server.trim_end_matches('/').to_string(),
+            token,
+        }
+    }
+
+    /// Sends a request and decodes a JSON response.
+    pub(crate) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Value, ApiFailure> {
+        let url = format!("{}{path}", self.server);
+        let mut req = self
+            .http
+            .request(method, &url)
+            .query(query)
+            .timeout(timeout);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        let resp = req.send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| self.transport_error(e))?;
+        let json: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(json);
+        }
+        let err = &json["error"];
+        let message = err["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{status}: {}", text.trim()));
+        let fields = serde_json::from_value(err["fields"].clone()).unwrap_or_default();
+        let message = if status == StatusCode::UNAUTHORIZED {
+            format!("{message} (server {})", self.server)
+        } else {
+            message
+        };
+        Err(ApiFailure::Status {
+            status,
+            message,
+            fields,
+        })
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> ApiFailure {
+        let mut cause = String::new();
+        let mut src: Option<&dyn std::error::Error> = Some(&e);
+        while let Some(s) = src {
+            cause = s.to_string();
+            src = s.source();
+        }
+        if e.is_connect() {
+            ApiFailure::Transport(format!(
+                "cannot reach the control plane at {} ({cause}); is meshlink-cp running? Point --server or MESHLINK_SERVER at it",
+                self.server
+            ))
+        } else if e.is_timeout() {
+            ApiFailure::Transport(format!(
+                "the control plane at {} did not answer in time ({cause})",
+                self.server
+            ))
+        } else {
+            ApiFailure::Transport(format!(
+                "request to the control plane at {} failed: {cause}",
+                self.server
+            ))
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! `meshlink get KIND [NAME] [-m MESH] [-l SELECTOR] [-o table|yaml|json]`.
+
+use std::time::Duration;
+
+use meshlink_api::{Kind, Resource};
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::client::{ApiClient, scope_query};
+use crate::failure::Failure;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Output {
+    /// A human table.
+    Table,
+    /// Canonical YAML, re-appliable with `meshlink apply`.
+    Yaml,
+    /// Canonical JSON.
+    Json,
+}
+
+/// Runs `get`.
+pub(crate) async fn run(
+    client: &ApiClient,
+    kind: Kind,
+    name: Option<&str>,
+    mesh: Option<&str>,
+    selector: Option<&str>,
+    output: Output,
+) -> Result<(), Failure> {
+    let items: Vec<Value> = if let Some(name) = name {
+        let path = format!("/api/v1/{}/{}", kind.plural(), name);
+        let one = client
+            .call(Method::GET, &path, &scope_query(kind, mesh), None, Duration::from_secs(30))
+            .await
+            .map_err(|e| e.into_failure())?;
+        vec![one]
+    } else {
+        let mut q = scope_query(kind, mesh);
+        if let Some(s) = selector {
+            q.push(("labelSelector", s.to_string()));
+        }
+        let path = format!("/api/v1/{}", kind.plural());
+        let list = client
+            .call(Method::GET, &path, &q, None, Duration::from_secs(60))
+            .await
+            .map_err(|e| e.into_failure())?;
+        list["items"].as_array().cloned().unwrap_or_default()
+    };
+    match output {
+        Output::Json if name.is_some() => println!("{}", pretty(&items[0])),
+        Output::Json => println!("{}", pretty(&serde_json::json!({ "items": items }))),
+        Output::Yaml => {
+            let docs: Vec<String> = items.iter().map(to_yaml).collect();
+            print!("{}", docs.join("---\n"));
+        }
+        Output::Table => {
+            if items.is_empty() {
+                eprintln!("No {} found.", kind.plural());
+            } else {
+                print!("{}", table(kind, &items));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).expect("JSON prints")
+}
+
+fn to_yaml(v: &Value) -> String {
+    match Resource::from_json_unvalidated(v.clone()) {
+        Ok(r) => r.to_yaml(),
+        Err(_) => serde_yaml_ng::to_string(v).expect("JSON prints as YAML"),
+    }
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn or(v: String, default: &str) -> String {
+    if v.is_empty() { default.to_string() } else { v }
+}
+
+/// Per-kind summary columns: (header, value from the resource JSON).
+fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
+    let spec = &r["spec"];
+    let status = &r["status"];
+    let service_of = |tags: &Value| {
+        let t = &tags["kuma.io/service"];
+        if t.is_null() { s(&tags["meshlink.dev/service"]) } else { s(t) }
+    };
+    match kind {
+        Kind::Mesh => vec![(
+            "MTLS",
+            match spec["mtls"]["enabledBackend"].as_str() {
+                Some(b) => b.to_string(),
+                None => "off".to_string(),
+            },
+        )],
+        Kind::Dataplane => {
+            let net = &spec["networking"];
+            let services: Vec<String> = net["inbound"]
+                .as_array()
+                .map(|a| a.iter().map(|i| service_of(&i["tags"])).collect())
+                .unwrap_or_default();
+            vec![("ADDRESS", s(&net["address"])), ("SERVICES", services.join(","))]
+        }
+        Kind::MeshTrafficPermission => {
+            let t = &spec["targetRef"];
+            vec![("TARGET", format!("{}/{}", s(&t["kind"]), s(&t["name"])).trim_end_matches('/').to_string())]
+        }
+        Kind::Site => vec![(
+            "MODE",
+            if spec["edge"].as_bool() == Some(true) { "edge" } else { "interior" }.to_string(),
+        )],
+        Kind::RouterAccess => {
+            let roles: Vec<String> = spec["roles"]
+                .as_array()
+                .map(|a| a.iter().map(|r| format!("{}:{}", s(&r["name"]), s(&r["port"]))).collect())
+                .unwrap_or_default();
+            vec![("ROLES", roles.join(","))]
+        }
+        Kind::AccessGrant => vec![
+            (
+                "REDEMPTIONS",
+                format!(
+                    "{}/{}",
+                    or(s(&status["redemptions"]), "0"),
+                    or(s(&spec["redemptionsAllowed"]), "1")
+                ),
+            ),
+            ("EXPIRES", s(&status["expirationTime"])),
+        ],
+        Kind::AccessToken => vec![("URL", s(&spec["url"]))],
+        Kind::Link => vec![
+            ("REMOTE", s(&status["remoteSiteName"])),
+            ("COST", s(&spec["cost"])),
+        ],
+        Kind::Listener | Kind::Connector => vec![
+            ("ROUTING-KEY", s(&spec["routingKey"])),
+            ("HOST:PORT", format!("{}:{}", s(&spec["host"]), s(&spec["port"]))),
+        ],
+    }
+}
+
+fn ready(r: &Value) -> String {
+    r["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .map(|c| s(&c["status"]))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+/// Renders a table with aligned columns.
+fn table(kind: Kind, items: &[Value]) -> String {
+    let mut header = vec!["NAME"];
+    if kind.is_mesh_scoped() {
+        header.insert(0, "MESH");
+    }
+    let first = summary(kind, &items[0]);
+    header.extend(first.iter().map(|(h, _)| *h));
+    header.extend(["READY", "VERSION"]);
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for r in items {
+        let m = &r["metadata"];
+        let mut row = Vec::new();
+        if kind.is_mesh_scoped() {
+            row.push(s(&m["mesh"]));
+        }
+        row.push(s(&m["name"]));
+        row.extend(summary(kind, r).into_iter().map(|(_, v)| v));
+        row.push(ready(r));
+        row.push(s(&m["resourceVersion"]));
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}

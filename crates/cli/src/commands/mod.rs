@@ -1,0 +1,6 @@
+//! One module per CLI command.
+
+pub(crate) mod apply;
+pub(crate) mod delete;
+pub(crate) mod get;
+pub(crate) mod wait;

@@ -1,0 +1,109 @@
+//! The REST API on `--api-addr`: JSON CRUD and watch for every kind, plus
+//! `/healthz`, `/readyz` and `/metrics`. See `docs/api.md`.
+//!
+//! Owns HTTP concerns only (routing, auth, limits, error bodies); resource
+//! semantics live in [`crate::resources`]. No request content may panic it.
+
+mod error;
+mod health;
+mod metrics;
+mod resources;
+mod watch;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use meshlink_runtime::MetricsRegistry;
+use subtle::ConstantTimeEq;
+use tokio::sync::watch as tokio_watch;
+
+pub use error::ApiError;
+pub use metrics::ApiMetrics;
+
+use crate::resources::ResourceService;
+
+/// Largest request body the API reads.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// Shared state of the API handlers.
+#[derive(Clone)]
+pub struct ApiState {
+    /// Resource access.
+    pub resources: ResourceService,
+    /// The admin bearer token.
+    pub admin_token: Arc<str>,
+    /// The newest store revision seen by the change-feed follower.
+    pub revision: tokio_watch::Receiver<u64>,
+    /// Metrics registry, for `/metrics`.
+    pub registry: MetricsRegistry,
+    /// API metrics.
+    pub metrics: ApiMetrics,
+    /// Where the admin token lives, for error messages.
+    pub token_hint: Arc<str>,
+}
+
+/// Builds the router.
+pub fn router(state: ApiState) -> Router {
+    let api = Router::new()
+        .route(
+            "/api/v1/{plural}",
+            get(resources::list).post(resources::create),
+        )
+        .route(
+            "/api/v1/{plural}/{name}",
+            get(resources::get_one)
+                .put(resources::apply)
+                .delete(resources::delete),
+        )
+        .route(
+            "/api/v1/{plural}/{name}/status",
+            axum::routing::put(resources::put_status),
+        )
+        .route("/api/v1/watch", get(watch::watch))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .merge(api)
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::track))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no route for {} {}; see docs/api.md (resources live under /api/v1/<kind plural>)",
+        req.method(),
+        req.uri().path()
+    ))
+}
+
+async fn require_token(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        None => ApiError::unauthorized(format!(
+            "missing admin token: send 'Authorization: Bearer <token>' (the CLI reads --token, MESHLINK_TOKEN or {})",
+            state.token_hint
+        ))
+        .into_response(),
+        Some(t) if bool::from(t.trim().as_bytes().ct_eq(state.admin_token.as_bytes())) => {
+            next.run(req).await
+        }
+        Some(_) => ApiError::unauthorized(format!(
+            "invalid admin token; use the token in {}",
+            state.token_hint
+        ))
+        .into_response(),
+    }
+}

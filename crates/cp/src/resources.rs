@@ -1,0 +1,373 @@
+//! The resource service: typed resources on top of the store.
+//!
+//! Owns apply semantics (created / configured / unchanged), optimistic
+//! concurrency, status ownership (users never write status through apply)
+//! and referential checks such as "the mesh exists". The REST API and every
+//! internal controller go through it. It never writes a resource that fails
+//! validation.
+
+use std::sync::Arc;
+
+use meshlink_api::{FieldError, Kind, Resource, Status};
+use meshlink_store::{Change, ChangeType, LabelSelector, ListQuery, ObjectKey, Store, StoreError};
+
+/// What `apply` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApplyOutcome {
+    /// The resource did not exist and was created.
+    Created,
+    /// The resource existed and its desired state changed.
+    Configured,
+    /// The resource existed with the same desired state; nothing was written.
+    Unchanged,
+}
+
+/// Why a resource operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    /// No such resource.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The resource exists already.
+    #[error("{0} already exists; use apply to change it")]
+    AlreadyExists(String),
+    /// The resource changed since the caller read it.
+    #[error("{0}")]
+    Conflict(String),
+    /// The resource is invalid; every field error is listed.
+    #[error("invalid resource: {}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<FieldError>),
+    /// The request is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The store failed; the request may be retried.
+    #[error("store unavailable: {0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for ResourceError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(k) => ResourceError::NotFound(k),
+            StoreError::AlreadyExists(k) => ResourceError::AlreadyExists(k),
+            e @ StoreError::Conflict { .. } => ResourceError::Conflict(e.to_string()),
+            e => ResourceError::Store(e),
+        }
+    }
+}
+
+/// A change to an API resource, as the watch API reports it.
+#[derive(Debug, Clone)]
+pub struct ResourceEvent {
+    /// Store revision of the change.
+    pub revision: u64,
+    /// Created, updated or deleted.
+    pub change_type: ChangeType,
+    /// The resource after the change (as deleted, for deletes).
+    pub resource: Resource,
+}
+
+/// Typed access to resources in the store.
+#[derive(Clone)]
+pub struct ResourceService {
+    store: Arc<dyn Store>,
+}
+
+/// The store key of a resource.
+pub fn key_of(kind: Kind, mesh: Option<&str>, name: &str) -> ObjectKey {
+    ObjectKey::new(kind.as_str(), mesh.unwrap_or(""), name)
+}
+
+fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
+    match mesh {
+        Some(m) => format!("{} {name:?} in mesh {m:?}", kind.as_str()),
+        None => format!("{} {name:?}", kind.as_str()),
+    }
+}
+
+/// Parses a `resourceVersion` string.
+pub fn parse_version(v: &str) -> Result<u64, ResourceError> {
+    v.parse().map_err(|_| {
+        ResourceError::Invalid(vec![FieldError::new(
+            "metadata.resourceVersion",
+            format!("{v:?} is not a resourceVersion issued by this control plane (a decimal number)"),
+        )])
+    })
+}
+
+// === impl ResourceService ===
+
+impl ResourceService {
+    /// Wraps a store.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        ResourceService { store }
+    }
+
+    /// The underlying store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn decode(obj: meshlink_store::Object) -> Result<Resource, ResourceError> {
+        let key = obj.key.to_string();
+        let mut r = Resource::from_json_unvalidated(obj.body).map_err(|errs| {
+            ResourceError::Store(StoreError::Corrupt {
+                key,
+                reason: errs
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })
+        })?;
+        r.set_resource_version(Some(obj.revision.to_string()));
+        Ok(r)
+    }
+
+    fn encode(r: &Resource) -> serde_json::Value {
+        let mut r = r.clone();
+        r.set_resource_version(None);
+        r.to_json()
+    }
+
+    /// Checks that `mesh` fits `kind`'s scope.
+    pub fn check_scope(kind: Kind, mesh: Option<&str>) -> Result<(), ResourceError> {
+        match (kind.is_mesh_scoped(), mesh) {
+            (true, None) => Err(ResourceError::BadRequest(format!(
+                "{kind} is mesh-scoped: name the mesh (?mesh= in the API, -m/--mesh in the CLI)"
+            ))),
+            (false, Some(m)) => Err(ResourceError::BadRequest(format!(
+                "{kind} is not mesh-scoped, but mesh {m:?} was given; drop the mesh"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reads one resource.
+    pub async fn get(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        name: &str,
+    ) -> Result<Resource, ResourceError> {
+        Self::check_scope(kind, mesh)?;
+        match self.store.get(&key_of(kind, mesh, name)).await? {
+            Some(obj) => Self::decode(obj),
+            None => Err(ResourceError::NotFound(describe(kind, mesh, name))),
+        }
+    }
+
+    /// Lists resources of a kind, optionally in one mesh and matching a selector.
+    pub async fn list(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        selector: Option<LabelSelector>,
+    ) -> Result<Vec<Resource>, ResourceError> {
+        let q = ListQuery {
+            kind: kind.as_str().to_string(),
+            mesh: if kind.is_mesh_scoped() {
+                mesh.map(str::to_string)
+            } else {
+                None
+            },
+            selector,
+        };
+        self.store
+            .list(&q)
+            .await?
+            .into_iter()
+            .map(Self::decode)
+            .collect()
+    }
+
+    async fn check_references(&self, r: &Resource) -> Result<(), ResourceError> {
+        if let Some(mesh) = r.mesh()
+            && self
+                .store
+                .get(&key_of(Kind::Mesh, None, mesh))
+                .await?
+                .is_none()
+        {
+            return Err(ResourceError::Invalid(vec![FieldError::new(
+                "metadata.mesh",
+                format!("mesh {mesh:?} does not exist; apply the Mesh first"),
+            )]));
+        }
+        Ok(())
+    }
+
+    fn validated(r: &Resource) -> Result<(), ResourceError> {
+        Self::check_scope(r.kind(), r.mesh())?;
+        let errs = r.validate();
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(ResourceError::Invalid(errs))
+        }
+    }
+
+    /// Creates a resource; fails if it exists. User-supplied status is dropped.
+    pub async fn create(&self, mut r: Resource) -> Result<Resource, ResourceError> {
+        Self::validated(&r)?;
+        self.check_references(&r).await?;
+        r.clear_status();
+        let obj = self
+            .store
+            .create(
+                &key_of(r.kind(), r.mesh(), r.name()),
+                r.labels(),
+                &Self::encode(&r),
+            )
+            .await?;
+        Self::decode(obj)
+    }
+
+    /// Creates or updates a resource to the given desired state. With
+    /// `metadata.resourceVersion` set, the write is conditional on it.
+    /// Status is never taken from the input; the stored status is kept.
+    pub async fn apply(&self, r: Resource) -> Result<(ApplyOutcome, Resource), ResourceError> {
+        Self::validated(&r)?;
+        let expected = r.resource_version().map(parse_version).transpose()?;
+        let key = key_of(r.kind(), r.mesh(), r.name());
+        // Without an expected version, a concurrent writer between our read
+        // and our conditional write is retried; with one, it is the caller's
+        // conflict to resolve.
+        for _ in 0..5 {
+            let Some(existing) = self.store.get(&key).await? else {
+                if let Some(v) = expected {
+                    return Err(ResourceError::Conflict(format!(
+                        "{} does not exist, but resourceVersion {v} was given; drop metadata.resourceVersion to create it",
+                        describe(r.kind(), r.mesh(), r.name())
+                    )));
+                }
+                match self.create(r.clone()).await {
+                    Ok(created) => return Ok((ApplyOutcome::Created, created)),
+                    Err(ResourceError::AlreadyExists(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            if let Some(v) = expected
+                && v != existing.revision
+            {
+                return Err(ResourceError::Conflict(
+                    StoreError::Conflict {
+                        key: key.to_string(),
+                        expected: v,
+                        actual: existing.revision,
+                    }
+                    .to_string(),
+                ));
+            }
+            let current = Self::decode(existing.clone())?;
+            if current.same_desired_state(&r) {
+                return Ok((ApplyOutcome::Unchanged, current));
+            }
+            let mut next = r.clone();
+            next.copy_status_from(&current);
+            match self
+                .store
+                .update(
+                    &key,
+                    next.labels(),
+                    &Self::encode(&next),
+                    Some(expected.unwrap_or(existing.revision)),
+                )
+                .await
+            {
+                Ok(obj) => return Ok((ApplyOutcome::Configured, Self::decode(obj)?)),
+                Err(StoreError::Conflict { .. }) if expected.is_none() => continue,
+                Err(StoreError::NotFound(_)) if expected.is_none() => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ResourceError::Conflict(format!(
+            "{} is being changed concurrently; retry",
+            describe(r.kind(), r.mesh(), r.name())
+        )))
+    }
+
+    /// Replaces a resource's status (controllers only; not exposed to apply).
+    pub async fn set_status(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        name: &str,
+        status: Status,
+        expected: Option<u64>,
+    ) -> Result<Resource, ResourceError> {
+        let key = key_of(kind, mesh, name);
+        let existing = self
+            .store
+            .get(&key)
+            .await?
+            .ok_or_else(|| ResourceError::NotFound(describe(kind, mesh, name)))?;
+        let mut r = Self::decode(existing.clone())?;
+        if r.status == status {
+            return Ok(r);
+        }
+        r.status = status;
+        let obj = self
+            .store
+            .update(
+                &key,
+                r.labels(),
+                &Self::encode(&r),
+                Some(expected.unwrap_or(existing.revision)),
+            )
+            .await?;
+        Self::decode(obj)
+    }
+
+    /// Deletes a resource, optionally only at `expected` version.
+    pub async fn delete(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        name: &str,
+        expected: Option<u64>,
+    ) -> Result<Resource, ResourceError> {
+        Self::check_scope(kind, mesh)?;
+        let obj = self
+            .store
+            .delete(&key_of(kind, mesh, name), expected)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound(_) => ResourceError::NotFound(describe(kind, mesh, name)),
+                e => e.into(),
+            })?;
+        Self::decode(obj)
+    }
+
+    /// API-resource changes after `after`, oldest first, and the last
+    /// revision examined (to resume from). Internal kinds are skipped.
+    pub async fn events_since(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> Result<(Vec<ResourceEvent>, u64), ResourceError> {
+        let changes = self.store.changes_since(after, limit).await?;
+        let last = changes.last().map_or(after, |c| c.revision);
+        let mut events = Vec::with_capacity(changes.len());
+        for c in changes {
+            if let Some(ev) = Self::event_of(c)? {
+                events.push(ev);
+            }
+        }
+        Ok((events, last))
+    }
+
+    fn event_of(c: Change) -> Result<Option<ResourceEvent>, ResourceError> {
+        if c.object.key.kind.parse::<Kind>().is_err() {
+            return Ok(None);
+        }
+        let mut obj = c.object;
+        obj.revision = c.revision;
+        Ok(Some(ResourceEvent {
+            revision: c.revision,
+            change_type: c.change_type,
+            resource: Self::decode(obj)?,
+        }))
+    }
+}
