@@ -5,13 +5,15 @@
 //! no I/O and no async runtime: the control plane and the CLI both call it.
 
 mod error;
+mod import;
 mod kind;
 pub mod parse;
 mod resource;
 pub mod spec;
 mod validate;
+mod yaml;
 
 pub use error::FieldError;
 pub use kind::{Kind, UnknownKind};
-pub use parse::{ParsedDocument, SourceFormat, parse_documents};
+pub use parse::{ParsedDocument, SourceFormat, parse_documents, parse_value};
 pub use resource::{API_VERSION, Condition, ConditionStatus, Metadata, Resource, Status};

@@ -183,6 +183,20 @@ impl Resource {
         self.status = other.status.clone();
     }
 
+    /// A copy safe to show to API readers: secrets (AccessGrant and
+    /// AccessToken codes, in spec and status) are replaced by
+    /// [`crate::spec::REDACTED`].
+    pub fn redacted(&self) -> Resource {
+        Resource {
+            metadata: self.metadata.clone(),
+            spec: self.spec.redacted(),
+            status: Status {
+                conditions: self.status.conditions.clone(),
+                details: self.status.details.redacted(),
+            },
+        }
+    }
+
     /// True when both declare the same desired state: same kind, name, mesh,
     /// labels and spec. Status and version are ignored.
     pub fn same_desired_state(&self, other: &Resource) -> bool {
@@ -302,7 +316,10 @@ impl Resource {
                 }
             },
             None => {
-                errs.push(FieldError::new("metadata", "missing; metadata.name is required"));
+                errs.push(FieldError::new(
+                    "metadata",
+                    "missing; metadata.name is required",
+                ));
                 None
             }
         };

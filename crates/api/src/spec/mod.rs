@@ -1,61 +1,316 @@
-//! Typed specs and statuses for every kind. (Skeleton: filled in by the api work.)
+//! Typed specs and statuses for every kind.
+//!
+//! Owns the [`Spec`] and [`StatusDetails`] enums and their dispatch to one
+//! module per kind (or small group of kinds). Stored specs hold exactly what
+//! the user wrote: defaults are never filled in, they are computed by
+//! accessor methods (e.g. [`MeshSpec::trust_domain`]). Nothing here may drop
+//! an unknown field: every type denies unknown fields so canonical output
+//! round-trips unchanged.
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::resource::deserialize_at;
 use crate::{FieldError, Kind, Metadata};
+
+mod dataplane;
+mod grant;
+mod link;
+mod mesh;
+mod service;
+mod site;
+mod string_enum;
+mod traffic_permission;
+
+pub use dataplane::{
+    DataplaneSpec, Inbound, Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
+};
+pub use grant::{
+    AccessGrantSpec, AccessGrantStatus, AccessTokenSpec, AccessTokenStatus,
+    DEFAULT_EXPIRATION_WINDOW, DEFAULT_REDEMPTIONS_ALLOWED,
+};
+pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
+pub use mesh::{
+    CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
+    DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
+};
+pub use service::{ConnectorSpec, ListenerSpec, ServiceType};
+pub use site::{
+    DEFAULT_ISSUER, NetworkLink, NetworkSite, RouterAccessSpec, RouterRole, RouterRoleName,
+    SiteSpec, SiteStatus,
+};
+pub use traffic_permission::{
+    Action, FromRule, MeshTrafficPermissionSpec, PermissionConf, TargetRef, TargetRefKind,
+};
+
+/// What secret values are replaced with by the `redacted()` methods.
+///
+/// A server that receives this exact value back for a secret field (because a
+/// user re-applied the output of `get -o yaml`) should keep the stored secret.
+pub const REDACTED: &str = "<redacted>";
 
 /// The spec of a resource; the variant decides the kind.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Spec {
-    /// Placeholder until the typed specs land.
-    Mesh(Value),
+    /// A [`MeshSpec`].
+    Mesh(MeshSpec),
+    /// A [`DataplaneSpec`].
+    Dataplane(DataplaneSpec),
+    /// A [`MeshTrafficPermissionSpec`].
+    MeshTrafficPermission(MeshTrafficPermissionSpec),
+    /// A [`SiteSpec`].
+    Site(SiteSpec),
+    /// A [`RouterAccessSpec`].
+    RouterAccess(RouterAccessSpec),
+    /// An [`AccessGrantSpec`].
+    AccessGrant(AccessGrantSpec),
+    /// An [`AccessTokenSpec`].
+    AccessToken(AccessTokenSpec),
+    /// A [`LinkSpec`].
+    Link(LinkSpec),
+    /// A [`ListenerSpec`].
+    Listener(ListenerSpec),
+    /// A [`ConnectorSpec`].
+    Connector(ConnectorSpec),
 }
+
+/// Applies `$body` to the inner value of every [`Spec`] variant.
+macro_rules! each_spec {
+    ($spec:expr, $inner:ident => $body:expr) => {
+        match $spec {
+            Spec::Mesh($inner) => $body,
+            Spec::Dataplane($inner) => $body,
+            Spec::MeshTrafficPermission($inner) => $body,
+            Spec::Site($inner) => $body,
+            Spec::RouterAccess($inner) => $body,
+            Spec::AccessGrant($inner) => $body,
+            Spec::AccessToken($inner) => $body,
+            Spec::Link($inner) => $body,
+            Spec::Listener($inner) => $body,
+            Spec::Connector($inner) => $body,
+        }
+    };
+}
+
+// === impl Spec ===
 
 impl Spec {
     /// The kind this spec belongs to.
     pub fn kind(&self) -> Kind {
         match self {
             Spec::Mesh(_) => Kind::Mesh,
+            Spec::Dataplane(_) => Kind::Dataplane,
+            Spec::MeshTrafficPermission(_) => Kind::MeshTrafficPermission,
+            Spec::Site(_) => Kind::Site,
+            Spec::RouterAccess(_) => Kind::RouterAccess,
+            Spec::AccessGrant(_) => Kind::AccessGrant,
+            Spec::AccessToken(_) => Kind::AccessToken,
+            Spec::Link(_) => Kind::Link,
+            Spec::Listener(_) => Kind::Listener,
+            Spec::Connector(_) => Kind::Connector,
         }
     }
 
     /// Parses a `spec` value of `kind`, rejecting unknown fields. Paths start with `spec`.
     pub fn from_value(kind: Kind, value: Value) -> Result<Spec, Vec<FieldError>> {
-        let _ = kind;
-        Ok(Spec::Mesh(value))
+        // A missing or `null` spec means "all defaults".
+        let value = match value {
+            Value::Null => Value::Object(Default::default()),
+            v => v,
+        };
+        let parsed = match kind {
+            Kind::Mesh => parse(value).map(Spec::Mesh),
+            Kind::Dataplane => parse(value).map(Spec::Dataplane),
+            Kind::MeshTrafficPermission => parse(value).map(Spec::MeshTrafficPermission),
+            Kind::Site => parse(value).map(Spec::Site),
+            Kind::RouterAccess => parse(value).map(Spec::RouterAccess),
+            Kind::AccessGrant => parse(value).map(Spec::AccessGrant),
+            Kind::AccessToken => parse(value).map(Spec::AccessToken),
+            Kind::Link => parse(value).map(Spec::Link),
+            Kind::Listener => parse(value).map(Spec::Listener),
+            Kind::Connector => parse(value).map(Spec::Connector),
+        };
+        parsed.map_err(|e| vec![e])
     }
 
-    /// Canonical JSON of the spec.
+    /// Canonical JSON of the spec: only the fields the user set.
     pub fn to_value(&self) -> Value {
-        match self {
-            Spec::Mesh(v) => v.clone(),
-        }
+        each_spec!(self, s => to_value(s))
     }
 
     /// Semantic validation; paths start with `spec`.
     pub fn validate(&self, meta: &Metadata) -> Vec<FieldError> {
         let _ = meta;
-        Vec::new()
+        let mut errs = crate::validate::Errors::default();
+        match self {
+            Spec::Mesh(s) => s.validate(&mut errs),
+            Spec::Dataplane(s) => s.validate(&mut errs),
+            Spec::MeshTrafficPermission(s) => s.validate(&mut errs),
+            Spec::Site(s) => s.validate(&mut errs),
+            Spec::RouterAccess(s) => s.validate(&mut errs),
+            Spec::AccessGrant(s) => s.validate(&mut errs),
+            Spec::AccessToken(s) => s.validate(&mut errs),
+            Spec::Link(s) => s.validate(&mut errs),
+            Spec::Listener(s) => s.validate(&mut errs),
+            Spec::Connector(s) => s.validate(&mut errs),
+        }
+        errs.into_vec()
+    }
+
+    /// A copy with secrets (AccessGrant and AccessToken `code`) replaced by
+    /// [`REDACTED`]. API reads of other users' resources should return this.
+    pub fn redacted(&self) -> Spec {
+        match self {
+            Spec::AccessGrant(s) => Spec::AccessGrant(s.redacted()),
+            Spec::AccessToken(s) => Spec::AccessToken(s.redacted()),
+            other => other.clone(),
+        }
+    }
+
+    /// The Mesh spec, if this is one.
+    pub fn as_mesh(&self) -> Option<&MeshSpec> {
+        match self {
+            Spec::Mesh(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The Dataplane spec, if this is one.
+    pub fn as_dataplane(&self) -> Option<&DataplaneSpec> {
+        match self {
+            Spec::Dataplane(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The MeshTrafficPermission spec, if this is one.
+    pub fn as_mesh_traffic_permission(&self) -> Option<&MeshTrafficPermissionSpec> {
+        match self {
+            Spec::MeshTrafficPermission(s) => Some(s),
+            _ => None,
+        }
     }
 }
 
+/// Deserializes a spec; errors carry a path under `spec`.
+fn parse<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
+    deserialize_at("spec", value)
+}
+
+/// Deserializes status details; errors carry a path under `status`.
+fn parse_status<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
+    deserialize_at("status", value)
+}
+
+fn to_value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).expect("spec types serialize to JSON")
+}
+
 /// Kind-specific status fields.
-#[derive(Debug, Clone, PartialEq, Default)]
+///
+/// Equality compares canonical JSON, so `None` equals a variant whose fields
+/// are all unset (both print as no status details).
+#[derive(Debug, Clone, Default)]
 pub enum StatusDetails {
     /// No kind-specific status.
     #[default]
     None,
+    /// Site: the network as this site sees it.
+    Site(SiteStatus),
+    /// AccessGrant: where and how to redeem it. Holds a secret `code`.
+    AccessGrant(AccessGrantStatus),
+    /// AccessToken: whether it was redeemed.
+    AccessToken(AccessTokenStatus),
+    /// Link: who is on the other end.
+    Link(LinkStatus),
 }
+
+// === impl StatusDetails ===
 
 impl StatusDetails {
     /// Parses the kind-specific part of `status` (everything but `conditions`).
+    /// Paths start with `status`; unknown fields are errors.
     pub fn from_value(kind: Kind, value: Value) -> Result<StatusDetails, Vec<FieldError>> {
-        let _ = (kind, value);
-        Ok(StatusDetails::None)
+        if value.is_null() || value.as_object().is_some_and(|o| o.is_empty()) {
+            return Ok(StatusDetails::None);
+        }
+        let parsed = match kind {
+            Kind::Site => parse_status(value).map(StatusDetails::Site),
+            Kind::AccessGrant => parse_status(value).map(StatusDetails::AccessGrant),
+            Kind::AccessToken => parse_status(value).map(StatusDetails::AccessToken),
+            Kind::Link => parse_status(value).map(StatusDetails::Link),
+            _ => {
+                let fields = value
+                    .as_object()
+                    .map(|o| o.keys().cloned().collect::<Vec<_>>())
+                    .unwrap_or_default();
+                return Err(match fields.first() {
+                    Some(f) => vec![FieldError::new(
+                        format!("status.{f}"),
+                        format!("unknown field; a {kind} status has only conditions"),
+                    )],
+                    None => vec![FieldError::new("status", "must be a mapping")],
+                });
+            }
+        };
+        parsed.map_err(|e| vec![e])
     }
 
     /// Canonical JSON of the details (an object; empty for none).
     pub fn to_value(&self) -> Value {
-        Value::Object(Default::default())
+        match self {
+            StatusDetails::None => Value::Object(Default::default()),
+            StatusDetails::Site(s) => to_value(s),
+            StatusDetails::AccessGrant(s) => to_value(s),
+            StatusDetails::AccessToken(s) => to_value(s),
+            StatusDetails::Link(s) => to_value(s),
+        }
+    }
+
+    /// A copy with secrets (the AccessGrant `code`) replaced by [`REDACTED`].
+    pub fn redacted(&self) -> StatusDetails {
+        match self {
+            StatusDetails::AccessGrant(s) => StatusDetails::AccessGrant(s.redacted()),
+            other => other.clone(),
+        }
+    }
+
+    /// The AccessGrant details, if these are.
+    pub fn as_access_grant(&self) -> Option<&AccessGrantStatus> {
+        match self {
+            StatusDetails::AccessGrant(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl PartialEq for StatusDetails {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_value() == other.to_value()
+    }
+}
+
+/// Serde for port numbers: accepts 1..=65535 with a message naming the range.
+pub(crate) mod port {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    /// Deserializes a port, rejecting 0 and anything above 65535.
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
+        check(i64::deserialize(d)?)
+    }
+
+    /// Like [`deserialize`], with `null` meaning unset.
+    pub(crate) fn deserialize_opt<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<u16>, D::Error> {
+        Option::<i64>::deserialize(d)?.map(check).transpose()
+    }
+
+    fn check<E: Error>(n: i64) -> Result<u16, E> {
+        match u16::try_from(n) {
+            Ok(p) if p > 0 => Ok(p),
+            _ => Err(E::custom(format!("{n} is out of range 1-65535"))),
+        }
     }
 }

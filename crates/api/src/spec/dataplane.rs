@@ -1,0 +1,207 @@
+//! The Dataplane kind: one workload's proxy, its inbounds and outbounds.
+//!
+//! Owns the Dataplane spec (Kuma-compatible `networking` block), the service
+//! tag and its alias, and validation. Tags are stored exactly as written: the
+//! alias `meshlink.dev/service` is never rewritten to `kuma.io/service`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::validate::{self, Errors};
+
+/// The tag naming a service (Kuma's).
+pub const SERVICE_TAG: &str = "kuma.io/service";
+/// Accepted alias of [`SERVICE_TAG`].
+pub const SERVICE_TAG_ALIAS: &str = "meshlink.dev/service";
+
+/// Where an inbound forwards to, and an outbound listens, when unset.
+const DEFAULT_LOCAL_ADDRESS: &str = "127.0.0.1";
+
+/// The service named by `tags` (`kuma.io/service`, else `meshlink.dev/service`).
+pub fn service_from_tags(tags: &BTreeMap<String, String>) -> Option<&str> {
+    tags.get(SERVICE_TAG)
+        .or_else(|| tags.get(SERVICE_TAG_ALIAS))
+        .map(String::as_str)
+}
+
+/// `spec` of a Dataplane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataplaneSpec {
+    /// Address, inbounds and outbounds.
+    pub networking: Networking,
+}
+
+/// `spec.networking`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Networking {
+    /// The IP or hostname other proxies reach this one at.
+    pub address: String,
+    /// Services this workload serves; at least one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inbound: Vec<Inbound>,
+    /// Services this workload calls, each on a local port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbound: Vec<Outbound>,
+}
+
+/// One served service: the proxy listens on `port` and forwards to the app.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Inbound {
+    /// Port the proxy accepts mTLS traffic on.
+    #[serde(deserialize_with = "super::port::deserialize")]
+    pub port: u16,
+    /// The application's port (default: `port`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::port::deserialize_opt"
+    )]
+    pub service_port: Option<u16>,
+    /// The application's address (default: 127.0.0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_address: Option<String>,
+    /// Tags; must include `kuma.io/service` (or `meshlink.dev/service`).
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// One called service, reachable on a local port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Outbound {
+    /// Local port the proxy listens on for this service.
+    #[serde(deserialize_with = "super::port::deserialize")]
+    pub port: u16,
+    /// Local address to listen on (default: 127.0.0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Tags selecting the destination; must include the service tag.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+// === impl DataplaneSpec ===
+
+impl DataplaneSpec {
+    /// Every service this dataplane serves, in inbound order, without repeats.
+    pub fn services(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for s in self.networking.inbound.iter().filter_map(Inbound::service) {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    pub(crate) fn validate(&self, errs: &mut Errors) {
+        let n = &self.networking;
+        validate::host(errs, "spec.networking.address", &n.address);
+        if n.inbound.is_empty() {
+            errs.add(
+                "spec.networking.inbound",
+                "at least one inbound is required: a Dataplane's identity is the service of its \
+                 inbounds (gateway dataplanes without inbounds are not supported yet)",
+            );
+        }
+        let mut ports: Vec<u16> = Vec::new();
+        for (i, inb) in n.inbound.iter().enumerate() {
+            let at = format!("spec.networking.inbound[{i}]");
+            if let Some(j) = ports.iter().position(|p| *p == inb.port) {
+                errs.add(
+                    format!("{at}.port"),
+                    format!("duplicate inbound port {} (also inbound[{j}])", inb.port),
+                );
+            }
+            ports.push(inb.port);
+            if let Some(addr) = &inb.service_address {
+                validate::host(errs, &format!("{at}.serviceAddress"), addr);
+            }
+            service_tags(errs, &at, &inb.tags);
+        }
+        let mut listeners: Vec<(&str, u16)> = Vec::new();
+        for (i, out) in n.outbound.iter().enumerate() {
+            let at = format!("spec.networking.outbound[{i}]");
+            let key = (out.address(), out.port);
+            if let Some(j) = listeners.iter().position(|l| *l == key) {
+                errs.add(
+                    format!("{at}.port"),
+                    format!(
+                        "duplicate outbound {}:{} (also outbound[{j}])",
+                        key.0, key.1
+                    ),
+                );
+            }
+            listeners.push(key);
+            if let Some(addr) = &out.address {
+                validate::host(errs, &format!("{at}.address"), addr);
+            }
+            service_tags(errs, &at, &out.tags);
+        }
+    }
+}
+
+/// Checks that `tags` name a service, consistently, and have no empty parts.
+fn service_tags(errs: &mut Errors, at: &str, tags: &BTreeMap<String, String>) {
+    match (tags.get(SERVICE_TAG), tags.get(SERVICE_TAG_ALIAS)) {
+        (None, None) => errs.add(
+            format!("{at}.tags"),
+            format!("missing the service tag: add {SERVICE_TAG}: <service name>"),
+        ),
+        (Some(a), Some(b)) if a != b => errs.add(
+            format!("{at}.tags[{SERVICE_TAG_ALIAS:?}]"),
+            format!(
+                "{b:?} differs from {SERVICE_TAG} {a:?}; {SERVICE_TAG_ALIAS} is an alias, \
+                 set only one of them"
+            ),
+        ),
+        _ => {}
+    }
+    for (k, v) in tags {
+        let path = format!("{at}.tags[{k:?}]");
+        if k.trim().is_empty() {
+            errs.add(path, "tag keys must not be empty");
+        } else if v.trim().is_empty() {
+            errs.add(path, "tag values must not be empty");
+        }
+    }
+}
+
+// === impl Inbound ===
+
+impl Inbound {
+    /// The service this inbound serves (either service tag).
+    pub fn service(&self) -> Option<&str> {
+        service_from_tags(&self.tags)
+    }
+
+    /// The application's port: `servicePort`, else `port`.
+    pub fn effective_service_port(&self) -> u16 {
+        self.service_port.unwrap_or(self.port)
+    }
+
+    /// The application's address: `serviceAddress`, else 127.0.0.1.
+    pub fn effective_service_address(&self) -> &str {
+        self.service_address
+            .as_deref()
+            .unwrap_or(DEFAULT_LOCAL_ADDRESS)
+    }
+}
+
+// === impl Outbound ===
+
+impl Outbound {
+    /// The service this outbound reaches (either service tag).
+    pub fn service(&self) -> Option<&str> {
+        service_from_tags(&self.tags)
+    }
+
+    /// The local listening address: `address`, else 127.0.0.1.
+    pub fn address(&self) -> &str {
+        self.address.as_deref().unwrap_or(DEFAULT_LOCAL_ADDRESS)
+    }
+}

@@ -1,0 +1,216 @@
+//! The Site and RouterAccess kinds: this control plane's place in a
+//! multi-site network, and the ports its router accepts links on.
+//!
+//! Owns their Skupper-compatible shapes, the Site status (the network as
+//! seen from here), validation, and effective defaults. It never fills a
+//! default into the stored spec.
+
+use serde::{Deserialize, Serialize};
+
+use super::string_enum::string_enum;
+use crate::validate::{self, Errors};
+
+/// The issuer (site CA) used when a Site sets no `defaultIssuer`.
+pub const DEFAULT_ISSUER: &str = "skupper-site-ca";
+
+/// `spec` of a Site.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SiteSpec {
+    /// An edge site only dials links; it accepts none (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<bool>,
+    /// How remote sites reach this one (`default`, `none`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_access: Option<String>,
+    /// The CA that signs RouterAccess and link certificates
+    /// (default `skupper-site-ca`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_issuer: Option<String>,
+}
+
+/// Site status details: the network as this site sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SiteStatus {
+    /// This site's unique id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site_id: Option<String>,
+    /// Every site reachable from here, including this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<NetworkSite>,
+}
+
+/// One site in [`SiteStatus::network`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkSite {
+    /// The site's name.
+    pub name: String,
+    /// The site's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Links from that site.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<NetworkLink>,
+}
+
+/// One link in [`NetworkSite::links`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkLink {
+    /// The link's name.
+    pub name: String,
+    /// The site on the other end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_site_name: Option<String>,
+    /// Its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_site_id: Option<String>,
+    /// Whether the link is up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operational: Option<bool>,
+}
+
+// === impl SiteSpec ===
+
+impl SiteSpec {
+    /// Whether this is an edge site (`edge`, default false).
+    pub fn is_edge(&self) -> bool {
+        self.edge.unwrap_or(false)
+    }
+
+    /// The effective issuer: `defaultIssuer`, else [`DEFAULT_ISSUER`].
+    pub fn default_issuer(&self) -> &str {
+        self.default_issuer.as_deref().unwrap_or(DEFAULT_ISSUER)
+    }
+
+    pub(crate) fn validate(&self, errs: &mut Errors) {
+        if let Some(la) = &self.link_access {
+            validate::required(errs, "spec.linkAccess", la);
+            if self.is_edge() && la != "none" {
+                errs.add(
+                    "spec.linkAccess",
+                    "an edge site accepts no links; remove linkAccess or set edge: false",
+                );
+            }
+        }
+        if let Some(issuer) = &self.default_issuer {
+            validate::dns_name(errs, "spec.defaultIssuer", issuer);
+        }
+    }
+}
+
+string_enum! {
+    /// What a RouterAccess port is for.
+    pub enum RouterRoleName ("router role") {
+        /// Links between interior routers (port 55671 by convention).
+        InterRouter = "inter-router",
+        /// Links from edge sites (port 45671 by convention).
+        Edge = "edge",
+    }
+}
+
+/// `spec` of a RouterAccess.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouterAccessSpec {
+    /// The ports to open, one per role; at least one.
+    #[serde(default)]
+    pub roles: Vec<RouterRole>,
+    /// The CA that signs the server certificate (default: the Site's issuer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// Name of the server credentials (default: the RouterAccess's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_credentials: Option<String>,
+    /// Whether the control plane generates the credentials (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate_tls_credentials: Option<bool>,
+    /// How the ports are exposed (`local`, `loadbalancer`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_type: Option<String>,
+    /// Address to bind (default: all addresses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind_host: Option<String>,
+    /// Extra names for the server certificate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subject_alternative_names: Vec<String>,
+}
+
+/// One entry of `spec.roles`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouterRole {
+    /// `inter-router` or `edge`.
+    pub name: RouterRoleName,
+    /// The port to listen on.
+    #[serde(deserialize_with = "super::port::deserialize")]
+    pub port: u16,
+}
+
+// === impl RouterAccessSpec ===
+
+impl RouterAccessSpec {
+    /// The port for `role`, if configured.
+    pub fn port(&self, role: RouterRoleName) -> Option<u16> {
+        self.roles.iter().find(|r| r.name == role).map(|r| r.port)
+    }
+
+    /// The effective credentials name: `tlsCredentials`, else `resource_name`.
+    pub fn tls_credentials<'a>(&'a self, resource_name: &'a str) -> &'a str {
+        self.tls_credentials.as_deref().unwrap_or(resource_name)
+    }
+
+    /// The effective issuer: `issuer`, else the Site's default issuer.
+    pub fn issuer<'a>(&'a self, site: &'a SiteSpec) -> &'a str {
+        self.issuer.as_deref().unwrap_or(site.default_issuer())
+    }
+
+    /// Whether the control plane generates credentials (default false).
+    pub fn generates_tls_credentials(&self) -> bool {
+        self.generate_tls_credentials.unwrap_or(false)
+    }
+
+    pub(crate) fn validate(&self, errs: &mut Errors) {
+        if self.roles.is_empty() {
+            errs.add(
+                "spec.roles",
+                "at least one role is required, e.g. [{name: inter-router, port: 55671}]",
+            );
+        }
+        for (i, role) in self.roles.iter().enumerate() {
+            let earlier = &self.roles[..i];
+            if let Some(j) = earlier.iter().position(|r| r.name == role.name) {
+                errs.add(
+                    format!("spec.roles[{i}].name"),
+                    format!("duplicate role {} (also roles[{j}])", role.name),
+                );
+            }
+            if let Some(j) = earlier.iter().position(|r| r.port == role.port) {
+                errs.add(
+                    format!("spec.roles[{i}].port"),
+                    format!("port {} is already used by roles[{j}]", role.port),
+                );
+            }
+        }
+        for (field, v) in [
+            ("issuer", &self.issuer),
+            ("tlsCredentials", &self.tls_credentials),
+        ] {
+            if let Some(v) = v {
+                validate::dns_name(errs, &format!("spec.{field}"), v);
+            }
+        }
+        if let Some(v) = &self.access_type {
+            validate::required(errs, "spec.accessType", v);
+        }
+        if let Some(h) = &self.bind_host {
+            validate::host(errs, "spec.bindHost", h);
+        }
+        for (i, san) in self.subject_alternative_names.iter().enumerate() {
+            let name = san.strip_prefix("*.").unwrap_or(san);
+            validate::host(errs, &format!("spec.subjectAlternativeNames[{i}]"), name);
+        }
+    }
+}
