@@ -1,1 +1,80 @@
-//! placeholder
+//! End-to-end harness: starts the real `meshlink-cp` binary on a temporary
+//! data dir, runs the real `meshlink` CLI against it, and talks to the REST
+//! API directly.
+//!
+//! Binaries are taken from the cargo target dir next to the test executable;
+//! `scripts/test` builds them first (`cargo build --bins`).
+
+mod cli;
+mod cp;
+mod postgres;
+
+pub use cli::{CliOutput, run_cli};
+pub use cp::{ControlPlane, StoreKind};
+pub use postgres::fresh_postgres_database;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Path of a workspace binary (`meshlink-cp`, `meshlink`, ...).
+pub fn bin_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test>-<hash>  ->  target/<profile>/<name>
+    let profile_dir = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .expect("test binary lives in target/<profile>/deps");
+    let p = profile_dir.join(name);
+    assert!(
+        p.exists(),
+        "binary {} not found; build it first with `cargo build --bins` (scripts/test does this)",
+        p.display()
+    );
+    p
+}
+
+/// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
+pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut delay = Duration::from_millis(5);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// Picks a currently free loopback TCP port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// The path of a fixture file under `tests/e2e/fixtures` or `crates/api/tests/fixtures`.
+pub fn fixture(name: &str) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let local = root.join("fixtures").join(name);
+    if local.exists() {
+        return local;
+    }
+    root.join("../../crates/api/tests/fixtures").join(name)
+}
+
+/// Generates one `#[test]` per store backend for a function taking a
+/// [`StoreKind`]: `sqlite::NAME` and `postgres::NAME`.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name($crate::StoreKind::fresh("sqlite")) } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { super::$name($crate::StoreKind::fresh("postgres")) } )*
+        }
+    };
+}

@@ -1,0 +1,69 @@
+//! Control-plane lifecycle: single instance per data dir, admin token file,
+//! graceful SIGTERM, and `meshlink wait`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use meshlink_e2e::{ControlPlane, StoreKind};
+use serde_json::json;
+
+#[test]
+fn second_instance_on_same_data_dir_refuses_to_start() {
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    // Same data dir, another API port, so only the lock can stop it.
+    let out = cp.command_on(meshlink_e2e::free_port()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already running") && err.contains("--data-dir"), "{err}");
+    // The first one is unaffected.
+    assert_eq!(cp.api("GET", "/api/v1/meshes", None).0, 200);
+}
+
+#[test]
+fn admin_token_is_private_and_stable_across_restarts() {
+    let mut cp = ControlPlane::start(StoreKind::Sqlite);
+    let path = cp.data_dir().join("admin-token");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let before = cp.token().to_string();
+    assert_eq!(cp.terminate(), Some(0), "SIGTERM exits 0:\n{}", cp.logs());
+    cp.restart();
+    assert_eq!(cp.token(), before);
+}
+
+#[test]
+fn wait_returns_when_the_condition_is_met_and_fails_on_timeout() {
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let site = json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Site",
+        "metadata": {"name": "west"}, "spec": {}});
+    assert_eq!(cp.api("PUT", "/api/v1/sites/west", Some(&site)).0, 201);
+
+    let timeout = cp.cli(&["wait", "site/west", "--for", "condition=Ready", "--timeout", "1s"]);
+    assert_eq!(timeout.code, 1, "{timeout:#?}");
+    assert!(timeout.stderr.contains("timed out"), "{}", timeout.stderr);
+
+    let server = cp.server();
+    let token = cp.token().to_string();
+    let lists = &["method=\"GET\"", "route=\"/api/v1/{plural}\""];
+    let before = cp.metric(lists);
+    let waiter = std::thread::spawn(move || {
+        meshlink_e2e::run_cli(
+            &["--server", &server, "--token", &token, "wait", "site/west", "--for", "condition=Ready", "--timeout", "60s"],
+            &[],
+            None,
+        )
+    });
+    // Mark Ready only after the waiter has read the current state (its list
+    // request completed), so the change reaches it through the watch.
+    meshlink_e2e::eventually("the waiter's initial list", Duration::from_secs(30), || {
+        (cp.metric(lists) > before).then_some(())
+    });
+    let mut with_status = site.clone();
+    with_status["status"] = json!({"conditions": [{"type": "Ready", "status": "True",
+        "reason": "Test", "message": "set by the test", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    let (s, v) = cp.api("PUT", "/api/v1/sites/west/status", Some(&with_status));
+    assert_eq!(s, 200, "{v}");
+    let out = waiter.join().unwrap();
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(out.stdout.contains("condition met"), "{}", out.stdout);
+}
