@@ -10,7 +10,9 @@ pub enum StoreError {
     #[error("{0} already exists")]
     AlreadyExists(String),
     /// The object changed since the caller read it.
-    #[error("{key} was modified: expected resourceVersion {expected}, found {actual}; read it again and retry")]
+    #[error(
+        "{key} was modified: expected resourceVersion {expected}, found {actual}; read it again and retry"
+    )]
     Conflict {
         /// The object.
         key: String,

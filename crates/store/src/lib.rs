@@ -4,7 +4,9 @@
 //! Every write gets the next value of one global, monotonic revision; an
 //! object's `revision` is the revision of its last write (its
 //! `resourceVersion`). The change feed replays every write after a given
-//! revision, in order, exactly once, and survives restarts.
+//! revision, in order, exactly once, and survives restarts. The feed keeps
+//! every write (no compaction yet), so a watcher can resume from any
+//! revision.
 //!
 //! The store knows nothing of resource semantics: bodies are JSON. It must
 //! never acknowledge a write that is not durable.
@@ -14,6 +16,8 @@ use std::collections::BTreeMap;
 use futures::stream::BoxStream;
 
 mod error;
+mod feed;
+mod schema;
 mod selector;
 
 pub use error::StoreError;
@@ -155,18 +159,18 @@ pub trait Store: Send + Sync + 'static {
 mod postgres;
 mod sqlite;
 
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
 
 /// Opens the store a URL names: `sqlite://PATH` (created if missing) or
 /// `postgres://…`. Runs pending schema migrations before returning.
 pub async fn open(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite://") {
-        let _ = SqliteStore::open(std::path::Path::new(path)).await?;
-        Err(StoreError::Config("sqlite backend not implemented yet".into()))
+        Ok(std::sync::Arc::new(
+            SqliteStore::open(std::path::Path::new(path)).await?,
+        ))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let _ = PostgresStore::connect(url).await?;
-        Err(StoreError::Config("postgres backend not implemented yet".into()))
+        Ok(std::sync::Arc::new(PostgresStore::connect(url).await?))
     } else {
         Err(StoreError::Config(format!(
             "unsupported store URL {url:?}; use sqlite://PATH or postgres://USER@HOST/DB"
