@@ -59,7 +59,13 @@ async fn main() {
         let url = format!("{}{path}", args.server);
         let token = args.token.clone();
         async move {
-            let r = c.put(url).bearer_auth(token).json(&body).send().await.expect("PUT");
+            let r = c
+                .put(url)
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .expect("PUT");
             assert!(r.status().is_success(), "PUT failed: {}", r.status());
         }
     };
@@ -69,7 +75,12 @@ async fn main() {
 
     let start = Instant::now();
     futures::stream::iter(0..args.count)
-        .map(|i| put(format!("/api/v1/dataplanes/dp-{i}?mesh={}", args.mesh), dataplane(&args.mesh, i)))
+        .map(|i| {
+            put(
+                format!("/api/v1/dataplanes/dp-{i}?mesh={}", args.mesh),
+                dataplane(&args.mesh, i),
+            )
+        })
         .buffer_unordered(args.concurrency)
         .collect::<Vec<()>>()
         .await;
@@ -80,7 +91,10 @@ async fn main() {
         let i = (k * 7919) % args.count;
         let t = Instant::now();
         let r = client
-            .get(format!("{}/api/v1/dataplanes/dp-{i}?mesh={}", args.server, args.mesh))
+            .get(format!(
+                "{}/api/v1/dataplanes/dp-{i}?mesh={}",
+                args.server, args.mesh
+            ))
             .bearer_auth(&args.token)
             .send()
             .await
@@ -92,7 +106,10 @@ async fn main() {
 
     let t = Instant::now();
     let list: serde_json::Value = client
-        .get(format!("{}/api/v1/dataplanes?mesh={}", args.server, args.mesh))
+        .get(format!(
+            "{}/api/v1/dataplanes?mesh={}",
+            args.server, args.mesh
+        ))
         .bearer_auth(&args.token)
         .send()
         .await

@@ -1,7 +1,7 @@
 //! Multi-document YAML (or JSON) input in any accepted format.
 //!
 //! Owns splitting input into documents, detecting each document's format,
-//! translating it to canonical JSON (through [`crate::import`]) and handing
+//! translating it to canonical JSON (through `crate::import`) and handing
 //! it to [`Resource::from_json`], which validates it. Error paths are those
 //! of the document as the user wrote it. It must never return a resource
 //! that failed validation, nor silently drop a field: ignored fields come

@@ -263,7 +263,10 @@ impl Resource {
     }
 
     /// Parses canonical JSON without semantic validation (structure and
-    /// unknown fields are still checked).
+    /// unknown fields are still checked). Port ranges and enum values are
+    /// semantic, so the result may hold an out-of-range
+    /// [`Port`](crate::spec::Port) or an enum's `Unknown` value; call
+    /// [`Resource::validate`] before relying on them.
     pub fn from_json_unvalidated(value: Value) -> Result<Resource, Vec<FieldError>> {
         let Value::Object(mut obj) = value else {
             return Err(vec![FieldError::new(

@@ -16,10 +16,19 @@ use commands::get::Output;
 use failure::Failure;
 
 #[derive(Parser)]
-#[command(name = "meshlink", version, about = "meshlink: service mesh and multi-site network")]
+#[command(
+    name = "meshlink",
+    version,
+    about = "meshlink: service mesh and multi-site network"
+)]
 struct Cli {
     /// Control-plane REST API URL.
-    #[arg(long, global = true, env = "MESHLINK_SERVER", default_value = "http://127.0.0.1:5681")]
+    #[arg(
+        long,
+        global = true,
+        env = "MESHLINK_SERVER",
+        default_value = "http://127.0.0.1:5681"
+    )]
     server: String,
     /// Admin token [default: contents of ./meshlink-data/admin-token].
     #[arg(long, global = true, env = "MESHLINK_TOKEN", hide_env_values = true)]
@@ -79,7 +88,8 @@ enum Command {
 }
 
 fn kind(s: &str) -> Result<Kind, Failure> {
-    s.parse::<Kind>().map_err(|e| Failure::BadInput(e.to_string()))
+    s.parse::<Kind>()
+        .map_err(|e| Failure::BadInput(e.to_string()))
 }
 
 fn default_token() -> Option<String> {
@@ -105,12 +115,21 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 (Some(_), None) if k.is_mesh_scoped() => Some("default".to_string()),
                 (_, m) => m,
             };
-            commands::get::run(&client, k, name.as_deref(), mesh.as_deref(), selector.as_deref(), output)
-                .await
+            commands::get::run(
+                &client,
+                k,
+                name.as_deref(),
+                mesh.as_deref(),
+                selector.as_deref(),
+                output,
+            )
+            .await
         }
-        Command::Delete { kind: k, name, mesh } => {
-            commands::delete::run(&client, kind(&k)?, &name, Some(&mesh)).await
-        }
+        Command::Delete {
+            kind: k,
+            name,
+            mesh,
+        } => commands::delete::run(&client, kind(&k)?, &name, Some(&mesh)).await,
         Command::Wait {
             target,
             for_,
@@ -126,7 +145,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

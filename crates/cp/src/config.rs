@@ -189,6 +189,9 @@ mod tests {
         .resolve()
         .unwrap_err()
         .to_string();
-        assert!(err.contains("--store") && err.contains("sqlite://"), "{err}");
+        assert!(
+            err.contains("--store") && err.contains("sqlite://"),
+            "{err}"
+        );
     }
 }

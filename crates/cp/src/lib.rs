@@ -35,7 +35,9 @@ pub enum CpError {
         source: meshlink_store::StoreError,
     },
     /// A listener cannot be bound.
-    #[error("cannot listen on {addr} ({what}): {source}; is another process using it? pass {flag} to pick another address")]
+    #[error(
+        "cannot listen on {addr} ({what}): {source}; is another process using it? pass {flag} to pick another address"
+    )]
     Bind {
         /// What the listener is for.
         what: &'static str,
@@ -98,12 +100,20 @@ impl ControlPlane {
         let shutdown = Shutdown::new();
         let mut tasks = JoinSet::new();
 
-        let start_rev = store.current_revision().await.map_err(|source| CpError::Store {
-            url: redact_url(&config.store),
-            source,
-        })?;
+        let start_rev = store
+            .current_revision()
+            .await
+            .map_err(|source| CpError::Store {
+                url: redact_url(&config.store),
+                source,
+            })?;
         let (rev_tx, rev_rx) = tokio::sync::watch::channel(start_rev);
-        tasks.spawn(follow_revisions(store.clone(), start_rev, rev_tx, shutdown.clone()));
+        tasks.spawn(follow_revisions(
+            store.clone(),
+            start_rev,
+            rev_tx,
+            shutdown.clone(),
+        ));
 
         let listener = tokio::net::TcpListener::bind(config.api_addr)
             .await
@@ -113,7 +123,9 @@ impl ControlPlane {
                 flag: "--api-addr",
                 source,
             })?;
-        let api_addr = listener.local_addr().map_err(|e| CpError::Serve(e.to_string()))?;
+        let api_addr = listener
+            .local_addr()
+            .map_err(|e| CpError::Serve(e.to_string()))?;
         let state = api::ApiState {
             resources: ResourceService::new(store.clone()),
             admin_token: Arc::from(admin_token.as_str()),

@@ -91,7 +91,9 @@ pub fn parse_version(v: &str) -> Result<u64, ResourceError> {
     v.parse().map_err(|_| {
         ResourceError::Invalid(vec![FieldError::new(
             "metadata.resourceVersion",
-            format!("{v:?} is not a resourceVersion issued by this control plane (a decimal number)"),
+            format!(
+                "{v:?} is not a resourceVersion issued by this control plane (a decimal number)"
+            ),
         )])
     })
 }

@@ -28,7 +28,11 @@ pub fn run_cli(args: &[&str], envs: &[(&str, &str)], stdin: Option<&str>) -> Cli
     cmd.args(args)
         .env_remove("MESHLINK_SERVER")
         .env_remove("MESHLINK_TOKEN")
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (k, v) in envs {

@@ -99,8 +99,15 @@ impl ControlPlane {
         self.child = Some(child);
         let url = format!("{}/readyz", self.server());
         crate::eventually("control plane /readyz", Duration::from_secs(30), || {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("meshlink-cp exited with {status} during start-up:\n{}", self.logs());
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "meshlink-cp exited with {status} during start-up:\n{}",
+                    self.logs()
+                );
             }
             reqwest::blocking::get(&url)
                 .ok()
@@ -178,7 +185,10 @@ impl ControlPlane {
         let server = self.server();
         crate::cli::run_cli(
             args,
-            &[("MESHLINK_SERVER", &server), ("MESHLINK_TOKEN", &self.token)],
+            &[
+                ("MESHLINK_SERVER", &server),
+                ("MESHLINK_TOKEN", &self.token),
+            ],
             stdin,
         )
     }
@@ -202,7 +212,10 @@ impl ControlPlane {
             .build()
             .expect("client");
         let mut req = client
-            .request(method.parse().expect("method"), format!("{}{path}", self.server()))
+            .request(
+                method.parse().expect("method"),
+                format!("{}{path}", self.server()),
+            )
             .bearer_auth(&self.token);
         if let Some(b) = body {
             req = req.json(b);

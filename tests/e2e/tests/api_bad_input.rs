@@ -10,7 +10,13 @@ fn mesh(name: &str) -> Value {
     json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh", "metadata": {"name": name}, "spec": {}})
 }
 
-fn raw(cp: &ControlPlane, method: &str, path: &str, token: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+fn raw(
+    cp: &ControlPlane,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, Value) {
     let client = reqwest::blocking::Client::new();
     let mut req = client
         .request(method.parse().unwrap(), format!("{}{path}", cp.server()))
@@ -21,11 +27,16 @@ fn raw(cp: &ControlPlane, method: &str, path: &str, token: Option<&str>, body: V
     }
     let resp = req.send().unwrap();
     let status = resp.status().as_u16();
-    (status, serde_json::from_str(&resp.text().unwrap()).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_str(&resp.text().unwrap()).unwrap_or(Value::Null),
+    )
 }
 
 fn message(v: &Value) -> &str {
-    v["error"]["message"].as_str().unwrap_or_else(|| panic!("no JSON error in {v}"))
+    v["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no JSON error in {v}"))
 }
 
 #[test]
@@ -36,7 +47,13 @@ fn bad_requests_get_precise_errors_and_state_survives() {
     let token = cp.token().to_string();
 
     // Invalid JSON.
-    let (s, v) = raw(&cp, "PUT", "/api/v1/meshes/x", Some(&token), b"{not json".to_vec());
+    let (s, v) = raw(
+        &cp,
+        "PUT",
+        "/api/v1/meshes/x",
+        Some(&token),
+        b"{not json".to_vec(),
+    );
     assert_eq!(s, 400, "{v}");
     assert!(message(&v).contains("not valid JSON"), "{v}");
 
@@ -49,7 +66,10 @@ fn bad_requests_get_precise_errors_and_state_survives() {
     // Unknown kind.
     let (s, v) = raw(&cp, "GET", "/api/v1/gateways", Some(&token), vec![]);
     assert_eq!(s, 404, "{v}");
-    assert!(message(&v).contains("unknown kind") && message(&v).contains("Dataplane"), "{v}");
+    assert!(
+        message(&v).contains("unknown kind") && message(&v).contains("Dataplane"),
+        "{v}"
+    );
 
     // Missing and wrong token.
     let (s, v) = raw(&cp, "GET", "/api/v1/meshes", None, vec![]);
@@ -64,7 +84,12 @@ fn bad_requests_get_precise_errors_and_state_survives() {
         "metadata": {"name": "x"}, "spec": {"mtls": {"backends": [{"name": "a", "type": "vault"}]}, "bogus": 1}});
     let (s, v) = cp.api("PUT", "/api/v1/meshes/x", Some(&bad));
     assert_eq!(s, 422, "{v}");
-    let paths: Vec<&str> = v["error"]["fields"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    let paths: Vec<&str> = v["error"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
     assert!(paths.iter().any(|p| p.contains("bogus")), "{v}");
 
     // Mesh-scoped kind without a mesh, and a dataplane in a missing mesh.
@@ -91,7 +116,8 @@ fn bad_requests_get_precise_errors_and_state_survives() {
 
     // Garbage bytes on the API port.
     let mut sock = std::net::TcpStream::connect(cp.server().trim_start_matches("http://")).unwrap();
-    sock.write_all(b"\x00\x01\x02garbage\r\n\r\n\xff\xfe").unwrap();
+    sock.write_all(b"\x00\x01\x02garbage\r\n\r\n\xff\xfe")
+        .unwrap();
     let mut buf = Vec::new();
     let _ = sock.read_to_end(&mut buf);
     drop(sock);
@@ -108,7 +134,10 @@ fn bad_requests_get_precise_errors_and_state_survives() {
 fn metrics_and_health_are_served() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     cp.api("PUT", "/api/v1/meshes/m1", Some(&mesh("m1")));
-    let text = reqwest::blocking::get(format!("{}/metrics", cp.server())).unwrap().text().unwrap();
+    let text = reqwest::blocking::get(format!("{}/metrics", cp.server()))
+        .unwrap()
+        .text()
+        .unwrap();
     assert!(text.contains("meshlink_api_requests_total"), "{text}");
     assert!(text.contains("outcome=\"created\""), "{text}");
     let h = reqwest::blocking::get(format!("{}/healthz", cp.server())).unwrap();

@@ -21,15 +21,25 @@ fn invalid_documents_report_every_error_and_apply_nothing() {
     ] {
         assert!(err.contains(&expected), "missing {expected:?} in:\n{err}");
     }
-    assert!(out.stdout.is_empty(), "nothing may be applied: {}", out.stdout);
+    assert!(
+        out.stdout.is_empty(),
+        "nothing may be applied: {}",
+        out.stdout
+    );
     let meshes = cp.cli(&["get", "meshes"]).success();
-    assert!(meshes.stdout.is_empty() && meshes.stderr.contains("No meshes"), "{meshes:#?}");
+    assert!(
+        meshes.stdout.is_empty() && meshes.stderr.contains("No meshes"),
+        "{meshes:#?}"
+    );
 }
 
 #[test]
 fn malformed_yaml_is_bad_input() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
-    let out = cp.cli_stdin(&["apply", "-f", "-"], Some("kind: Mesh\nmetadata: [unclosed\n"));
+    let out = cp.cli_stdin(
+        &["apply", "-f", "-"],
+        Some("kind: Mesh\nmetadata: [unclosed\n"),
+    );
     assert_eq!(out.code, 2, "{out:#?}");
     assert!(out.stderr.contains("<stdin>[0]"), "{}", out.stderr);
 }
@@ -41,7 +51,11 @@ fn unknown_kind_lists_accepted_kinds() {
     let out = cp.cli_stdin(&["apply", "-f", "-"], Some(doc));
     assert_eq!(out.code, 2, "{out:#?}");
     assert!(out.stderr.contains("<stdin>[0] kind"), "{}", out.stderr);
-    assert!(out.stderr.contains("MeshTrafficPermission"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("MeshTrafficPermission"),
+        "{}",
+        out.stderr
+    );
 
     let get = cp.cli(&["get", "gateways"]);
     assert_eq!(get.code, 2, "{get:#?}");
@@ -50,7 +64,11 @@ fn unknown_kind_lists_accepted_kinds() {
     let doc = "apiVersion: example.com/v9\nkind: Mesh\nmetadata:\n  name: m\n";
     let out = cp.cli_stdin(&["apply", "-f", "-"], Some(doc));
     assert_eq!(out.code, 2, "{out:#?}");
-    assert!(out.stderr.contains("apiVersion") && out.stderr.contains("meshlink.dev/v1alpha1"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("apiVersion") && out.stderr.contains("meshlink.dev/v1alpha1"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -71,11 +89,16 @@ fn stopped_control_plane_is_reported_plainly() {
     let out = cp.cli(&["get", "mesh"]);
     assert_eq!(out.code, 1, "{out:#?}");
     assert!(
-        out.stderr.contains(&format!("cannot reach the control plane at {server}")),
+        out.stderr
+            .contains(&format!("cannot reach the control plane at {server}")),
         "{}",
         out.stderr
     );
-    assert!(!out.stderr.contains("panicked") && out.stderr.lines().count() <= 2, "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("panicked") && out.stderr.lines().count() <= 2,
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -83,7 +106,14 @@ fn wrong_token_is_refused() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let server = cp.server();
     let out = meshlink_e2e::run_cli(
-        &["--server", &server, "--token", "not-the-token", "get", "meshes"],
+        &[
+            "--server",
+            &server,
+            "--token",
+            "not-the-token",
+            "get",
+            "meshes",
+        ],
         &[],
         None,
     );

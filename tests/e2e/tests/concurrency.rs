@@ -18,10 +18,17 @@ fn same_version_updates_have_one_winner(store: StoreKind) {
         json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Site", "metadata": meta,
             "spec": {"linkAccess": link_access}})
     };
-    assert_eq!(cp.api("PUT", "/api/v1/sites/west", Some(&site(None, "none"))).0, 201);
+    assert_eq!(
+        cp.api("PUT", "/api/v1/sites/west", Some(&site(None, "none")))
+            .0,
+        201
+    );
     for round in 0..ROUNDS {
         let (_, current) = cp.api("GET", "/api/v1/sites/west", None);
-        let version = current["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        let version = current["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_string();
         let barrier = Arc::new(Barrier::new(2));
         let handles: Vec<_> = (0..2)
             .map(|client| {

@@ -14,7 +14,10 @@ fn second_instance_on_same_data_dir_refuses_to_start() {
     let out = cp.command_on(meshlink_e2e::free_port()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("already running") && err.contains("--data-dir"), "{err}");
+    assert!(
+        err.contains("already running") && err.contains("--data-dir"),
+        "{err}"
+    );
     // The first one is unaffected.
     assert_eq!(cp.api("GET", "/api/v1/meshes", None).0, 200);
 }
@@ -38,7 +41,14 @@ fn wait_returns_when_the_condition_is_met_and_fails_on_timeout() {
         "metadata": {"name": "west"}, "spec": {}});
     assert_eq!(cp.api("PUT", "/api/v1/sites/west", Some(&site)).0, 201);
 
-    let timeout = cp.cli(&["wait", "site/west", "--for", "condition=Ready", "--timeout", "1s"]);
+    let timeout = cp.cli(&[
+        "wait",
+        "site/west",
+        "--for",
+        "condition=Ready",
+        "--timeout",
+        "1s",
+    ]);
     assert_eq!(timeout.code, 1, "{timeout:#?}");
     assert!(timeout.stderr.contains("timed out"), "{}", timeout.stderr);
 
@@ -48,7 +58,18 @@ fn wait_returns_when_the_condition_is_met_and_fails_on_timeout() {
     let before = cp.metric(lists);
     let waiter = std::thread::spawn(move || {
         meshlink_e2e::run_cli(
-            &["--server", &server, "--token", &token, "wait", "site/west", "--for", "condition=Ready", "--timeout", "60s"],
+            &[
+                "--server",
+                &server,
+                "--token",
+                &token,
+                "wait",
+                "site/west",
+                "--for",
+                "condition=Ready",
+                "--timeout",
+                "60s",
+            ],
             &[],
             None,
         )

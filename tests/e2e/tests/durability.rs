@@ -15,7 +15,11 @@ fn acknowledged_writes_survive_kill_9(store: StoreKind) {
             "metadata": {"name": format!("dp-{i}"), "mesh": "default", "labels": {"i": i.to_string()}},
             "spec": {"networking": {"address": "127.0.0.1",
                 "inbound": [{"port": 10000 + i, "tags": {"kuma.io/service": format!("svc-{i}")}}]}}});
-        let (s, v) = cp.api("PUT", &format!("/api/v1/dataplanes/dp-{i}?mesh=default"), Some(&dp));
+        let (s, v) = cp.api(
+            "PUT",
+            &format!("/api/v1/dataplanes/dp-{i}?mesh=default"),
+            Some(&dp),
+        );
         assert_eq!(s, 201, "{v}");
     }
     // The last acknowledgement has just arrived: kill without warning.
@@ -24,9 +28,17 @@ fn acknowledged_writes_survive_kill_9(store: StoreKind) {
     let (s, v) = cp.api("GET", "/api/v1/dataplanes?mesh=default", None);
     assert_eq!(s, 200);
     let items = v["items"].as_array().unwrap();
-    assert_eq!(items.len(), N, "all acknowledged dataplanes survive kill -9");
+    assert_eq!(
+        items.len(),
+        N,
+        "all acknowledged dataplanes survive kill -9"
+    );
     for i in 0..N {
-        let (s, v) = cp.api("GET", &format!("/api/v1/dataplanes/dp-{i}?mesh=default"), None);
+        let (s, v) = cp.api(
+            "GET",
+            &format!("/api/v1/dataplanes/dp-{i}?mesh=default"),
+            None,
+        );
         assert_eq!(s, 200, "dp-{i} lost: {v}");
         assert_eq!(v["spec"]["networking"]["inbound"][0]["port"], 10000 + i);
         assert_eq!(v["metadata"]["labels"]["i"], i.to_string());

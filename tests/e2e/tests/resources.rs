@@ -41,15 +41,30 @@ fn every_kind_round_trips(store: StoreKind) {
     }
     // The whole original file again: all unchanged, none configured.
     let out = cp.cli(&["apply", "-f", all.to_str().unwrap()]).success();
-    assert_eq!(out.stdout.matches(" unchanged").count(), 10, "{}", out.stdout);
+    assert_eq!(
+        out.stdout.matches(" unchanged").count(),
+        10,
+        "{}",
+        out.stdout
+    );
 
     // A real change is reported as configured and is visible.
     let changed = std::fs::read_to_string(&all)
         .unwrap()
         .replace("port: 18080", "port: 18081");
-    let out = cp.cli_stdin(&["apply", "-f", "-"], Some(&changed)).success();
-    assert_eq!(out.stdout.matches(" configured").count(), 1, "{}", out.stdout);
-    let json = cp.cli(&["get", "listener", "backend", "-o", "json"]).success().stdout;
+    let out = cp
+        .cli_stdin(&["apply", "-f", "-"], Some(&changed))
+        .success();
+    assert_eq!(
+        out.stdout.matches(" configured").count(),
+        1,
+        "{}",
+        out.stdout
+    );
+    let json = cp
+        .cli(&["get", "listener", "backend", "-o", "json"])
+        .success()
+        .stdout;
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["spec"]["port"], 18081);
 }
@@ -61,21 +76,39 @@ fn kuma_universal_is_imported(store: StoreKind) {
     let f = fixture("kuma-universal.yaml");
     let out = cp.cli(&["apply", "-f", f.to_str().unwrap()]).success();
     assert_eq!(out.stdout.matches(" created").count(), 4, "{}", out.stdout);
-    assert!(out.stderr.contains("warning:") && out.stderr.contains("metrics"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("warning:") && out.stderr.contains("metrics"),
+        "{}",
+        out.stderr
+    );
 
-    let yaml = cp.cli(&["get", "dp", "backend-1", "-o", "yaml"]).success().stdout;
+    let yaml = cp
+        .cli(&["get", "dp", "backend-1", "-o", "yaml"])
+        .success()
+        .stdout;
     assert!(yaml.contains("kind: Dataplane"), "{yaml}");
     assert!(yaml.contains("mesh: default"), "{yaml}");
     assert!(yaml.contains("kuma.io/service: backend"), "{yaml}");
     let table = cp.cli(&["get", "dataplanes"]).success().stdout;
-    assert!(table.contains("web-1") && table.contains("backend-1"), "{table}");
-    let mtp = cp.cli(&["get", "mtp", "web-to-backend", "-o", "json"]).success().stdout;
+    assert!(
+        table.contains("web-1") && table.contains("backend-1"),
+        "{table}"
+    );
+    let mtp = cp
+        .cli(&["get", "mtp", "web-to-backend", "-o", "json"])
+        .success()
+        .stdout;
     let v: serde_json::Value = serde_json::from_str(&mtp).unwrap();
     assert_eq!(v["apiVersion"], "meshlink.dev/v1alpha1");
     assert_eq!(v["spec"]["from"][0]["default"]["action"], "Allow");
     // The Kuma file re-applies as unchanged.
     let again = cp.cli(&["apply", "-f", f.to_str().unwrap()]).success();
-    assert_eq!(again.stdout.matches(" unchanged").count(), 4, "{}", again.stdout);
+    assert_eq!(
+        again.stdout.matches(" unchanged").count(),
+        4,
+        "{}",
+        again.stdout
+    );
 }
 
 /// The two-site Skupper v1alpha1 setup applies to two control planes and is
@@ -87,23 +120,41 @@ fn skupper_two_site_is_imported(store: StoreKind) {
         StoreKind::Postgres(_) => StoreKind::fresh("postgres"),
     });
     let w = west
-        .cli(&["apply", "-f", fixture("skupper-west.yaml").to_str().unwrap()])
+        .cli(&[
+            "apply",
+            "-f",
+            fixture("skupper-west.yaml").to_str().unwrap(),
+        ])
         .success();
     assert_eq!(w.stdout.matches(" created").count(), 4, "{}", w.stdout);
     let e = east
-        .cli(&["apply", "-f", fixture("skupper-east.yaml").to_str().unwrap()])
+        .cli(&[
+            "apply",
+            "-f",
+            fixture("skupper-east.yaml").to_str().unwrap(),
+        ])
         .success();
     assert_eq!(e.stdout.matches(" created").count(), 2, "{}", e.stdout);
 
-    let site: serde_json::Value =
-        serde_json::from_str(&west.cli(&["get", "site", "west", "-o", "json"]).success().stdout)
-            .unwrap();
+    let site: serde_json::Value = serde_json::from_str(
+        &west
+            .cli(&["get", "site", "west", "-o", "json"])
+            .success()
+            .stdout,
+    )
+    .unwrap();
     assert_eq!(site["apiVersion"], "meshlink.dev/v1alpha1");
-    assert!(site["spec"]["edge"] == false || site["spec"]["edge"].is_null(), "{site}");
+    assert!(
+        site["spec"]["edge"] == false || site["spec"]["edge"].is_null(),
+        "{site}"
+    );
     assert!(site["spec"].get("routerMode").is_none(), "{site}");
 
     let ra: serde_json::Value = serde_json::from_str(
-        &west.cli(&["get", "routeraccess", "skupper-router", "-o", "json"]).success().stdout,
+        &west
+            .cli(&["get", "routeraccess", "skupper-router", "-o", "json"])
+            .success()
+            .stdout,
     )
     .unwrap();
     assert_eq!(ra["spec"]["generateTlsCredentials"], true);
@@ -112,22 +163,37 @@ fn skupper_two_site_is_imported(store: StoreKind) {
     assert_eq!(ra["spec"]["roles"][0]["port"], 55671);
 
     let grant: serde_json::Value = serde_json::from_str(
-        &west.cli(&["get", "accessgrant", "grant-for-east", "-o", "json"]).success().stdout,
+        &west
+            .cli(&["get", "accessgrant", "grant-for-east", "-o", "json"])
+            .success()
+            .stdout,
     )
     .unwrap();
     assert_eq!(grant["spec"]["redemptionsAllowed"], 10);
     assert_eq!(grant["spec"]["expirationWindow"], "1h");
 
     let listener: serde_json::Value = serde_json::from_str(
-        &east.cli(&["get", "listener", "backend", "-o", "json"]).success().stdout,
+        &east
+            .cli(&["get", "listener", "backend", "-o", "json"])
+            .success()
+            .stdout,
     )
     .unwrap();
     assert_eq!(listener["spec"]["routingKey"], "backend");
     // Re-applying the Skupper file is a no-op.
     let again = west
-        .cli(&["apply", "-f", fixture("skupper-west.yaml").to_str().unwrap()])
+        .cli(&[
+            "apply",
+            "-f",
+            fixture("skupper-west.yaml").to_str().unwrap(),
+        ])
         .success();
-    assert_eq!(again.stdout.matches(" unchanged").count(), 4, "{}", again.stdout);
+    assert_eq!(
+        again.stdout.matches(" unchanged").count(),
+        4,
+        "{}",
+        again.stdout
+    );
 }
 
 on_both_stores!(

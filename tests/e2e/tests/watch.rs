@@ -22,7 +22,11 @@ fn collect(server: String, token: String, from: u64, want: usize) -> Vec<(u64, S
     let mut from = from;
     let mut seen = Vec::new();
     while seen.len() < want {
-        assert!(Instant::now() < deadline, "watch timed out with {} of {want} events", seen.len());
+        assert!(
+            Instant::now() < deadline,
+            "watch timed out with {} of {want} events",
+            seen.len()
+        );
         let resp = client
             .get(format!("{server}/api/v1/watch?from={from}&timeout=5s"))
             .bearer_auth(&token)
@@ -37,7 +41,10 @@ fn collect(server: String, token: String, from: u64, want: usize) -> Vec<(u64, S
             seen.push((
                 e["revision"].as_str().unwrap().parse().unwrap(),
                 e["type"].as_str().unwrap().to_string(),
-                e["resource"]["metadata"]["name"].as_str().unwrap().to_string(),
+                e["resource"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
             ));
         }
         from = v["revision"].as_str().unwrap().parse().unwrap();
@@ -56,22 +63,48 @@ fn watch_sees_every_change_once_in_order_across_restart(store: StoreKind) {
     let mut expected = Vec::new();
     for i in 0..20 {
         let name = format!("s{i}");
-        assert_eq!(cp.api("PUT", &format!("/api/v1/sites/{name}"), Some(&site(&name, "a"))).0, 201);
+        assert_eq!(
+            cp.api(
+                "PUT",
+                &format!("/api/v1/sites/{name}"),
+                Some(&site(&name, "a"))
+            )
+            .0,
+            201
+        );
         expected.push(("Created".to_string(), name.clone()));
-        assert_eq!(cp.api("PUT", &format!("/api/v1/sites/{name}"), Some(&site(&name, "b"))).0, 200);
+        assert_eq!(
+            cp.api(
+                "PUT",
+                &format!("/api/v1/sites/{name}"),
+                Some(&site(&name, "b"))
+            )
+            .0,
+            200
+        );
         expected.push(("Updated".to_string(), name.clone()));
         if i == 10 {
             cp.kill9();
             cp.restart();
         }
-        assert_eq!(cp.api("DELETE", &format!("/api/v1/sites/{name}"), None).0, 200);
+        assert_eq!(
+            cp.api("DELETE", &format!("/api/v1/sites/{name}"), None).0,
+            200
+        );
         expected.push(("Deleted".to_string(), name));
     }
     let seen = watcher.join().unwrap();
-    assert_eq!(seen.len(), expected.len(), "every change exactly once: {seen:?}");
+    assert_eq!(
+        seen.len(),
+        expected.len(),
+        "every change exactly once: {seen:?}"
+    );
     let revisions: Vec<u64> = seen.iter().map(|(r, _, _)| *r).collect();
     let contiguous: Vec<u64> = (start + 1..=start + expected.len() as u64).collect();
-    assert_eq!(revisions, contiguous, "in revision order, no gaps, no repeats");
+    assert_eq!(
+        revisions, contiguous,
+        "in revision order, no gaps, no repeats"
+    );
     let got: Vec<(String, String)> = seen.into_iter().map(|(_, t, n)| (t, n)).collect();
     assert_eq!(got, expected);
 }

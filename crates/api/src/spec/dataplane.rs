@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::Port;
 use crate::validate::{self, Errors};
 
 /// The tag naming a service (Kuma's).
@@ -52,15 +53,10 @@ pub struct Networking {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Inbound {
     /// Port the proxy accepts mTLS traffic on.
-    #[serde(deserialize_with = "super::port::deserialize")]
-    pub port: u16,
+    pub port: Port,
     /// The application's port (default: `port`).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "super::port::deserialize_opt"
-    )]
-    pub service_port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_port: Option<Port>,
     /// The application's address (default: 127.0.0.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_address: Option<String>,
@@ -74,8 +70,7 @@ pub struct Inbound {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Outbound {
     /// Local port the proxy listens on for this service.
-    #[serde(deserialize_with = "super::port::deserialize")]
-    pub port: u16,
+    pub port: Port,
     /// Local address to listen on (default: 127.0.0.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
@@ -108,26 +103,32 @@ impl DataplaneSpec {
                  inbounds (gateway dataplanes without inbounds are not supported yet)",
             );
         }
-        let mut ports: Vec<u16> = Vec::new();
         for (i, inb) in n.inbound.iter().enumerate() {
             let at = format!("spec.networking.inbound[{i}]");
-            if let Some(j) = ports.iter().position(|p| *p == inb.port) {
+            if inb.port.validate(errs, &format!("{at}.port"))
+                && let Some(j) = n.inbound[..i].iter().position(|o| o.port == inb.port)
+            {
                 errs.add(
                     format!("{at}.port"),
                     format!("duplicate inbound port {} (also inbound[{j}])", inb.port),
                 );
             }
-            ports.push(inb.port);
+            if let Some(p) = inb.service_port {
+                p.validate(errs, &format!("{at}.servicePort"));
+            }
             if let Some(addr) = &inb.service_address {
                 validate::host(errs, &format!("{at}.serviceAddress"), addr);
             }
             service_tags(errs, &at, &inb.tags);
         }
-        let mut listeners: Vec<(&str, u16)> = Vec::new();
         for (i, out) in n.outbound.iter().enumerate() {
             let at = format!("spec.networking.outbound[{i}]");
             let key = (out.address(), out.port);
-            if let Some(j) = listeners.iter().position(|l| *l == key) {
+            if out.port.validate(errs, &format!("{at}.port"))
+                && let Some(j) = n.outbound[..i]
+                    .iter()
+                    .position(|o| (o.address(), o.port) == key)
+            {
                 errs.add(
                     format!("{at}.port"),
                     format!(
@@ -136,7 +137,6 @@ impl DataplaneSpec {
                     ),
                 );
             }
-            listeners.push(key);
             if let Some(addr) = &out.address {
                 validate::host(errs, &format!("{at}.address"), addr);
             }
@@ -179,9 +179,10 @@ impl Inbound {
         service_from_tags(&self.tags)
     }
 
-    /// The application's port: `servicePort`, else `port`.
+    /// The application's port: `servicePort`, else `port`. Exact once the
+    /// resource is validated (see [`Port::get`]).
     pub fn effective_service_port(&self) -> u16 {
-        self.service_port.unwrap_or(self.port)
+        self.service_port.unwrap_or(self.port).get()
     }
 
     /// The application's address: `serviceAddress`, else 127.0.0.1.

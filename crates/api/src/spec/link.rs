@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Port;
 use crate::validate::{self, Errors};
 
 /// `spec` of a Link.
@@ -32,8 +33,7 @@ pub struct LinkEndpoint {
     /// Remote host (IP or hostname).
     pub host: String,
     /// Remote port.
-    #[serde(deserialize_with = "super::port::deserialize")]
-    pub port: u16,
+    pub port: Port,
     /// Router group, for sites with several routers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
@@ -82,6 +82,7 @@ impl LinkSpec {
                 );
             }
             validate::host(errs, &format!("{at}.host"), &ep.host);
+            ep.port.validate(errs, &format!("{at}.port"));
             if let Some(g) = &ep.group {
                 validate::required(errs, &format!("{at}.group"), g);
             }

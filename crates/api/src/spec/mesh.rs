@@ -239,6 +239,7 @@ impl MtlsBackend {
     }
 
     fn validate(&self, errs: &mut Errors, at: &str) {
+        self.type_.validate(errs, &format!("{at}.type"));
         if let Some(exp) = self
             .dp_cert
             .as_ref()
@@ -293,6 +294,8 @@ impl MtlsBackend {
                     }
                 }
             }
+            // Reported above; which conf fields apply depends on the type.
+            CaType::Unknown(_) => {}
         }
     }
 }

@@ -18,6 +18,7 @@ mod dataplane;
 mod grant;
 mod link;
 mod mesh;
+mod port;
 mod service;
 mod site;
 mod string_enum;
@@ -35,6 +36,7 @@ pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
 };
+pub use port::Port;
 pub use service::{ConnectorSpec, ListenerSpec, ServiceType};
 pub use site::{
     DEFAULT_ISSUER, NetworkLink, NetworkSite, RouterAccessSpec, RouterRole, RouterRoleName,
@@ -112,7 +114,9 @@ impl Spec {
         }
     }
 
-    /// Parses a `spec` value of `kind`, rejecting unknown fields. Paths start with `spec`.
+    /// Parses a `spec` value of `kind`, rejecting unknown fields and wrong
+    /// types. Paths start with `spec`. Port ranges and enum values are left
+    /// to [`Spec::validate`], so they are reported with every other error.
     pub fn from_value(kind: Kind, value: Value) -> Result<Spec, Vec<FieldError>> {
         // A missing or `null` spec means "all defaults".
         let value = match value {
@@ -288,29 +292,5 @@ impl StatusDetails {
 impl PartialEq for StatusDetails {
     fn eq(&self, other: &Self) -> bool {
         self.to_value() == other.to_value()
-    }
-}
-
-/// Serde for port numbers: accepts 1..=65535 with a message naming the range.
-pub(crate) mod port {
-    use serde::{Deserialize, Deserializer, de::Error};
-
-    /// Deserializes a port, rejecting 0 and anything above 65535.
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
-        check(i64::deserialize(d)?)
-    }
-
-    /// Like [`deserialize`], with `null` meaning unset.
-    pub(crate) fn deserialize_opt<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<u16>, D::Error> {
-        Option::<i64>::deserialize(d)?.map(check).transpose()
-    }
-
-    fn check<E: Error>(n: i64) -> Result<u16, E> {
-        match u16::try_from(n) {
-            Ok(p) if p > 0 => Ok(p),
-            _ => Err(E::custom(format!("{n} is out of range 1-65535"))),
-        }
     }
 }

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Port;
 use super::string_enum::string_enum;
 use crate::validate::{self, Errors};
 
@@ -26,8 +27,7 @@ pub struct ListenerSpec {
     /// Local address (or hostname) to listen on.
     pub host: String,
     /// Local port to listen on.
-    #[serde(deserialize_with = "super::port::deserialize")]
-    pub port: u16,
+    pub port: Port,
     /// Protocol (default `tcp`).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<ServiceType>,
@@ -42,8 +42,7 @@ pub struct ConnectorSpec {
     /// Host of the real service.
     pub host: String,
     /// Port of the real service.
-    #[serde(deserialize_with = "super::port::deserialize")]
-    pub port: u16,
+    pub port: Port,
     /// Kubernetes pod selector, kept for Skupper compatibility; meshlink
     /// connects to `host`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,12 +76,16 @@ fn routing_key(errs: &mut Errors, key: &str) {
 impl ListenerSpec {
     /// Effective protocol (default tcp).
     pub fn service_type(&self) -> ServiceType {
-        self.type_.unwrap_or(ServiceType::Tcp)
+        self.type_.clone().unwrap_or(ServiceType::Tcp)
     }
 
     pub(crate) fn validate(&self, errs: &mut Errors) {
         routing_key(errs, &self.routing_key);
         validate::host(errs, "spec.host", &self.host);
+        self.port.validate(errs, "spec.port");
+        if let Some(t) = &self.type_ {
+            t.validate(errs, "spec.type");
+        }
     }
 }
 
@@ -91,14 +94,18 @@ impl ListenerSpec {
 impl ConnectorSpec {
     /// Effective protocol (default tcp).
     pub fn service_type(&self) -> ServiceType {
-        self.type_.unwrap_or(ServiceType::Tcp)
+        self.type_.clone().unwrap_or(ServiceType::Tcp)
     }
 
     pub(crate) fn validate(&self, errs: &mut Errors) {
         routing_key(errs, &self.routing_key);
         validate::host(errs, "spec.host", &self.host);
+        self.port.validate(errs, "spec.port");
         if let Some(s) = &self.selector {
             validate::required(errs, "spec.selector", s);
+        }
+        if let Some(t) = &self.type_ {
+            t.validate(errs, "spec.type");
         }
     }
 }

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Port;
 use super::string_enum::string_enum;
 use crate::validate::{self, Errors};
 
@@ -145,16 +146,19 @@ pub struct RouterRole {
     /// `inter-router` or `edge`.
     pub name: RouterRoleName,
     /// The port to listen on.
-    #[serde(deserialize_with = "super::port::deserialize")]
-    pub port: u16,
+    pub port: Port,
 }
 
 // === impl RouterAccessSpec ===
 
 impl RouterAccessSpec {
-    /// The port for `role`, if configured.
+    /// The port for `role`, if configured. Exact once the resource is
+    /// validated (see [`Port::get`]).
     pub fn port(&self, role: RouterRoleName) -> Option<u16> {
-        self.roles.iter().find(|r| r.name == role).map(|r| r.port)
+        self.roles
+            .iter()
+            .find(|r| r.name == role)
+            .map(|r| r.port.get())
     }
 
     /// The effective credentials name: `tlsCredentials`, else `resource_name`.
@@ -181,15 +185,20 @@ impl RouterAccessSpec {
         }
         for (i, role) in self.roles.iter().enumerate() {
             let earlier = &self.roles[..i];
-            if let Some(j) = earlier.iter().position(|r| r.name == role.name) {
+            let at = format!("spec.roles[{i}]");
+            if role.name.validate(errs, &format!("{at}.name"))
+                && let Some(j) = earlier.iter().position(|r| r.name == role.name)
+            {
                 errs.add(
-                    format!("spec.roles[{i}].name"),
+                    format!("{at}.name"),
                     format!("duplicate role {} (also roles[{j}])", role.name),
                 );
             }
-            if let Some(j) = earlier.iter().position(|r| r.port == role.port) {
+            if role.port.validate(errs, &format!("{at}.port"))
+                && let Some(j) = earlier.iter().position(|r| r.port == role.port)
+            {
                 errs.add(
-                    format!("spec.roles[{i}].port"),
+                    format!("{at}.port"),
                     format!("port {} is already used by roles[{j}]", role.port),
                 );
             }

@@ -1,8 +1,10 @@
-//! A macro for closed sets of string values (`builtin|provided`, `Allow|Deny`).
+//! A macro for sets of string values (`builtin|provided`, `Allow|Deny`).
 //!
 //! Owns the wording of "unknown value" errors so every enum says what it got
 //! and lists what it accepts, e.g. `unknown CA type "vault"; expected builtin
-//! or provided`. It must never accept a value outside the set.
+//! or provided`. Parsing keeps an unknown value (as the generated `Unknown`
+//! variant) so that validation reports it together with every other error
+//! of the document; it must never let a validated resource hold one.
 
 /// Formats `["a", "b", "c"]` as `a, b or c`.
 pub(crate) fn one_of(values: &[&str]) -> String {
@@ -13,8 +15,18 @@ pub(crate) fn one_of(values: &[&str]) -> String {
     }
 }
 
-/// Defines a string enum with `as_str`, `Display`, serde, and an error
-/// message `unknown <what> "<value>"; expected <a, b or c>`.
+/// `unknown <what> "<value>"; expected <a, b or c>`.
+pub(crate) fn unknown_message(what: &str, value: &str, values: &[&str]) -> String {
+    format!("unknown {what} {value:?}; expected {}", one_of(values))
+}
+
+/// Defines a string enum with `as_str`, `Display`, a strict `FromStr`,
+/// serde, and a `validate` that reports
+/// `unknown <what> "<value>"; expected <a, b or c>`.
+///
+/// Besides the listed variants the enum gets `Unknown(String)`: deserializing
+/// a value outside the set yields it (so parsing goes on and validation
+/// reports the value at its path), and it serializes back as written.
 macro_rules! string_enum {
     (
         $(#[$meta:meta])*
@@ -23,20 +35,54 @@ macro_rules! string_enum {
         }
     ) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        ///
+        /// An unknown spelling parses as `Unknown` and fails validation.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
         pub enum $name {
             $( $(#[$vmeta])* $variant, )+
+            /// A value outside the set, kept as written so validation can
+            /// report it. A validated resource never holds it.
+            Unknown(String),
         }
 
         impl $name {
             /// Every accepted spelling, in declaration order.
             pub const VALUES: &'static [&'static str] = &[$($text),+];
 
-            /// The canonical spelling.
-            pub fn as_str(self) -> &'static str {
+            /// The canonical spelling (for `Unknown`, the value as written).
+            pub fn as_str(&self) -> &str {
                 match self {
                     $( $name::$variant => $text, )+
+                    $name::Unknown(other) => other,
                 }
+            }
+
+            /// Whether this is one of the accepted values.
+            pub fn is_known(&self) -> bool {
+                !matches!(self, $name::Unknown(_))
+            }
+
+            /// The known value spelled `s`, else `Unknown(s)`.
+            fn from_text(s: String) -> Self {
+                match s.as_str() {
+                    $( $text => $name::$variant, )+
+                    _ => $name::Unknown(s),
+                }
+            }
+
+            /// Reports an unknown value at `path`; returns whether it is known.
+            pub(crate) fn validate(
+                &self,
+                errs: &mut $crate::validate::Errors,
+                path: &str,
+            ) -> bool {
+                if let $name::Unknown(other) = self {
+                    errs.add(
+                        path,
+                        $crate::spec::string_enum::unknown_message($what, other, Self::VALUES),
+                    );
+                }
+                self.is_known()
             }
         }
 
@@ -49,15 +95,13 @@ macro_rules! string_enum {
         impl std::str::FromStr for $name {
             type Err = String;
 
+            /// Strict: an unknown spelling is an error naming the accepted ones.
             fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $( $text => Ok($name::$variant), )+
-                    other => Err(format!(
-                        "unknown {} {:?}; expected {}",
-                        $what,
-                        other,
-                        $crate::spec::string_enum::one_of(Self::VALUES)
-                    )),
+                match Self::from_text(s.to_string()) {
+                    $name::Unknown(other) => Err(
+                        $crate::spec::string_enum::unknown_message($what, &other, Self::VALUES),
+                    ),
+                    known => Ok(known),
                 }
             }
         }
@@ -70,8 +114,7 @@ macro_rules! string_enum {
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
+                String::deserialize(d).map(Self::from_text)
             }
         }
     };
@@ -80,8 +123,49 @@ macro_rules! string_enum {
 pub(crate) use string_enum;
 
 #[cfg(test)]
+#[allow(unreachable_pub, reason = "the macro only defines pub enums")]
 mod tests {
     use super::one_of;
+    use crate::validate::Errors;
+
+    string_enum! {
+        /// A test enum.
+        pub enum Colour ("colour") {
+            /// Red.
+            Red = "red",
+            /// Blue.
+            Blue = "blue",
+        }
+    }
+
+    #[test]
+    fn known_values_parse_and_print_as_before() {
+        let c: Colour = serde_json::from_str(r#""blue""#).unwrap();
+        assert_eq!(c, Colour::Blue);
+        assert_eq!(serde_json::to_string(&c).unwrap(), r#""blue""#);
+        assert_eq!("red".parse::<Colour>(), Ok(Colour::Red));
+        assert!(Colour::Red.validate(&mut Errors::default(), "c"));
+    }
+
+    #[test]
+    fn unknown_values_are_kept_and_reported_by_validation() {
+        let c: Colour = serde_json::from_str(r#""Red""#).unwrap();
+        assert_eq!(c, Colour::Unknown("Red".into()));
+        assert!(!c.is_known());
+        assert_eq!(serde_json::to_string(&c).unwrap(), r#""Red""#);
+        let mut errs = Errors::default();
+        assert!(!c.validate(&mut errs, "spec.colour"));
+        let expected = r#"spec.colour: unknown colour "Red"; expected red or blue"#;
+        assert_eq!(errs.into_vec()[0].to_string(), expected);
+        assert_eq!(
+            "Red".parse::<Colour>(),
+            Err(r#"unknown colour "Red"; expected red or blue"#.to_string())
+        );
+        assert!(
+            serde_json::from_str::<Colour>("1").is_err(),
+            "non-strings stay structural"
+        );
+    }
 
     #[test]
     fn lists_read_naturally() {

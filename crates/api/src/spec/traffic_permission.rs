@@ -107,6 +107,9 @@ impl MeshTrafficPermissionSpec {
         for (i, rule) in self.from.iter().enumerate() {
             rule.target_ref
                 .validate(errs, &format!("spec.from[{i}].targetRef"));
+            rule.default_
+                .action
+                .validate(errs, &format!("spec.from[{i}].default.action"));
         }
     }
 }
@@ -114,7 +117,8 @@ impl MeshTrafficPermissionSpec {
 // === impl TargetRef ===
 
 impl TargetRef {
-    /// Whether a proxy with these inbound tags is selected.
+    /// Whether a proxy with these inbound tags is selected (never, for an
+    /// unknown kind).
     pub fn matches(&self, tags: &BTreeMap<String, String>) -> bool {
         match self.kind {
             TargetRefKind::Mesh => true,
@@ -122,10 +126,16 @@ impl TargetRef {
                 self.name.is_some() && service_from_tags(tags) == self.name.as_deref()
             }
             TargetRefKind::MeshSubset => self.tags.iter().all(|(k, v)| tags.get(k) == Some(v)),
+            TargetRefKind::Unknown(_) => false,
         }
     }
 
     fn validate(&self, errs: &mut Errors, at: &str) {
+        // Which of name and tags apply depends on the kind: with an unknown
+        // kind, only the kind is reported.
+        if !self.kind.validate(errs, &format!("{at}.kind")) {
+            return;
+        }
         let has_name = self.name.as_deref().is_some_and(|n| !n.trim().is_empty());
         match self.kind {
             TargetRefKind::MeshService if !has_name => errs.add(

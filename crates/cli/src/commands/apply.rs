@@ -58,7 +58,13 @@ pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
         let path = format!("/api/v1/{}/{}", r.kind().plural(), r.name());
         let query = scope_query(r.kind(), r.mesh());
         match client
-            .call(Method::PUT, &path, &query, Some(&r.to_json()), Duration::from_secs(30))
+            .call(
+                Method::PUT,
+                &path,
+                &query,
+                Some(&r.to_json()),
+                Duration::from_secs(30),
+            )
             .await
         {
             Ok(resp) => {

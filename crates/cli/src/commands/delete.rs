@@ -27,6 +27,9 @@ pub(crate) async fn run(
         )
         .await
         .map_err(|e| e.into_failure())?;
-    println!("{} deleted", display_name(kind, name, mesh.filter(|_| kind.is_mesh_scoped())));
+    println!(
+        "{} deleted",
+        display_name(kind, name, mesh.filter(|_| kind.is_mesh_scoped()))
+    );
     Ok(())
 }

@@ -32,7 +32,13 @@ pub(crate) async fn run(
     let items: Vec<Value> = if let Some(name) = name {
         let path = format!("/api/v1/{}/{}", kind.plural(), name);
         let one = client
-            .call(Method::GET, &path, &scope_query(kind, mesh), None, Duration::from_secs(30))
+            .call(
+                Method::GET,
+                &path,
+                &scope_query(kind, mesh),
+                None,
+                Duration::from_secs(30),
+            )
             .await
             .map_err(|e| e.into_failure())?;
         vec![one]
@@ -95,7 +101,11 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
     let status = &r["status"];
     let service_of = |tags: &Value| {
         let t = &tags["kuma.io/service"];
-        if t.is_null() { s(&tags["meshlink.dev/service"]) } else { s(t) }
+        if t.is_null() {
+            s(&tags["meshlink.dev/service"])
+        } else {
+            s(t)
+        }
     };
     match kind {
         Kind::Mesh => vec![(
@@ -111,20 +121,37 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 .as_array()
                 .map(|a| a.iter().map(|i| service_of(&i["tags"])).collect())
                 .unwrap_or_default();
-            vec![("ADDRESS", s(&net["address"])), ("SERVICES", services.join(","))]
+            vec![
+                ("ADDRESS", s(&net["address"])),
+                ("SERVICES", services.join(",")),
+            ]
         }
         Kind::MeshTrafficPermission => {
             let t = &spec["targetRef"];
-            vec![("TARGET", format!("{}/{}", s(&t["kind"]), s(&t["name"])).trim_end_matches('/').to_string())]
+            vec![(
+                "TARGET",
+                format!("{}/{}", s(&t["kind"]), s(&t["name"]))
+                    .trim_end_matches('/')
+                    .to_string(),
+            )]
         }
         Kind::Site => vec![(
             "MODE",
-            if spec["edge"].as_bool() == Some(true) { "edge" } else { "interior" }.to_string(),
+            if spec["edge"].as_bool() == Some(true) {
+                "edge"
+            } else {
+                "interior"
+            }
+            .to_string(),
         )],
         Kind::RouterAccess => {
             let roles: Vec<String> = spec["roles"]
                 .as_array()
-                .map(|a| a.iter().map(|r| format!("{}:{}", s(&r["name"]), s(&r["port"]))).collect())
+                .map(|a| {
+                    a.iter()
+                        .map(|r| format!("{}:{}", s(&r["name"]), s(&r["port"])))
+                        .collect()
+                })
                 .unwrap_or_default();
             vec![("ROLES", roles.join(","))]
         }
@@ -146,7 +173,10 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         ],
         Kind::Listener | Kind::Connector => vec![
             ("ROUTING-KEY", s(&spec["routingKey"])),
-            ("HOST:PORT", format!("{}:{}", s(&spec["host"]), s(&spec["port"]))),
+            (
+                "HOST:PORT",
+                format!("{}:{}", s(&spec["host"]), s(&spec["port"])),
+            ),
         ],
     }
 }

@@ -32,7 +32,9 @@ pub(crate) fn parse_for(s: &str) -> Result<WaitFor, Failure> {
         None => (rest, "True"),
     };
     if condition.is_empty() {
-        return Err(Failure::BadInput(format!("--for {s:?}: the condition type is empty")));
+        return Err(Failure::BadInput(format!(
+            "--for {s:?}: the condition type is empty"
+        )));
     }
     Ok(WaitFor {
         condition: condition.to_string(),
@@ -45,7 +47,9 @@ pub(crate) fn parse_target(s: &str) -> Result<(Kind, String), Failure> {
     let (k, n) = s.split_once('/').ok_or_else(|| {
         Failure::BadInput(format!("{s:?}: expected KIND/NAME, e.g. dataplane/web-1"))
     })?;
-    let kind = k.parse::<Kind>().map_err(|e| Failure::BadInput(e.to_string()))?;
+    let kind = k
+        .parse::<Kind>()
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
     if n.is_empty() {
         return Err(Failure::BadInput(format!("{s:?}: the name is empty")));
     }
@@ -114,8 +118,12 @@ pub(crate) async fn run(
         .and_then(|a| a.iter().find(|r| is_target(r, name, mesh)).cloned());
     let mut from = list["revision"].as_str().unwrap_or("0").to_string();
     let mut last_said = observed(current.as_ref(), &w.condition);
-    eprintln!("waiting up to {} for {what} condition {}={} (now: {last_said})",
-        humantime::format_duration(timeout), w.condition, w.status);
+    eprintln!(
+        "waiting up to {} for {what} condition {}={} (now: {last_said})",
+        humantime::format_duration(timeout),
+        w.condition,
+        w.status
+    );
     loop {
         if matches(current.as_ref(), w) {
             println!("{what} condition met: {}={}", w.condition, w.status);
@@ -140,7 +148,13 @@ pub(crate) async fn run(
             q.push(("mesh", m.to_string()));
         }
         let resp = client
-            .call(Method::GET, "/api/v1/watch", &q, None, poll + Duration::from_secs(10))
+            .call(
+                Method::GET,
+                "/api/v1/watch",
+                &q,
+                None,
+                poll + Duration::from_secs(10),
+            )
             .await
             .map_err(|e| e.into_failure())?;
         for ev in resp["events"].as_array().into_iter().flatten() {
@@ -171,11 +185,17 @@ mod tests {
     fn for_and_target_parse() {
         assert_eq!(
             parse_for("condition=Ready").unwrap(),
-            WaitFor { condition: "Ready".into(), status: "True".into() }
+            WaitFor {
+                condition: "Ready".into(),
+                status: "True".into()
+            }
         );
         assert_eq!(parse_for("condition=Ready=False").unwrap().status, "False");
         assert!(parse_for("Ready").is_err());
-        assert_eq!(parse_target("dp/web").unwrap(), (Kind::Dataplane, "web".into()));
+        assert_eq!(
+            parse_target("dp/web").unwrap(),
+            (Kind::Dataplane, "web".into())
+        );
         assert!(parse_target("web").is_err());
         assert!(parse_target("gadget/x").is_err());
     }

@@ -77,7 +77,7 @@ impl ApiError {
 impl From<ResourceError> for ApiError {
     fn from(e: ResourceError) -> Self {
         match e {
-            ResourceError::NotFound(m) => ApiError::not_found(format!("{m}")),
+            ResourceError::NotFound(m) => ApiError::not_found(format!("{m} not found")),
             e @ ResourceError::AlreadyExists(_) => {
                 ApiError::new(StatusCode::CONFLICT, "AlreadyExists", e.to_string())
             }
@@ -86,7 +86,11 @@ impl From<ResourceError> for ApiError {
             ResourceError::BadRequest(m) => ApiError::bad_request(m),
             e @ ResourceError::Store(_) => {
                 tracing::warn!(error = %e, "store error");
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "StoreUnavailable", e.to_string())
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "StoreUnavailable",
+                    e.to_string(),
+                )
             }
         }
     }

@@ -17,7 +17,10 @@ pub(super) async fn readyz(State(st): State<ApiState>) -> Response {
         Ok(_) => (StatusCode::OK, "ready\n").into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: store ({}) unavailable: {e}\n", st.resources.store().backend()),
+            format!(
+                "not ready: store ({}) unavailable: {e}\n",
+                st.resources.store().backend()
+            ),
         )
             .into_response(),
     }

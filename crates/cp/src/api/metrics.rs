@@ -4,11 +4,11 @@
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use meshlink_runtime::MetricsRegistry;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use meshlink_runtime::MetricsRegistry;
 
 use super::ApiState;
 use crate::resources::ApplyOutcome;
@@ -42,9 +42,21 @@ impl ApiMetrics {
             applies: Family::default(),
         };
         registry.register_with("api", |r| {
-            r.register("requests", "REST API requests by method, route and status code", m.requests.clone());
-            r.register("request_duration_seconds", "REST API request latency", m.duration.clone());
-            r.register("apply", "apply requests by outcome (created, configured, unchanged)", m.applies.clone());
+            r.register(
+                "requests",
+                "REST API requests by method, route and status code",
+                m.requests.clone(),
+            );
+            r.register(
+                "request_duration_seconds",
+                "REST API request latency",
+                m.duration.clone(),
+            );
+            r.register(
+                "apply",
+                "apply requests by outcome (created, configured, unchanged)",
+                m.applies.clone(),
+            );
         });
         m
     }

@@ -71,7 +71,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
-        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::track))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

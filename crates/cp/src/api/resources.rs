@@ -94,10 +94,7 @@ pub(super) async fn list(
     // Read the revision before the list: a watch resuming from it may see a
     // change the list already had (harmless), but never miss one.
     let revision = *st.revision.borrow();
-    let items = st
-        .resources
-        .list(kind, p.mesh.as_deref(), selector)
-        .await?;
+    let items = st.resources.list(kind, p.mesh.as_deref(), selector).await?;
     let items: Vec<_> = items.iter().map(Resource::to_json).collect();
     Ok(Json(json!({ "items": items, "revision": revision.to_string() })).into_response())
 }
@@ -195,7 +192,11 @@ pub(super) async fn delete(
     let kind = kind_of(&plural)?;
     let p = params(q)?;
     let mesh = with_mesh(kind, p.mesh)?;
-    let expected = p.resource_version.as_deref().map(parse_version).transpose()?;
+    let expected = p
+        .resource_version
+        .as_deref()
+        .map(parse_version)
+        .transpose()?;
     let r = st
         .resources
         .delete(kind, mesh.as_deref(), &name, expected)

@@ -72,7 +72,9 @@ pub(super) async fn watch(
         let advanced = last > from;
         from = last;
         if !events.is_empty() {
-            return Ok(Json(json!({ "events": events, "revision": from.to_string() })));
+            return Ok(Json(
+                json!({ "events": events, "revision": from.to_string() }),
+            ));
         }
         // Everything read was filtered out: there may be more pages.
         if advanced || *revision.borrow() > from {
