@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod config;
+pub mod cp_tls;
 pub mod data_dir;
 pub mod resources;
 
