@@ -71,6 +71,9 @@ enum Command {
         #[arg(short = 'm', long, default_value = "default")]
         mesh: String,
     },
+    /// Issues and revokes proxy tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Waits for a condition on a resource.
     Wait {
         /// KIND/NAME, e.g. dataplane/web-1.
@@ -84,6 +87,33 @@ enum Command {
         /// How long to wait, e.g. 60s or 5m.
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         timeout: Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Prints a token a dataplane proxy uses to authenticate (xDS, Certify).
+    Dataplane {
+        /// Mesh of the dataplane.
+        #[arg(long)]
+        mesh: String,
+        /// Dataplane name.
+        #[arg(long)]
+        name: String,
+        /// Service the token allows (repeatable) [default: the Dataplane's inbound services].
+        #[arg(long = "service")]
+        services: Vec<String>,
+        /// Lifetime, e.g. 24h.
+        #[arg(long, default_value = "24h")]
+        valid_for: String,
+    },
+    /// Revokes a token by its id (printed when it was issued).
+    Revoke {
+        /// Token id.
+        id: String,
+        /// Why, for the record.
+        #[arg(long, default_value = "")]
+        reason: String,
     },
 }
 
@@ -130,6 +160,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             name,
             mesh,
         } => commands::delete::run(&client, kind(&k)?, &name, Some(&mesh)).await,
+        Command::Token(TokenCommand::Dataplane {
+            mesh,
+            name,
+            services,
+            valid_for,
+        }) => commands::token::dataplane(&client, &mesh, &name, &services, &valid_for).await,
+        Command::Token(TokenCommand::Revoke { id, reason }) => {
+            commands::token::revoke(&client, &id, &reason).await
+        }
         Command::Wait {
             target,
             for_,

@@ -26,7 +26,9 @@ pub enum CpTlsError {
     #[error(transparent)]
     Io(#[from] DataDirError),
     /// A file exists but does not parse; the message names it.
-    #[error("{path}: {reason}; move the cp-tls directory away to create new material (proxies must then trust the new ca.pem)")]
+    #[error(
+        "{path}: {reason}; move the cp-tls directory away to create new material (proxies must then trust the new ca.pem)"
+    )]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -54,7 +56,9 @@ pub struct CpTls {
 
 impl std::fmt::Debug for CpTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpTls").field("names", &self.names).finish_non_exhaustive()
+        f.debug_struct("CpTls")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
     }
 }
 
@@ -134,7 +138,9 @@ fn serving_cert_is_current(cert_pem: &str, names: &[String]) -> bool {
     let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()) else {
         return false;
     };
-    let Ok(cert) = pem.parse_x509() else { return false };
+    let Ok(cert) = pem.parse_x509() else {
+        return false;
+    };
     let remaining = cert.validity().time_to_expiration();
     if remaining.is_none_or(|d| d < time::Duration::days(30)) {
         return false;
@@ -263,10 +269,16 @@ mod tests {
         assert_eq!(a.ca_pem, b.ca_pem);
         assert_eq!(a.cert_pem, b.cert_pem, "a current serving cert is kept");
         for f in ["ca-key.pem", "tls.key"] {
-            let mode = std::fs::metadata(dir.path().join("cp-tls").join(f)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.path().join("cp-tls").join(f))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600, "{f}");
         }
-        assert!(serving_cert_is_current(&a.cert_pem, &required_names("192.0.2.7")));
+        assert!(serving_cert_is_current(
+            &a.cert_pem,
+            &required_names("192.0.2.7")
+        ));
     }
 
     #[test]
@@ -276,6 +288,9 @@ mod tests {
         let b = ensure(dir.path(), "192.0.2.8").unwrap();
         assert_eq!(a.ca_pem, b.ca_pem);
         assert_ne!(a.cert_pem, b.cert_pem);
-        assert!(serving_cert_is_current(&b.cert_pem, &required_names("192.0.2.8")));
+        assert!(serving_cert_is_current(
+            &b.cert_pem,
+            &required_names("192.0.2.8")
+        ));
     }
 }

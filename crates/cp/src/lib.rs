@@ -8,7 +8,9 @@ pub mod api;
 pub mod config;
 pub mod cp_tls;
 pub mod data_dir;
+pub mod identity;
 pub mod resources;
+mod xds_server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,6 +54,12 @@ pub enum CpError {
     /// A server task failed.
     #[error("{0}")]
     Serve(String),
+    /// The xDS port's TLS material cannot be prepared.
+    #[error(transparent)]
+    CpTls(#[from] cp_tls::CpTlsError),
+    /// The token signing key cannot be loaded or created.
+    #[error("cannot load the proxy-token signing key: {0}")]
+    Tokens(#[from] identity::tokens::TokenServiceError),
 }
 
 /// Entry point for starting a control plane.
@@ -62,6 +70,8 @@ pub struct ControlPlane;
 pub struct RunningControlPlane {
     /// The bound REST API address (useful with port 0).
     pub api_addr: SocketAddr,
+    /// The bound xDS/Certify address.
+    pub xds_addr: SocketAddr,
     /// The admin token.
     pub admin_token: String,
     /// Shared shutdown; SIGTERM/SIGINT trigger it in the binary.
@@ -116,6 +126,28 @@ impl ControlPlane {
             shutdown.clone(),
         ));
 
+        let resources = ResourceService::new(store.clone());
+        let tokens = Arc::new(identity::tokens::TokenService::load(store.as_ref()).await?);
+        let advertised = config
+            .advertised_host
+            .clone()
+            .unwrap_or_else(cp_tls::default_advertised_host);
+        let tls = cp_tls::ensure(data_dir.path(), &advertised)?;
+        let (xds_addr, xds) = xds_server::start(
+            &config,
+            &tls,
+            resources.clone(),
+            tokens.clone(),
+            shutdown.clone(),
+        )
+        .await?;
+        tasks.spawn(xds);
+        let (res, sd) = (resources.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            identity::controller::run(res, sd).await;
+            Ok(())
+        });
+
         let listener = tokio::net::TcpListener::bind(config.api_addr)
             .await
             .map_err(|source| CpError::Bind {
@@ -128,7 +160,8 @@ impl ControlPlane {
             .local_addr()
             .map_err(|e| CpError::Serve(e.to_string()))?;
         let state = api::ApiState {
-            resources: ResourceService::new(store.clone()),
+            resources,
+            tokens,
             admin_token: Arc::from(admin_token.as_str()),
             revision: rev_rx,
             metrics: api::ApiMetrics::new(&registry),
@@ -143,9 +176,10 @@ impl ControlPlane {
                 .await
                 .map_err(|e| CpError::Serve(format!("REST API server failed: {e}")))
         });
-        tracing::info!(%api_addr, data_dir = %config.data_dir.display(), "control plane started");
+        tracing::info!(%api_addr, %xds_addr, data_dir = %config.data_dir.display(), "control plane started");
         Ok(RunningControlPlane {
             api_addr,
+            xds_addr,
             admin_token,
             shutdown,
             tasks,

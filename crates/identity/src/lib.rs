@@ -1,1 +1,44 @@
-//! meshlink-identity: placeholder; built by a later issue.
+//! meshlink identity: who may hold which certificate, how certificates are
+//! issued, and when they are renewed.
+//!
+//! Owns mesh CAs (builtin and provided), SPIFFE workload certificates (from
+//! CSRs, or with a CP-generated key for Envoy/gRPC clients), site CAs, trust
+//! bundles and CA rotation state, proxy tokens, the renewal schedule and
+//! rustls configuration builders. It does no storage and no networking: the
+//! control plane stores what it returns and serves it.
+//!
+//! Crypto: one provider for the whole tree, `ring` (rcgen, rustls, tokens).
+
+// === certificates (CAs, issuance, bundles, TLS) ===
+pub mod bundle;
+pub mod ca;
+pub mod csr;
+pub mod issue;
+mod provided;
+pub mod site_ca;
+pub mod spiffe;
+mod svid_verify;
+pub mod tls;
+mod x509;
+
+pub use bundle::{CaRoot, RotationPhase, RotationState, TrustBundle};
+pub use ca::{CaError, CaMaterial, MeshCa};
+pub use csr::{CsrError, CsrInfo, inspect_csr};
+pub use issue::{IssueError, IssuedCert};
+pub use site_ca::SiteCa;
+pub use spiffe::{SpiffeId, SpiffeIdError};
+pub use svid_verify::SvidError;
+pub use tls::{ClientAuth, TlsError, client_config, peer_spiffe_id, server_config};
+pub use x509::PemError;
+
+// === tokens, renewal schedule, rate limiting ===
+pub mod rate_limit;
+pub mod renewal;
+pub mod token;
+
+pub use rate_limit::{KeyedRateLimiter, RateLimitError, RetryAfter};
+pub use renewal::{
+    BackoffPolicy, Credential, RenewalDriver, RenewalError, RetryBackoff, WallClock, random_jitter,
+    renewal_time,
+};
+pub use token::{TokenClaims, TokenError, TokenKeyMaterial, TokenSigningKey, TokenVerifier};

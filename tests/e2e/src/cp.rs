@@ -34,6 +34,7 @@ pub struct ControlPlane {
     _tmp: Option<tempfile::TempDir>,
     data_dir: PathBuf,
     api_port: u16,
+    xds_port: u16,
     store: StoreKind,
     token: String,
     log: PathBuf,
@@ -50,6 +51,7 @@ impl ControlPlane {
             _tmp: Some(tmp),
             data_dir,
             api_port: crate::free_port(),
+            xds_port: crate::free_port(),
             store,
             token: String::new(),
             log,
@@ -72,7 +74,7 @@ impl ControlPlane {
             .arg("--api-addr")
             .arg(format!("127.0.0.1:{api_port}"))
             .arg("--xds-addr")
-            .arg("127.0.0.1:0")
+            .arg(format!("127.0.0.1:{}", self.xds_port))
             .arg("--grant-addr")
             .arg("127.0.0.1:0");
         if let StoreKind::Postgres(url) = &self.store {
@@ -123,6 +125,16 @@ impl ControlPlane {
     /// The REST API base URL.
     pub fn server(&self) -> String {
         format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    /// The xDS/Certify endpoint, `https://localhost:PORT`.
+    pub fn xds_url(&self) -> String {
+        format!("https://localhost:{}", self.xds_port)
+    }
+
+    /// The CA that verifies the xDS port (`<data-dir>/cp-tls/ca.pem`).
+    pub fn xds_ca_pem(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("cp-tls").join("ca.pem")).expect("cp-tls/ca.pem")
     }
 
     /// The admin token.

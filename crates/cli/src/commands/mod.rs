@@ -3,4 +3,5 @@
 pub(crate) mod apply;
 pub(crate) mod delete;
 pub(crate) mod get;
+pub(crate) mod token;
 pub(crate) mod wait;

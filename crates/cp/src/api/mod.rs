@@ -8,6 +8,7 @@ mod error;
 mod health;
 mod metrics;
 mod resources;
+mod tokens;
 mod watch;
 
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 pub struct ApiState {
     /// Resource access.
     pub resources: ResourceService,
+    /// Proxy-token issuing.
+    pub tokens: Arc<crate::identity::tokens::TokenService>,
     /// The admin bearer token.
     pub admin_token: Arc<str>,
     /// The newest store revision seen by the change-feed follower.
@@ -65,6 +68,12 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::put(resources::put_status),
         )
         .route("/api/v1/watch", get(watch::watch))
+        .route(
+            "/api/v1/tokens/dataplane",
+            axum::routing::post(tokens::dataplane),
+        )
+        .route("/api/v1/tokens/revoke", axum::routing::post(tokens::revoke))
+        .route("/api/v1/{plural}/{name}/ca", get(tokens::mesh_ca))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .merge(api)

@@ -34,7 +34,9 @@ fn params(q: Result<Query<ResourceParams>, QueryRejection>) -> Result<ResourcePa
         .map_err(|e| ApiError::bad_request(format!("invalid query string: {}", e.body_text())))
 }
 
-fn body_json(body: Result<Bytes, BytesRejection>) -> Result<serde_json::Value, ApiError> {
+pub(super) fn body_json(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<serde_json::Value, ApiError> {
     let bytes = body.map_err(|e| {
         ApiError::new(
             e.status(),

@@ -1,0 +1,148 @@
+//! Identity endpoints: proxy tokens (`POST /api/v1/tokens/dataplane`,
+//! `POST /api/v1/tokens/revoke`) and a mesh's public CA information
+//! (`GET /api/v1/meshes/{name}/ca`). Private keys are never served.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use meshlink_api::Kind;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::resources::{body_json, kind_of};
+use super::{ApiError, ApiState};
+use crate::identity::{mesh_ca, tokens};
+use crate::resources::ResourceError;
+
+/// Longest token lifetime the API issues.
+const MAX_VALID_FOR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DataplaneTokenRequest {
+    mesh: String,
+    name: String,
+    #[serde(default)]
+    services: Vec<String>,
+    #[serde(default)]
+    valid_for: Option<String>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ApiError> {
+    serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("invalid request: {e}")))
+}
+
+/// Issues a dataplane token. Services default to the existing Dataplane's
+/// inbound services.
+pub(super) async fn dataplane(
+    State(st): State<ApiState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let req: DataplaneTokenRequest = parse(body_json(body)?)?;
+    let valid_for = match req.valid_for.as_deref() {
+        None => Duration::from_secs(24 * 3600),
+        Some(s) => humantime::parse_duration(s)
+            .map_err(|e| ApiError::bad_request(format!("validFor {s:?}: {e} (e.g. 24h)")))?,
+    };
+    if valid_for.is_zero() || valid_for > MAX_VALID_FOR {
+        return Err(ApiError::bad_request(
+            "validFor must be between 1s and 365d",
+        ));
+    }
+    st.resources
+        .get(Kind::Mesh, None, &req.mesh)
+        .await
+        .map_err(|e| match e {
+            ResourceError::NotFound(m) => {
+                ApiError::not_found(format!("{m} not found; apply the Mesh first"))
+            }
+            e => e.into(),
+        })?;
+    let mut services = req.services;
+    if services.is_empty() {
+        match st
+            .resources
+            .get(Kind::Dataplane, Some(&req.mesh), &req.name)
+            .await
+        {
+            Ok(dp) => {
+                if let Some(spec) = dp.spec.as_dataplane() {
+                    services = spec.services().into_iter().map(str::to_string).collect();
+                }
+            }
+            Err(ResourceError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    services.sort();
+    services.dedup();
+    if services.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "dataplane {:?} in mesh {:?} does not exist and no services were given; apply the Dataplane first or pass --service",
+            req.name, req.mesh
+        )));
+    }
+    let (token, claims) = st.tokens.issue(&req.mesh, &req.name, services, valid_for);
+    Ok(Json(json!({
+        "token": token,
+        "id": claims.jti,
+        "mesh": claims.mesh,
+        "name": claims.name,
+        "services": claims.services,
+        "expiresAt": humantime::format_rfc3339_seconds(claims.expires_at()).to_string(),
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeRequest {
+    id: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// Revokes a token by id.
+pub(super) async fn revoke(
+    State(st): State<ApiState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let req: RevokeRequest = parse(body_json(body)?)?;
+    if req.id.is_empty() || req.id.len() > 128 {
+        return Err(ApiError::bad_request(
+            "id must be a token id as printed by `meshlink token dataplane`",
+        ));
+    }
+    let newly = tokens::revoke(st.resources.store().as_ref(), &req.id, &req.reason)
+        .await
+        .map_err(|e| ApiError::from(ResourceError::BadRequest(e.to_string())))?;
+    Ok(Json(
+        json!({ "id": req.id, "revoked": true, "alreadyRevoked": !newly }),
+    ))
+}
+
+/// The public CA information of a mesh: enabled backend, fingerprints,
+/// trust bundle and rotation phase. No private key.
+pub(super) async fn mesh_ca(
+    State(st): State<ApiState>,
+    Path((plural, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    if kind_of(&plural)? != Kind::Mesh {
+        return Err(ApiError::not_found("only meshes have a /ca endpoint"));
+    }
+    let mesh = st.resources.get(Kind::Mesh, None, &name).await?;
+    let id = mesh_ca::ensure(st.resources.store().as_ref(), &mesh)
+        .await
+        .map_err(|e| ApiError::new(axum::http::StatusCode::CONFLICT, "NoCA", e.to_string()))?;
+    Ok(Json(json!({
+        "mesh": name,
+        "backend": id.backend,
+        "fingerprint": id.ca.fingerprint(),
+        "notAfter": humantime::format_rfc3339_seconds(id.ca.not_after()).to_string(),
+        "trustDomain": id.trust_domain,
+        "trustBundle": id.rotation.bundle.roots_pem,
+        "rotation": id.rotation.phase,
+    })))
+}

@@ -1,0 +1,187 @@
+//! The Certify RPC (`meshlink.v1.Certify`) on the xDS port.
+//!
+//! It issues a certificate only for an identity the caller's proxy token
+//! allows (I4): the token names mesh, dataplane and services; the request
+//! must match them; the CSR may not ask for anything else. Every rejection
+//! has its own gRPC status and a message that says what to fix.
+
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use meshlink_api::Kind;
+use meshlink_identity::{CsrError, KeyedRateLimiter, SpiffeId, TokenError, inspect_csr};
+use meshlink_xds::certify::certify_server::Certify;
+use meshlink_xds::certify::{CertifyRequest, CertifyResponse};
+use tonic::{Request, Response, Status};
+
+use super::mesh_ca::{self, IssuedRecord, MeshCaError};
+use super::tokens::{TokenService, TokenServiceError};
+use crate::resources::{ResourceError, ResourceService};
+
+/// The Certify service implementation.
+pub struct CertifyService {
+    resources: ResourceService,
+    tokens: Arc<TokenService>,
+    limiter: KeyedRateLimiter,
+}
+
+impl CertifyService {
+    /// Builds the service. `limiter` bounds requests per token id.
+    pub fn new(
+        resources: ResourceService,
+        tokens: Arc<TokenService>,
+        limiter: KeyedRateLimiter,
+    ) -> Self {
+        CertifyService {
+            resources,
+            tokens,
+            limiter,
+        }
+    }
+}
+
+/// Extracts `authorization: Bearer <token>` from gRPC metadata.
+pub fn bearer_token<T>(req: &Request<T>) -> Result<&str, Status> {
+    let v = req.metadata().get("authorization").ok_or_else(|| {
+        Status::unauthenticated(
+            "missing proxy token: send gRPC metadata 'authorization: Bearer <token>' (create one with `meshlink token dataplane`)",
+        )
+    })?;
+    v.to_str()
+        .ok()
+        .and_then(|s| s.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or_else(|| Status::unauthenticated("authorization metadata must be 'Bearer <token>'"))
+}
+
+fn token_status(e: TokenServiceError) -> Status {
+    match e {
+        TokenServiceError::Token(e @ TokenError::Expired { .. }) => Status::unauthenticated(
+            format!("proxy token expired: {e}; issue a new one with `meshlink token dataplane`"),
+        ),
+        TokenServiceError::Token(e @ TokenError::Revoked { .. }) => {
+            Status::unauthenticated(format!("proxy token revoked: {e}"))
+        }
+        TokenServiceError::Token(e) => Status::unauthenticated(format!("invalid proxy token: {e}")),
+        TokenServiceError::Store(e) => {
+            Status::unavailable(format!("control plane store unavailable: {e}"))
+        }
+    }
+}
+
+fn csr_status(e: CsrError) -> Status {
+    match e {
+        e @ CsrError::WrongKeyType { .. } => {
+            Status::invalid_argument(format!("wrong CSR key type: {e}"))
+        }
+        e @ CsrError::BadSignature(_) => {
+            Status::invalid_argument(format!("CSR signature does not verify: {e}"))
+        }
+        e => Status::invalid_argument(format!("malformed CSR: {e}")),
+    }
+}
+
+#[tonic::async_trait]
+impl Certify for CertifyService {
+    async fn certify(
+        &self,
+        request: Request<CertifyRequest>,
+    ) -> Result<Response<CertifyResponse>, Status> {
+        let store = self.resources.store().as_ref();
+        let claims = self
+            .tokens
+            .verify(store, bearer_token(&request)?)
+            .await
+            .map_err(token_status)?;
+        if let Err(retry) = self.limiter.check(&claims.jti) {
+            return Err(Status::resource_exhausted(format!(
+                "too many Certify requests for this token; retry in {:?}",
+                retry.0
+            )));
+        }
+        let req = request.into_inner();
+        if req.mesh != claims.mesh {
+            return Err(Status::permission_denied(format!(
+                "the token is for mesh {:?}, not {:?}",
+                claims.mesh, req.mesh
+            )));
+        }
+        if req.dataplane != claims.name {
+            return Err(Status::permission_denied(format!(
+                "the token is for dataplane {:?}, not {:?}",
+                claims.name, req.dataplane
+            )));
+        }
+        let service = match (req.service.as_str(), claims.services.as_slice()) {
+            ("", [only]) => only.clone(),
+            ("", _) => {
+                return Err(Status::invalid_argument(format!(
+                    "name the service to certify; the token allows {:?}",
+                    claims.services
+                )));
+            }
+            (s, allowed) if allowed.iter().any(|a| a == s) => s.to_string(),
+            (s, allowed) => {
+                return Err(Status::permission_denied(format!(
+                    "the token does not allow service {s:?} (allowed: {allowed:?})"
+                )));
+            }
+        };
+        let mesh = match self.resources.get(Kind::Mesh, None, &req.mesh).await {
+            Ok(m) => m,
+            Err(ResourceError::NotFound(_)) => {
+                return Err(Status::failed_precondition(format!(
+                    "mesh {:?} does not exist",
+                    req.mesh
+                )));
+            }
+            Err(e) => return Err(Status::unavailable(e.to_string())),
+        };
+        let identity = mesh_ca::ensure(store, &mesh).await.map_err(|e| match e {
+            e @ MeshCaError::MtlsDisabled(_) => Status::failed_precondition(e.to_string()),
+            e @ MeshCaError::Invalid { .. } => Status::failed_precondition(e.to_string()),
+            e @ MeshCaError::Store(_) => Status::unavailable(e.to_string()),
+        })?;
+        let id = SpiffeId::new(&identity.trust_domain, &service)
+            .map_err(|e| Status::invalid_argument(format!("service {service:?}: {e}")))?;
+        let info = inspect_csr(&req.csr).map_err(csr_status)?;
+        if let Some(other) = info.uri_sans.iter().find(|u| **u != id.to_string()) {
+            return Err(Status::permission_denied(format!(
+                "the CSR asks for {other}, but the token allows only {id}"
+            )));
+        }
+        let cert = identity
+            .ca
+            .issue_from_csr(
+                &req.csr,
+                &id,
+                identity.lifetime,
+                std::time::SystemTime::now(),
+            )
+            .map_err(|e| Status::invalid_argument(format!("cannot issue: {e}")))?;
+        let record = IssuedRecord {
+            ca_fingerprint: cert.ca_fingerprint.clone(),
+            serial: cert.serial_hex.clone(),
+            spiffe_id: cert.spiffe_id.clone(),
+            not_after: mesh_ca::unix_seconds(cert.not_after),
+        };
+        mesh_ca::record_issued(store, &req.mesh, &req.dataplane, &record)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        tracing::info!(mesh = %req.mesh, dataplane = %req.dataplane, spiffe_id = %cert.spiffe_id,
+            serial = %cert.serial_hex, "issued workload certificate");
+        let secs = |t: std::time::SystemTime| {
+            t.duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64)
+        };
+        Ok(Response::new(CertifyResponse {
+            certificate_pem: cert.cert_pem,
+            chain_pem: cert.chain_pem,
+            trust_bundle_pem: identity.rotation.bundle.roots_pem,
+            spiffe_id: cert.spiffe_id,
+            serial: cert.serial_hex,
+            not_before: secs(cert.not_before),
+            not_after: secs(cert.not_after),
+        }))
+    }
+}

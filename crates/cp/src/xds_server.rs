@@ -1,0 +1,68 @@
+//! The gRPC server on `--xds-addr`: TLS with the cp-tls serving certificate,
+//! an optional client certificate (for clients that cannot send a token),
+//! and the Certify service. The ADS services join it in the xDS issue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshlink_identity::KeyedRateLimiter;
+use meshlink_runtime::Shutdown;
+use meshlink_xds::certify::certify_server::CertifyServer;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+
+use crate::identity::certify::CertifyService;
+use crate::identity::tokens::TokenService;
+use crate::resources::ResourceService;
+use crate::{CpConfig, CpError, cp_tls::CpTls};
+
+/// Certify requests allowed per token in a burst, and refilled per second.
+const CERTIFY_BURST: u32 = 10;
+const CERTIFY_PER_SECOND: f64 = 1.0;
+
+/// Binds the xDS port and returns its address and the server future.
+pub(crate) async fn start(
+    config: &CpConfig,
+    tls: &CpTls,
+    resources: ResourceService,
+    tokens: Arc<TokenService>,
+    shutdown: Shutdown,
+) -> Result<
+    (
+        std::net::SocketAddr,
+        impl std::future::Future<Output = Result<(), CpError>> + Send + 'static,
+    ),
+    CpError,
+> {
+    let listener = tokio::net::TcpListener::bind(config.xds_addr)
+        .await
+        .map_err(|source| CpError::Bind {
+            what: "xDS/Certify",
+            addr: config.xds_addr,
+            flag: "--xds-addr",
+            source,
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| CpError::Serve(e.to_string()))?;
+    let tls_config = ServerTlsConfig::new()
+        .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
+        .client_ca_root(Certificate::from_pem(&tls.ca_pem))
+        .client_auth_optional(true);
+    let limiter = KeyedRateLimiter::new(CERTIFY_BURST, CERTIFY_PER_SECOND)
+        .expect("static rate-limit settings are valid");
+    let certify = CertifyService::new(resources, tokens, limiter);
+    let router = Server::builder()
+        .tls_config(tls_config)
+        .map_err(|e| CpError::Serve(format!("xDS TLS configuration: {e}")))?
+        .timeout(Duration::from_secs(60))
+        .add_service(CertifyServer::new(certify));
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let fut = async move {
+        router
+            .serve_with_incoming_shutdown(incoming, async move { shutdown.wait().await })
+            .await
+            .map_err(|e| CpError::Serve(format!("xDS server failed: {e}")))
+    };
+    Ok((addr, fut))
+}
