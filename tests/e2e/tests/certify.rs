@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
+use meshlink_e2e::certify::{certify, csr};
 use meshlink_e2e::{ControlPlane, StoreKind};
-use meshlink_xds::certify::certify_client::CertifyClient;
-use meshlink_xds::certify::{CertifyRequest, CertifyResponse};
-use rcgen::{CertificateParams, KeyPair, SanType};
+use meshlink_xds::certify::CertifyResponse;
+use rcgen::KeyPair;
 use tonic::Code;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig};
 
 const SETUP: &str = r#"
 apiVersion: meshlink.dev/v1alpha1
@@ -40,26 +39,17 @@ spec:
 
 struct Fixture {
     cp: ControlPlane,
-    rt: tokio::runtime::Runtime,
 }
 
 impl Fixture {
     fn new() -> Fixture {
         let cp = ControlPlane::start(StoreKind::Sqlite);
         cp.cli_stdin(&["apply", "-f", "-"], Some(SETUP)).success();
-        Fixture {
-            cp,
-            rt: tokio::runtime::Runtime::new().unwrap(),
-        }
+        Fixture { cp }
     }
 
-    /// Issues a token; returns (token, id).
     fn token(&self, args: &[&str]) -> (String, String) {
-        let mut full = vec!["token", "dataplane"];
-        full.extend_from_slice(args);
-        let out = self.cp.cli(&full).success();
-        let id = out.stderr.split_whitespace().nth(1).unwrap().to_string();
-        (out.stdout.trim().to_string(), id)
+        self.cp.dataplane_token(args)
     }
 
     fn certify(
@@ -70,43 +60,8 @@ impl Fixture {
         service: &str,
         csr: Vec<u8>,
     ) -> Result<CertifyResponse, tonic::Status> {
-        let ca = self.cp.xds_ca_pem();
-        let url = self.cp.xds_url();
-        self.rt.block_on(async move {
-            let tls = ClientTlsConfig::new()
-                .ca_certificate(Certificate::from_pem(ca))
-                .domain_name("localhost");
-            let channel = Channel::from_shared(url)
-                .unwrap()
-                .tls_config(tls)
-                .unwrap()
-                .connect()
-                .await
-                .unwrap();
-            let mut req = tonic::Request::new(CertifyRequest {
-                mesh: mesh.into(),
-                dataplane: dataplane.into(),
-                service: service.into(),
-                csr,
-            });
-            if let Some(t) = token {
-                req.metadata_mut()
-                    .insert("authorization", format!("Bearer {t}").parse().unwrap());
-            }
-            CertifyClient::new(channel)
-                .certify(req)
-                .await
-                .map(|r| r.into_inner())
-        })
+        certify(&self.cp, token, mesh, dataplane, service, csr)
     }
-}
-
-fn csr(key: &KeyPair, uri: Option<&str>) -> Vec<u8> {
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    if let Some(u) = uri {
-        p.subject_alt_names = vec![SanType::URI(u.try_into().unwrap())];
-    }
-    p.serialize_request(key).unwrap().der().to_vec()
 }
 
 fn p256() -> KeyPair {

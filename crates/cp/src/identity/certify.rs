@@ -168,6 +168,12 @@ impl Certify for CertifyService {
         mesh_ca::record_issued(store, &req.mesh, &req.dataplane, &record)
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
+        // The bundle reflects this issuance: if this dataplane was the last
+        // one on the previous CA, the rotation ends now and the old root goes.
+        let bundle = match mesh_ca::ensure(store, &mesh).await {
+            Ok(after) => after.rotation.bundle.roots_pem,
+            Err(_) => identity.rotation.bundle.roots_pem,
+        };
         tracing::info!(mesh = %req.mesh, dataplane = %req.dataplane, spiffe_id = %cert.spiffe_id,
             serial = %cert.serial_hex, "issued workload certificate");
         let secs = |t: std::time::SystemTime| {
@@ -177,7 +183,7 @@ impl Certify for CertifyService {
         Ok(Response::new(CertifyResponse {
             certificate_pem: cert.cert_pem,
             chain_pem: cert.chain_pem,
-            trust_bundle_pem: identity.rotation.bundle.roots_pem,
+            trust_bundle_pem: bundle,
             spiffe_id: cert.spiffe_id,
             serial: cert.serial_hex,
             not_before: secs(cert.not_before),
