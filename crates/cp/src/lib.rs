@@ -148,17 +148,7 @@ impl ControlPlane {
             Ok(())
         });
 
-        let listener = tokio::net::TcpListener::bind(config.api_addr)
-            .await
-            .map_err(|source| CpError::Bind {
-                what: "REST API",
-                addr: config.api_addr,
-                flag: "--api-addr",
-                source,
-            })?;
-        let api_addr = listener
-            .local_addr()
-            .map_err(|e| CpError::Serve(e.to_string()))?;
+        let (listener, api_addr) = bind(config.api_addr, "REST API", "--api-addr").await?;
         let state = api::ApiState {
             resources,
             tokens,
@@ -186,6 +176,26 @@ impl ControlPlane {
             _data_dir: data_dir,
         })
     }
+}
+
+/// Binds a listener, naming the flag that changes the address on failure.
+pub(crate) async fn bind(
+    addr: SocketAddr,
+    what: &'static str,
+    flag: &'static str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), CpError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| CpError::Bind {
+            what,
+            addr,
+            flag,
+            source,
+        })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| CpError::Serve(e.to_string()))?;
+    Ok((listener, bound))
 }
 
 /// Follows the store's change feed and publishes the newest revision, which

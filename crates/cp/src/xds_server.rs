@@ -34,17 +34,7 @@ pub(crate) async fn start(
     ),
     CpError,
 > {
-    let listener = tokio::net::TcpListener::bind(config.xds_addr)
-        .await
-        .map_err(|source| CpError::Bind {
-            what: "xDS/Certify",
-            addr: config.xds_addr,
-            flag: "--xds-addr",
-            source,
-        })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| CpError::Serve(e.to_string()))?;
+    let (listener, addr) = crate::bind(config.xds_addr, "xDS/Certify", "--xds-addr").await?;
     let tls_config = ServerTlsConfig::new()
         .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
         .client_ca_root(Certificate::from_pem(&tls.ca_pem))

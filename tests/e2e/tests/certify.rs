@@ -198,10 +198,15 @@ fn csr_for_another_service_is_refused() {
 }
 
 #[test]
-fn missing_malformed_and_revoked_tokens_are_refused() {
+fn missing_token_is_refused() {
     let f = Fixture::new();
     let r = f.certify(None, "default", "web-1", "", csr(&p256(), None));
     assert_rejected(r, Code::Unauthenticated, &["missing proxy token"]);
+}
+
+#[test]
+fn malformed_token_is_refused() {
+    let f = Fixture::new();
     let r = f.certify(
         Some("not.a.token"),
         "default",
@@ -210,7 +215,11 @@ fn missing_malformed_and_revoked_tokens_are_refused() {
         csr(&p256(), None),
     );
     assert_rejected(r, Code::Unauthenticated, &["invalid proxy token"]);
+}
 
+#[test]
+fn revoked_token_is_refused() {
+    let f = Fixture::new();
     let (token, id) = f.token(&["--mesh", "default", "--name", "web-1"]);
     f.certify(Some(&token), "default", "web-1", "", csr(&p256(), None))
         .expect("valid before revocation");
@@ -236,19 +245,29 @@ fn expired_token_is_refused() {
 }
 
 #[test]
-fn wrong_key_type_and_bad_signature_are_refused() {
+fn wrong_key_type_is_refused() {
     let f = Fixture::new();
     let (token, _) = f.token(&["--mesh", "default", "--name", "web-1"]);
     let p384 = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
     let r = f.certify(Some(&token), "default", "web-1", "", csr(&p384, None));
     assert_rejected(r, Code::InvalidArgument, &["wrong CSR key type", "P-256"]);
+}
 
+#[test]
+fn csr_with_an_invalid_signature_is_refused() {
+    let f = Fixture::new();
+    let (token, _) = f.token(&["--mesh", "default", "--name", "web-1"]);
     let mut tampered = csr(&p256(), None);
     let last = tampered.len() - 1;
     tampered[last] ^= 0x01;
     let r = f.certify(Some(&token), "default", "web-1", "", tampered);
     assert_rejected(r, Code::InvalidArgument, &["signature does not verify"]);
+}
 
+#[test]
+fn garbage_csr_is_refused() {
+    let f = Fixture::new();
+    let (token, _) = f.token(&["--mesh", "default", "--name", "web-1"]);
     let r = f.certify(Some(&token), "default", "web-1", "", b"garbage".to_vec());
     assert_rejected(r, Code::InvalidArgument, &["malformed CSR"]);
 }
