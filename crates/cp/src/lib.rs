@@ -138,6 +138,7 @@ impl ControlPlane {
             &tls,
             resources.clone(),
             tokens.clone(),
+            &registry,
             shutdown.clone(),
         )
         .await?;

@@ -26,6 +26,7 @@ pub(crate) async fn start(
     tls: &CpTls,
     resources: ResourceService,
     tokens: Arc<TokenService>,
+    registry: &meshlink_runtime::MetricsRegistry,
     shutdown: Shutdown,
 ) -> Result<
     (
@@ -41,7 +42,7 @@ pub(crate) async fn start(
         .client_auth_optional(true);
     let limiter = KeyedRateLimiter::new(CERTIFY_BURST, CERTIFY_PER_SECOND)
         .expect("static rate-limit settings are valid");
-    let certify = CertifyService::new(resources, tokens, limiter);
+    let certify = CertifyService::new(resources, tokens, limiter, registry);
     let router = Server::builder()
         .tls_config(tls_config)
         .map_err(|e| CpError::Serve(format!("xDS TLS configuration: {e}")))?

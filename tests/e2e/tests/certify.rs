@@ -141,6 +141,12 @@ fn issues_exactly_the_allowed_identity() {
     ]);
     assert!(ok && text.contains("OK"), "{text}");
 
+    let issued = f.cp.metric(&[
+        "meshlink_identity_certify_requests_total",
+        "result=\"issued\"",
+    ]);
+    assert_eq!(issued, 1.0, "the issuance is counted in /metrics");
+
     // The CA's fingerprint is served, the key never is.
     let (s, ca) = f.cp.api("GET", "/api/v1/meshes/default/ca", None);
     assert_eq!(s, 200, "{ca}");
@@ -251,6 +257,11 @@ fn wrong_key_type_is_refused() {
     let p384 = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
     let r = f.certify(Some(&token), "default", "web-1", "", csr(&p384, None));
     assert_rejected(r, Code::InvalidArgument, &["wrong CSR key type", "P-256"]);
+    let rejected = f.cp.metric(&[
+        "meshlink_identity_certify_requests_total",
+        "result=\"invalid_argument\"",
+    ]);
+    assert_eq!(rejected, 1.0, "the rejection is counted in /metrics");
 }
 
 #[test]

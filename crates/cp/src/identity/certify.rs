@@ -10,9 +10,13 @@ use std::time::UNIX_EPOCH;
 
 use meshlink_api::Kind;
 use meshlink_identity::{CsrError, KeyedRateLimiter, SpiffeId, TokenError, inspect_csr};
+use meshlink_runtime::MetricsRegistry;
 use meshlink_xds::certify::certify_server::Certify;
 use meshlink_xds::certify::{CertifyRequest, CertifyResponse};
-use tonic::{Request, Response, Status};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tonic::{Code, Request, Response, Status};
 
 use super::mesh_ca::{self, IssuedRecord, MeshCaError};
 use super::tokens::{TokenService, TokenServiceError};
@@ -23,20 +27,52 @@ pub struct CertifyService {
     resources: ResourceService,
     tokens: Arc<TokenService>,
     limiter: KeyedRateLimiter,
+    requests: Family<ResultLabel, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
 }
 
 impl CertifyService {
-    /// Builds the service. `limiter` bounds requests per token id.
+    /// Builds the service and registers `meshlink_identity_certify_requests_total{result}`.
+    /// `limiter` bounds requests per token id.
     pub fn new(
         resources: ResourceService,
         tokens: Arc<TokenService>,
         limiter: KeyedRateLimiter,
+        registry: &MetricsRegistry,
     ) -> Self {
+        let requests = Family::<ResultLabel, Counter>::default();
+        registry.register_with("identity", |r| {
+            r.register(
+                "certify_requests",
+                "Certify requests by result (issued, or the rejection's gRPC code)",
+                requests.clone(),
+            )
+        });
         CertifyService {
             resources,
             tokens,
             limiter,
+            requests,
         }
+    }
+
+    fn record(&self, r: &Result<Response<CertifyResponse>, Status>) {
+        let result = match r {
+            Ok(_) => "issued",
+            Err(s) => match s.code() {
+                Code::Unauthenticated => "unauthenticated",
+                Code::PermissionDenied => "permission_denied",
+                Code::InvalidArgument => "invalid_argument",
+                Code::ResourceExhausted => "rate_limited",
+                Code::FailedPrecondition => "failed_precondition",
+                _ => "unavailable",
+            },
+        };
+        self.requests.get_or_create(&ResultLabel { result }).inc();
     }
 }
 
@@ -84,6 +120,17 @@ fn csr_status(e: CsrError) -> Status {
 #[tonic::async_trait]
 impl Certify for CertifyService {
     async fn certify(
+        &self,
+        request: Request<CertifyRequest>,
+    ) -> Result<Response<CertifyResponse>, Status> {
+        let r = self.certify_inner(request).await;
+        self.record(&r);
+        r
+    }
+}
+
+impl CertifyService {
+    async fn certify_inner(
         &self,
         request: Request<CertifyRequest>,
     ) -> Result<Response<CertifyResponse>, Status> {
