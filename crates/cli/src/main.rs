@@ -106,6 +106,10 @@ enum TokenCommand {
         /// Lifetime, e.g. 24h.
         #[arg(long, default_value = "24h")]
         valid_for: String,
+        /// Also write tls.crt, tls.key and ca.crt here: a client certificate for
+        /// the xDS port bound to this dataplane (for clients that cannot send a token).
+        #[arg(long)]
+        cert_dir: Option<std::path::PathBuf>,
     },
     /// Revokes a token by its id (printed when it was issued).
     Revoke {
@@ -165,7 +169,18 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             name,
             services,
             valid_for,
-        }) => commands::token::dataplane(&client, &mesh, &name, &services, &valid_for).await,
+            cert_dir,
+        }) => {
+            commands::token::dataplane(
+                &client,
+                &mesh,
+                &name,
+                &services,
+                &valid_for,
+                cert_dir.as_deref(),
+            )
+            .await
+        }
         Command::Token(TokenCommand::Revoke { id, reason }) => {
             commands::token::revoke(&client, &id, &reason).await
         }

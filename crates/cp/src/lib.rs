@@ -153,6 +153,7 @@ impl ControlPlane {
         let state = api::ApiState {
             resources,
             tokens,
+            cp_tls: Arc::new(tls),
             admin_token: Arc::from(admin_token.as_str()),
             revision: rev_rx,
             metrics: api::ApiMetrics::new(&registry),

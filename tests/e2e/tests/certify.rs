@@ -301,3 +301,56 @@ fn a_hammering_token_is_rate_limited() {
     f.certify(Some(&other), "default", "web-1", "", csr(&key, None))
         .expect("other tokens are unaffected");
 }
+
+#[test]
+fn cert_dir_writes_a_client_certificate_bound_to_the_dataplane() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("web-1");
+    let out =
+        f.cp.cli(&[
+            "token",
+            "dataplane",
+            "--mesh",
+            "default",
+            "--name",
+            "web-1",
+            "--cert-dir",
+            certs.to_str().unwrap(),
+        ])
+        .success();
+    assert!(!out.stdout.trim().is_empty(), "the token is still printed");
+    let mode = |p: &str| {
+        std::fs::metadata(certs.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("tls.key"), 0o600);
+    assert_eq!(
+        std::fs::read_to_string(certs.join("ca.crt")).unwrap(),
+        f.cp.xds_ca_pem()
+    );
+    let (ok, text) = openssl(&[
+        "x509",
+        "-noout",
+        "-text",
+        "-in",
+        certs.join("tls.crt").to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("URI:spiffe://meshlink-cp.local/dataplane/default/web-1"),
+        "{text}"
+    );
+    assert!(text.contains("TLS Web Client Authentication"), "{text}");
+    let (ok, text) = openssl(&[
+        "verify",
+        "-CAfile",
+        certs.join("ca.crt").to_str().unwrap(),
+        certs.join("tls.crt").to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+}

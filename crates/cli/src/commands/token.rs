@@ -1,5 +1,8 @@
 //! `meshlink token dataplane` and `meshlink token revoke`.
 
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
 use std::time::Duration;
 
 use reqwest::Method;
@@ -15,10 +18,12 @@ pub(crate) async fn dataplane(
     name: &str,
     services: &[String],
     valid_for: &str,
+    cert_dir: Option<&Path>,
 ) -> Result<(), Failure> {
     humantime::parse_duration(valid_for)
         .map_err(|e| Failure::BadInput(format!("--valid-for {valid_for:?}: {e} (e.g. 24h)")))?;
-    let body = json!({ "mesh": mesh, "name": name, "services": services, "validFor": valid_for });
+    let body = json!({ "mesh": mesh, "name": name, "services": services, "validFor": valid_for,
+        "clientCertificate": cert_dir.is_some() });
     let resp = client
         .call(
             Method::POST,
@@ -30,6 +35,9 @@ pub(crate) async fn dataplane(
         .await
         .map_err(|e| e.into_failure())?;
     let token = resp["token"].as_str().unwrap_or_default();
+    if let Some(dir) = cert_dir {
+        write_cert_dir(dir, &resp["clientCertificate"])?;
+    }
     println!("{token}");
     eprintln!(
         "token {} for dataplane {name} in mesh {mesh} (services: {}), expires {}",
@@ -43,6 +51,45 @@ pub(crate) async fn dataplane(
                 .join(","))
             .unwrap_or_default(),
         resp["expiresAt"].as_str().unwrap_or("?"),
+    );
+    Ok(())
+}
+
+/// Writes `tls.crt`, `tls.key` (0600) and `ca.crt` into `dir` (created 0700).
+fn write_cert_dir(dir: &Path, cc: &serde_json::Value) -> Result<(), Failure> {
+    let io = |what: &str, e: std::io::Error| {
+        Failure::Runtime(format!("cannot write {what} in {}: {e}", dir.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io("the directory", e))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| io("the directory", e))?;
+    let field = |k: &str| {
+        cc[k].as_str().map(str::to_string).ok_or_else(|| {
+            Failure::Runtime("the control plane did not return a client certificate".into())
+        })
+    };
+    for (file, key, mode) in [
+        ("tls.key", "privateKeyPem", 0o600),
+        ("tls.crt", "certificatePem", 0o644),
+        ("ca.crt", "caPem", 0o644),
+    ] {
+        let path = dir.join(file);
+        let contents = field(key)?;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(mode)
+            .open(&path)
+            .map_err(|e| io(file, e))?;
+        f.write_all(contents.as_bytes()).map_err(|e| io(file, e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| io(file, e))?;
+    }
+    eprintln!(
+        "wrote {0}/tls.crt, {0}/tls.key and {0}/ca.crt (client certificate {1})",
+        dir.display(),
+        cc["uri"].as_str().unwrap_or("?")
     );
     Ok(())
 }

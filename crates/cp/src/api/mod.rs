@@ -38,6 +38,8 @@ pub struct ApiState {
     pub resources: ResourceService,
     /// Proxy-token issuing.
     pub tokens: Arc<crate::identity::tokens::TokenService>,
+    /// The xDS port's TLS material (its CA issues `--cert-dir` client certificates).
+    pub cp_tls: Arc<crate::cp_tls::CpTls>,
     /// The admin bearer token.
     pub admin_token: Arc<str>,
     /// The newest store revision seen by the change-feed follower.

@@ -29,6 +29,10 @@ struct DataplaneTokenRequest {
     services: Vec<String>,
     #[serde(default)]
     valid_for: Option<String>,
+    /// Also issue a client certificate for the xDS port (for clients that
+    /// cannot send a token, e.g. proxyless gRPC).
+    #[serde(default)]
+    client_certificate: bool,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ApiError> {
@@ -86,14 +90,38 @@ pub(super) async fn dataplane(
         )));
     }
     let (token, claims) = st.tokens.issue(&req.mesh, &req.name, services, valid_for);
-    Ok(Json(json!({
+    let mut resp = json!({
         "token": token,
         "id": claims.jti,
         "mesh": claims.mesh,
         "name": claims.name,
         "services": claims.services,
         "expiresAt": humantime::format_rfc3339_seconds(claims.expires_at()).to_string(),
-    })))
+    });
+    if req.client_certificate {
+        let uri = dataplane_client_uri(&req.mesh, &req.name);
+        let (cert, key) = st.cp_tls.issue_client_cert(&uri, valid_for).map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal",
+                e.to_string(),
+            )
+        })?;
+        resp["clientCertificate"] = json!({
+            "uri": uri,
+            "certificatePem": cert,
+            "privateKeyPem": key,
+            "caPem": st.cp_tls.ca_pem,
+        });
+    }
+    Ok(Json(resp))
+}
+
+/// The URI SAN of an xDS client certificate bound to one dataplane. It is
+/// issued by the cp-tls CA, never by a mesh CA, so it cannot pass for a
+/// workload identity.
+pub(crate) fn dataplane_client_uri(mesh: &str, name: &str) -> String {
+    format!("spiffe://meshlink-cp.local/dataplane/{mesh}/{name}")
 }
 
 #[derive(Deserialize)]
