@@ -9,3 +9,6 @@
 pub mod certify {
     tonic::include_proto!("meshlink.v1");
 }
+
+pub mod owner;
+pub mod translate;

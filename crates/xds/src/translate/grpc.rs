@@ -1,0 +1,93 @@
+//! Proxyless gRPC resources (grpcio, grpc-js, grpc-go as xDS clients).
+//!
+//! Owns what a gRPC channel to `xds:///<service>` needs: an API listener
+//! named `<service>` whose HttpConnectionManager carries an inline route
+//! configuration to the service cluster and ends with the router filter;
+//! a round-robin EDS cluster; locality-weighted endpoints. TLS comes from
+//! certificate-provider instances, never SDS. It must never emit socket
+//! listeners: a gRPC client binds nothing (server-side xDS is not covered).
+
+use std::collections::BTreeSet;
+
+use envoy_types::pb::envoy::config::listener::v3::{ApiListener, Listener};
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
+    route_action::ClusterSpecifier, route_match::PathSpecifier,
+};
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, HttpFilter, http_connection_manager::RouteSpecifier,
+    http_filter::ConfigType,
+};
+use envoy_types::util::pack_any;
+use meshlink_api::spec::DataplaneSpec;
+
+use super::endpoints::service_assignment;
+use super::sidecar::eds_cluster;
+use super::{MeshView, Snapshot, names, tls};
+
+/// Envoy's name of the HTTP router filter (gRPC requires it last).
+const ROUTER_FILTER: &str = "envoy.filters.http.router";
+
+/// Emits the API listeners, clusters and load assignments of a gRPC client.
+pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec) {
+    let services: BTreeSet<&str> = dp
+        .networking
+        .outbound
+        .iter()
+        .filter_map(|o| o.service())
+        .collect();
+    for service in services {
+        let cluster = names::service_cluster(service);
+        snap.insert(service.to_owned(), &api_listener(service, &cluster));
+        let transport = view
+            .mtls_enabled()
+            .then(|| tls::upstream_cert_provider(names::spiffe_id(view.trust_domain(), service)));
+        snap.insert(cluster.clone(), &eds_cluster(cluster, transport));
+        snap.insert(
+            names::service_cluster(service),
+            &service_assignment(view, service),
+        );
+    }
+}
+
+fn api_listener(service: &str, cluster: &str) -> Listener {
+    let route = Route {
+        r#match: Some(RouteMatch {
+            path_specifier: Some(PathSpecifier::Prefix(String::new())),
+            ..Default::default()
+        }),
+        action: Some(Action::Route(RouteAction {
+            cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.to_owned())),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    let routes = RouteConfiguration {
+        name: service.to_owned(),
+        virtual_hosts: vec![VirtualHost {
+            name: service.to_owned(),
+            domains: vec!["*".to_owned()],
+            routes: vec![route],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let hcm = HttpConnectionManager {
+        stat_prefix: service.to_owned(),
+        route_specifier: Some(RouteSpecifier::RouteConfig(routes)),
+        http_filters: vec![HttpFilter {
+            name: ROUTER_FILTER.to_owned(),
+            config_type: Some(ConfigType::TypedConfig(pack_any(Router::default()))),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    Listener {
+        name: service.to_owned(),
+        api_listener: Some(ApiListener {
+            api_listener: Some(pack_any(hcm)),
+        }),
+        ..Default::default()
+    }
+}

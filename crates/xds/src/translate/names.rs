@@ -1,0 +1,70 @@
+//! Stable names of generated xDS resources and SPIFFE identities.
+//!
+//! Owns every name the translator emits, so the control plane, the proxies
+//! and the tests agree on them. It must never depend on input order or on
+//! anything but its arguments: names are part of the version hash.
+
+/// Name of the inbound Listener on `address:port`.
+pub fn inbound_listener(address: &str, port: u16) -> String {
+    format!("inbound:{address}:{port}")
+}
+
+/// Name of the outbound Listener on `address:port`.
+pub fn outbound_listener(address: &str, port: u16) -> String {
+    format!("outbound:{address}:{port}")
+}
+
+/// Name of the local (STATIC) cluster that forwards an inbound to the
+/// application on `service_port`.
+pub fn inbound_cluster(service: &str, service_port: u16) -> String {
+    format!("inbound:{service}:{service_port}")
+}
+
+/// Name of the Cluster (and ClusterLoadAssignment) of a destination
+/// service. Proxyless gRPC uses the same name (`xds:///<service>`).
+pub fn service_cluster(service: &str) -> String {
+    service.to_owned()
+}
+
+/// Name of the SDS secret holding this proxy's identity certificate and key.
+pub fn identity_secret(service: &str) -> String {
+    format!("identity_cert:{service}")
+}
+
+/// Name of the SDS secret holding the mesh's trust bundle.
+pub fn mesh_ca_secret(mesh: &str) -> String {
+    format!("mesh_ca:{mesh}")
+}
+
+/// Certificate-provider plugin instance used by proxyless gRPC clients.
+pub const GRPC_CERT_PROVIDER_INSTANCE: &str = "meshlink";
+
+/// Certificate name (within [`GRPC_CERT_PROVIDER_INSTANCE`]) of the
+/// workload identity.
+pub const GRPC_IDENTITY_CERT_NAME: &str = "identity";
+
+/// Certificate name (within [`GRPC_CERT_PROVIDER_INSTANCE`]) of the trust
+/// bundle.
+pub const GRPC_ROOT_CERT_NAME: &str = "mesh_ca";
+
+/// The SPIFFE ID of `service` in trust domain `trust_domain`.
+pub fn spiffe_id(trust_domain: &str, service: &str) -> String {
+    format!("spiffe://{trust_domain}/{service}")
+}
+
+/// The prefix shared by every SPIFFE ID of `trust_domain`.
+pub fn spiffe_prefix(trust_domain: &str) -> String {
+    format!("spiffe://{trust_domain}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spiffe_id_extends_the_trust_domain_prefix() {
+        let id = spiffe_id("example.org", "web");
+        assert_eq!(id, "spiffe://example.org/web");
+        assert!(id.starts_with(&spiffe_prefix("example.org")));
+    }
+}

@@ -1,0 +1,148 @@
+//! Sidecar resources (meshlink-proxy and Envoy clients).
+//!
+//! Owns the shape of a sidecar's configuration: one TCP listener per
+//! inbound (TLS + RBAC when mTLS is on, then `tcp_proxy` to the local
+//! application cluster), one per outbound (`tcp_proxy` to the destination
+//! service), and an EDS cluster plus load assignment per destination. It
+//! must never emit secret contents (see `tls::secrets`).
+
+use std::collections::BTreeSet;
+
+use envoy_types::pb::envoy::config::cluster::v3::{
+    Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType, cluster::EdsClusterConfig,
+    cluster::LbPolicy,
+};
+use envoy_types::pb::envoy::config::core::v3::{TrafficDirection, TransportSocket};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy::ClusterSpecifier,
+};
+use envoy_types::pb::google::protobuf::Duration;
+use envoy_types::util::pack_any;
+use meshlink_api::spec::{DataplaneSpec, Inbound};
+
+use super::endpoints::{assignment, service_assignment, socket_address};
+use super::{MeshView, Snapshot, names, rbac, tls};
+
+/// Envoy's name of the TCP proxy filter.
+const TCP_PROXY_FILTER: &str = "envoy.filters.network.tcp_proxy";
+
+/// Connect timeout of every generated cluster.
+const CONNECT_TIMEOUT: Duration = Duration {
+    seconds: 5,
+    nanos: 0,
+};
+
+/// Emits the listeners, clusters and load assignments of a sidecar.
+pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec) {
+    let identity = tls::identity_secret_name(dp).filter(|_| view.mtls_enabled());
+    for inbound in &dp.networking.inbound {
+        inbound_resources(snap, view, dp, inbound, identity.as_deref());
+    }
+    let mut destinations = BTreeSet::new();
+    for outbound in &dp.networking.outbound {
+        let Some(service) = outbound.service() else {
+            continue;
+        };
+        let port = outbound.port.get();
+        let name = names::outbound_listener(outbound.address(), port);
+        let listener = Listener {
+            name: name.clone(),
+            address: Some(socket_address(outbound.address(), port)),
+            filter_chains: vec![FilterChain {
+                filters: vec![tcp_proxy(&name, names::service_cluster(service))],
+                ..Default::default()
+            }],
+            traffic_direction: TrafficDirection::Outbound as i32,
+            ..Default::default()
+        };
+        snap.insert(name, &listener);
+        destinations.insert(service);
+    }
+    for service in destinations {
+        let transport = identity.as_ref().map(|id| {
+            let spiffe = names::spiffe_id(view.trust_domain(), service);
+            tls::upstream_sds(id.clone(), view.mesh_name(), spiffe)
+        });
+        let name = names::service_cluster(service);
+        snap.insert(name.clone(), &eds_cluster(name.clone(), transport));
+        snap.insert(name, &service_assignment(view, service));
+    }
+}
+
+fn inbound_resources(
+    snap: &mut Snapshot,
+    view: &MeshView,
+    dp: &DataplaneSpec,
+    inbound: &Inbound,
+    identity: Option<&str>,
+) {
+    let Some(service) = inbound.service() else {
+        return;
+    };
+    let address = dp.networking.address.as_str();
+    let port = inbound.port.get();
+    let service_port = inbound.effective_service_port();
+    let name = names::inbound_listener(address, port);
+    let local = names::inbound_cluster(service, service_port);
+
+    let mut filters = Vec::new();
+    let mut transport_socket = None;
+    if let Some(identity) = identity {
+        filters.extend(rbac::inbound_filters(view, &inbound.tags, &name));
+        transport_socket = Some(tls::downstream_sds(identity.to_owned(), view.mesh_name()));
+    }
+    filters.push(tcp_proxy(&name, local.clone()));
+    let listener = Listener {
+        name: name.clone(),
+        address: Some(socket_address(address, port)),
+        filter_chains: vec![FilterChain {
+            filters,
+            transport_socket,
+            ..Default::default()
+        }],
+        traffic_direction: TrafficDirection::Inbound as i32,
+        ..Default::default()
+    };
+    snap.insert(name, &listener);
+
+    let cluster = Cluster {
+        name: local.clone(),
+        connect_timeout: Some(CONNECT_TIMEOUT),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        load_assignment: Some(assignment(
+            local.clone(),
+            [(inbound.effective_service_address().to_owned(), service_port)],
+        )),
+        ..Default::default()
+    };
+    snap.insert(local, &cluster);
+}
+
+fn tcp_proxy(stat_prefix: &str, cluster: String) -> Filter {
+    let proxy = TcpProxy {
+        stat_prefix: stat_prefix.to_owned(),
+        cluster_specifier: Some(ClusterSpecifier::Cluster(cluster)),
+        ..Default::default()
+    };
+    Filter {
+        name: TCP_PROXY_FILTER.to_owned(),
+        config_type: Some(filter::ConfigType::TypedConfig(pack_any(proxy))),
+    }
+}
+
+/// A round-robin EDS cluster over ADS, with TLS when `transport` is given.
+pub(super) fn eds_cluster(name: String, transport: Option<TransportSocket>) -> Cluster {
+    Cluster {
+        name,
+        connect_timeout: Some(CONNECT_TIMEOUT),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(tls::ads()),
+            service_name: String::new(),
+        }),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        transport_socket: transport,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,200 @@
+//! The translator's output: every xDS resource of one proxy, by type URL.
+//!
+//! Owns content-hash versioning, so "nothing changed" is "same versions",
+//! and the make-before-break order in which types are pushed. It must never
+//! hold per-stream state (what was sent or acknowledged): stream owners do.
+
+use std::collections::BTreeMap;
+
+use envoy_types::pb::google::protobuf::Any;
+use prost::{Message, Name};
+use sha2::{Digest, Sha256};
+
+/// Type URL of `envoy.config.listener.v3.Listener`.
+pub const LISTENER_TYPE: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+/// Type URL of `envoy.config.route.v3.RouteConfiguration`.
+pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+/// Type URL of `envoy.config.cluster.v3.Cluster`.
+pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+/// Type URL of `envoy.config.endpoint.v3.ClusterLoadAssignment`.
+pub const ENDPOINT_TYPE: &str =
+    "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+/// Type URL of `envoy.extensions.transport_sockets.tls.v3.Secret`.
+pub const SECRET_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+
+/// Make-before-break push order: secrets first (I2), then clusters, their
+/// endpoints, the listeners that use them, and their routes. Removals go
+/// last, in reverse.
+pub const TYPE_ORDER: [&str; 5] = [
+    SECRET_TYPE,
+    CLUSTER_TYPE,
+    ENDPOINT_TYPE,
+    LISTENER_TYPE,
+    ROUTE_TYPE,
+];
+
+/// Hex digits kept from a SHA-256 content hash.
+const VERSION_LEN: usize = 16;
+
+/// One resource and the hash of its encoding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Versioned {
+    /// Content hash of `resource.value` (hex, truncated).
+    pub version: String,
+    /// The encoded resource, ready for a `DiscoveryResponse`.
+    pub resource: Any,
+}
+
+/// All resources of one proxy: type URL → name → versioned resource.
+///
+/// Every type of [`TYPE_ORDER`] is present (possibly empty), so an empty
+/// type means "remove everything of this type".
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    types: BTreeMap<&'static str, BTreeMap<String, Versioned>>,
+}
+
+// === impl Snapshot ===
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Snapshot {
+    /// An empty snapshot (every type present, no resources).
+    pub fn new() -> Self {
+        Self {
+            types: TYPE_ORDER.iter().map(|t| (*t, BTreeMap::new())).collect(),
+        }
+    }
+
+    /// Adds `msg` under `name`; the type URL comes from the message type.
+    /// A second insert under the same name keeps the first (deterministic).
+    pub(crate) fn insert<M: Message + Name>(&mut self, name: String, msg: &M) {
+        let type_url = M::type_url();
+        let Some(map) = self
+            .types
+            .iter_mut()
+            .find(|(t, _)| **t == type_url)
+            .map(|(_, m)| m)
+        else {
+            debug_assert!(false, "unexpected resource type {type_url}");
+            return;
+        };
+        let value = msg.encode_to_vec();
+        let version = hash_hex(&value);
+        map.entry(name).or_insert(Versioned {
+            version,
+            resource: Any { type_url, value },
+        });
+    }
+
+    /// Resources of `type_url` by name (empty for an unknown type).
+    pub fn resources(&self, type_url: &str) -> &BTreeMap<String, Versioned> {
+        static EMPTY: BTreeMap<String, Versioned> = BTreeMap::new();
+        self.types.get(type_url).unwrap_or(&EMPTY)
+    }
+
+    /// One resource by type URL and name.
+    pub fn get(&self, type_url: &str, name: &str) -> Option<&Versioned> {
+        self.resources(type_url).get(name)
+    }
+
+    /// Name → version of every resource of `type_url`.
+    pub fn versions(&self, type_url: &str) -> BTreeMap<&str, &str> {
+        self.resources(type_url)
+            .iter()
+            .map(|(n, r)| (n.as_str(), r.version.as_str()))
+            .collect()
+    }
+
+    /// Version of a whole type: a hash over its name → version map, for
+    /// state-of-the-world `version_info`. Equal iff nothing of this type
+    /// changed.
+    pub fn version_of(&self, type_url: &str) -> String {
+        let mut h = Sha256::new();
+        for (name, r) in self.resources(type_url) {
+            h.update(name.as_bytes());
+            h.update([0]);
+            h.update(r.version.as_bytes());
+            h.update([b'\n']);
+        }
+        truncate_hex(&h.finalize())
+    }
+
+    /// Total number of resources, all types together.
+    pub fn len(&self) -> usize {
+        self.types.values().map(BTreeMap::len).sum()
+    }
+
+    /// Whether there are no resources at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn hash_hex(bytes: &[u8]) -> String {
+    truncate_hex(&Sha256::digest(bytes))
+}
+
+fn truncate_hex(digest: &[u8]) -> String {
+    let mut s: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    s.truncate(VERSION_LEN);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+
+    use super::*;
+
+    #[test]
+    fn type_url_constants_match_the_generated_messages() {
+        assert_eq!(LISTENER_TYPE, Listener::type_url());
+        assert_eq!(ROUTE_TYPE, RouteConfiguration::type_url());
+        assert_eq!(CLUSTER_TYPE, Cluster::type_url());
+        assert_eq!(ENDPOINT_TYPE, ClusterLoadAssignment::type_url());
+        assert_eq!(SECRET_TYPE, Secret::type_url());
+    }
+
+    #[test]
+    fn versions_follow_content() {
+        let mut a = Snapshot::new();
+        a.insert(
+            "c".into(),
+            &Cluster {
+                name: "c".into(),
+                ..Default::default()
+            },
+        );
+        let mut b = Snapshot::new();
+        b.insert(
+            "c".into(),
+            &Cluster {
+                name: "c".into(),
+                ..Default::default()
+            },
+        );
+        assert_eq!(a.version_of(CLUSTER_TYPE), b.version_of(CLUSTER_TYPE));
+        assert_eq!(a.get(CLUSTER_TYPE, "c").unwrap().version.len(), VERSION_LEN);
+
+        let mut c = Snapshot::new();
+        c.insert(
+            "c".into(),
+            &Cluster {
+                name: "other".into(),
+                ..Default::default()
+            },
+        );
+        assert_ne!(a.version_of(CLUSTER_TYPE), c.version_of(CLUSTER_TYPE));
+        assert_eq!(a.version_of(LISTENER_TYPE), c.version_of(LISTENER_TYPE));
+    }
+}
