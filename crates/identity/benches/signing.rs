@@ -83,6 +83,24 @@ fn bench(c: &mut Criterion) {
         b.iter(|| ec_key.sign(&rng, black_box(&MESSAGE)).unwrap())
     });
 
+    // (a2) raw ECDSA P-256 verify + sign: the physical limit of issuing from
+    // a CSR, which must verify the CSR's signature before signing the leaf.
+    let signature = ec_key.sign(&rng, &MESSAGE).unwrap();
+    let public = ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ECDSA_P256_SHA256_ASN1,
+        ring::signature::KeyPair::public_key(&ec_key)
+            .as_ref()
+            .to_vec(),
+    );
+    group.bench_function("a2_ring_ecdsa_p256_verify_and_sign_300B", |b| {
+        b.iter(|| {
+            public
+                .verify(black_box(&MESSAGE), signature.as_ref())
+                .unwrap();
+            ec_key.sign(&rng, black_box(&MESSAGE)).unwrap()
+        })
+    });
+
     // (b) certificates from CSRs, builtin P-256 CA.
     let ca =
         MeshCa::load(&MeshCa::generate_builtin("default", "ca", "default", TEN_YEARS).unwrap())
