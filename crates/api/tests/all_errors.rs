@@ -6,6 +6,9 @@ use meshlink_api::spec::{Action, CaType, Port, Spec, TargetRefKind};
 use meshlink_api::{Resource, parse_documents};
 use serde_json::json;
 
+mod support;
+use support::errors;
+
 /// Every error of every document in `text`, as the CLI prints them for `file`.
 fn located(file: &str, text: &str) -> Vec<String> {
     parse_documents(text)
@@ -14,15 +17,6 @@ fn located(file: &str, text: &str) -> Vec<String> {
             let errs = d.outcome.as_ref().err().cloned().unwrap_or_default();
             errs.into_iter().map(move |e| e.located(file, d.index))
         })
-        .collect()
-}
-
-/// Every error of `text` (one or more documents), without location.
-fn errors(text: &str) -> Vec<String> {
-    parse_documents(text)
-        .into_iter()
-        .flat_map(|d| d.outcome.err().unwrap_or_default())
-        .map(|e| e.to_string())
         .collect()
 }
 

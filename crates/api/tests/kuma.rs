@@ -1,23 +1,11 @@
 //! Kuma documents (universal and kuma.io/v1alpha1) import to the expected
 //! canonical resources, with a warning per ignored field.
 
-use meshlink_api::{ParsedDocument, SourceFormat, parse_documents};
-use serde_json::{Value, json};
+use meshlink_api::{SourceFormat, parse_documents};
+use serde_json::json;
 
-fn ok(doc: &ParsedDocument) -> Value {
-    doc.outcome
-        .as_ref()
-        .unwrap_or_else(|e| panic!("document {} failed: {e:?}", doc.index))
-        .to_json()
-}
-
-fn errors(text: &str) -> Vec<String> {
-    parse_documents(text)
-        .into_iter()
-        .flat_map(|d| d.outcome.err().unwrap_or_default())
-        .map(|e| e.to_string())
-        .collect()
-}
+mod support;
+use support::{errors, ok};
 
 #[test]
 fn universal_fixture_imports() {

@@ -4,23 +4,11 @@
 use std::time::Duration;
 
 use meshlink_api::spec::{RouterRoleName, Spec};
-use meshlink_api::{Kind, ParsedDocument, SourceFormat, parse_documents};
-use serde_json::{Value, json};
+use meshlink_api::{Kind, SourceFormat, parse_documents};
+use serde_json::json;
 
-fn ok(doc: &ParsedDocument) -> Value {
-    doc.outcome
-        .as_ref()
-        .unwrap_or_else(|e| panic!("document {} failed: {e:?}", doc.index))
-        .to_json()
-}
-
-fn errors(text: &str) -> Vec<String> {
-    parse_documents(text)
-        .into_iter()
-        .flat_map(|d| d.outcome.err().unwrap_or_default())
-        .map(|e| e.to_string())
-        .collect()
-}
+mod support;
+use support::{errors, ok};
 
 #[test]
 fn two_site_v1alpha1_fixture_imports() {
