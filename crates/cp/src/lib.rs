@@ -4,6 +4,7 @@
 //! lifecycle. [`ControlPlane::start`] returns once every listener is bound;
 //! [`RunningControlPlane::stop`] drains them.
 
+mod ads;
 pub mod api;
 pub mod config;
 pub mod cp_tls;
@@ -133,16 +134,25 @@ impl ControlPlane {
             .clone()
             .unwrap_or_else(cp_tls::default_advertised_host);
         let tls = cp_tls::ensure(data_dir.path(), &advertised)?;
-        let (xds_addr, xds) = xds_server::start(
+        let xds = XdsParts::new(&config, &resources, &tokens, &registry, &shutdown);
+        tasks.spawn(ads::follow_changes(
+            store.clone(),
+            start_rev,
+            xds.hub.clone(),
+            shutdown.clone(),
+        ));
+        let (xds_addr, xds_serve) = xds_server::start(
             &config,
             &tls,
             resources.clone(),
             tokens.clone(),
+            xds.server.clone(),
             &registry,
             shutdown.clone(),
         )
         .await?;
-        tasks.spawn(xds);
+        let xds = xds.inspect;
+        tasks.spawn(xds_serve);
         let (res, sd) = (resources.clone(), shutdown.clone());
         tasks.spawn(async move {
             identity::controller::run(res, sd).await;
@@ -159,6 +169,7 @@ impl ControlPlane {
             metrics: api::ApiMetrics::new(&registry),
             registry,
             token_hint: Arc::from(data_dir.path().join("admin-token").display().to_string()),
+            xds,
         };
         let app = api::router(state);
         let sd = shutdown.clone();
@@ -177,6 +188,63 @@ impl ControlPlane {
             tasks,
             _data_dir: data_dir,
         })
+    }
+}
+
+/// The xDS machinery: owner registry, reconciler, ADS service, reports.
+struct XdsParts {
+    hub: meshlink_xds::hub::Hub,
+    server: meshlink_xds::ads::AdsServer,
+    inspect: api::XdsInspect,
+}
+
+impl XdsParts {
+    fn new(
+        config: &CpConfig,
+        resources: &ResourceService,
+        tokens: &Arc<identity::tokens::TokenService>,
+        registry: &MetricsRegistry,
+        shutdown: &Shutdown,
+    ) -> Self {
+        use meshlink_xds::ads::{AdsMetrics, AdsParts, AdsServer, Inspector};
+        let owners = meshlink_xds::owner::OwnerRegistry::new();
+        let clock = meshlink_identity::WallClock::start();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let on_shutdown = (shutdown.clone(), cancel.clone());
+        tokio::spawn(async move {
+            on_shutdown.0.wait().await;
+            on_shutdown.1.cancel();
+        });
+        let source = Arc::new(ads::StoreSource::new(resources.clone()));
+        let hub = meshlink_xds::hub::Hub::spawn(source, owners.clone(), clock, cancel);
+        let metrics = AdsMetrics::default();
+        registry.register_with("xds", |r| metrics.register(r));
+        let inspector = Inspector::default();
+        let instance = format!(
+            "{}/{}",
+            cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
+            config.xds_addr
+        );
+        let server = AdsServer::new(AdsParts {
+            registry: owners.clone(),
+            hub: hub.clone(),
+            auth: Arc::new(ads::ProxyAuth {
+                tokens: tokens.clone(),
+                store: resources.store().clone(),
+            }),
+            inspector: inspector.clone(),
+            metrics,
+            clock,
+            instance,
+        });
+        Self {
+            hub,
+            server,
+            inspect: api::XdsInspect {
+                inspector,
+                owners,
+            },
+        }
     }
 }
 

@@ -1,12 +1,14 @@
 //! The gRPC server on `--xds-addr`: TLS with the cp-tls serving certificate,
 //! an optional client certificate (for clients that cannot send a token),
-//! and the Certify service. The ADS services join it in the xDS issue.
+//! the ADS service (SotW and delta) and the Certify service.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use meshlink_identity::KeyedRateLimiter;
 use meshlink_runtime::Shutdown;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryServiceServer;
+use meshlink_xds::ads::AdsServer;
 use meshlink_xds::certify::certify_server::CertifyServer;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
@@ -26,6 +28,7 @@ pub(crate) async fn start(
     tls: &CpTls,
     resources: ResourceService,
     tokens: Arc<TokenService>,
+    ads: AdsServer,
     registry: &meshlink_runtime::MetricsRegistry,
     shutdown: Shutdown,
 ) -> Result<
@@ -46,8 +49,11 @@ pub(crate) async fn start(
     let router = Server::builder()
         .tls_config(tls_config)
         .map_err(|e| CpError::Serve(format!("xDS TLS configuration: {e}")))?
-        .timeout(Duration::from_secs(60))
-        .add_service(CertifyServer::new(certify));
+        // Dead peers are noticed within ~40 s even if TCP stays silent.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_service(CertifyServer::new(certify))
+        .add_service(AggregatedDiscoveryServiceServer::new(ads));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let fut = async move {
         router

@@ -1,8 +1,10 @@
 //! meshlink-xds: the control plane's streaming protocols.
 //!
-//! Today it holds the generated code for meshlink's own gRPC protocol,
-//! [`certify`] (`meshlink.v1.Certify`), shared by the control plane (server)
-//! and proxies (client). The ADS server and client come with the xDS issue.
+//! - [`translate`]: the pure translator `(proxy, mesh view) -> Snapshot`.
+//! - [`owner`]: stream ownership per proxy key (invariant I1).
+//! - [`hub`]: the reconciler that turns store changes into per-proxy state.
+//! - [`ads`]: the Envoy v3 ADS server (SotW and delta).
+//! - [`certify`]: meshlink's own Certify RPC (generated).
 
 /// `meshlink.v1`: the Certify RPC (generated from `proto/meshlink/v1/certify.proto`).
 #[allow(missing_docs, unreachable_pub, clippy::all)]
@@ -10,5 +12,7 @@ pub mod certify {
     tonic::include_proto!("meshlink.v1");
 }
 
+pub mod ads;
+pub mod hub;
 pub mod owner;
 pub mod translate;

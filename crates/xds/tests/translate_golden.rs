@@ -55,11 +55,11 @@ fn backend_with_no_outbounds_gets_only_its_inbound() {
 
 #[test]
 fn unknown_dataplane_gets_an_empty_snapshot() {
-    let view = MeshView {
-        mesh: mesh(true),
-        dataplanes: vec![dataplane("web-1", "10.0.0.1", "web", 8080, &[])],
-        permissions: Vec::new(),
-    };
+    let view = MeshView::new(
+        mesh(true),
+        vec![dataplane("web-1", "10.0.0.1", "web", 8080, &[])],
+        Vec::new(),
+    );
     let snap = translate(&proxy("gone", ClientKind::Envoy), &view);
     assert!(snap.is_empty(), "{snap:?}");
 }

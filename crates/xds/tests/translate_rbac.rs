@@ -70,7 +70,7 @@ fn no_permission_means_an_allow_filter_with_no_principals() {
 
 #[test]
 fn deny_runs_before_allow_and_mesh_sources_match_the_trust_domain() {
-    let mut view = standard_view(true, false);
+    let view = standard_view(true, false);
     let mesh_wide = Resource::from_json(json!({
         "apiVersion": "meshlink.dev/v1alpha1",
         "kind": "MeshTrafficPermission",
@@ -78,10 +78,10 @@ fn deny_runs_before_allow_and_mesh_sources_match_the_trust_domain() {
         "spec": {"from": [{"targetRef": {"kind": "Mesh"}, "default": {"action": "Allow"}}]},
     }))
     .unwrap();
-    view.permissions = vec![
+    let view = view.with_permissions(vec![
         mesh_wide,
         permission("no-backend", "web", "backend", "Deny"),
-    ];
+    ]);
     assert_eq!(
         inbound_rbac(&view),
         vec![
@@ -96,8 +96,8 @@ fn deny_runs_before_allow_and_mesh_sources_match_the_trust_domain() {
 
 #[test]
 fn permission_for_another_service_does_not_apply() {
-    let mut view = standard_view(true, false);
-    view.permissions = vec![permission("to-backend", "backend", "web", "Allow")];
+    let view = standard_view(true, false)
+        .with_permissions(vec![permission("to-backend", "backend", "web", "Allow")]);
     assert_eq!(inbound_rbac(&view), vec![(Action::Allow, vec![])]);
 }
 

@@ -38,9 +38,11 @@ fn changed_names(a: &Snapshot, b: &Snapshot, type_url: &str) -> Vec<String> {
 #[test]
 fn same_input_in_any_order_gives_identical_snapshots() {
     let view = standard_view(true, true);
-    let mut reordered = view.clone();
-    reordered.dataplanes.reverse();
-    reordered.permissions.reverse();
+    let mut dataplanes = view.dataplanes().to_vec();
+    dataplanes.reverse();
+    let mut permissions = view.permissions().to_vec();
+    permissions.reverse();
+    let reordered = MeshView::new(view.mesh().clone(), dataplanes, permissions);
     let first = web(&view);
     assert_eq!(first, web(&view));
     assert_eq!(first, web(&reordered));
@@ -50,14 +52,15 @@ fn same_input_in_any_order_gives_identical_snapshots() {
 #[test]
 fn unrelated_dataplane_changes_nothing_for_this_proxy() {
     let view = standard_view(true, true);
-    let mut changed = view.clone();
-    changed.dataplanes.push(dataplane(
+    let mut dataplanes = view.dataplanes().to_vec();
+    dataplanes.push(dataplane(
         "db-1",
         "10.0.0.9",
         "db",
         5432,
         &[(9002, "backend")],
     ));
+    let changed = MeshView::new(view.mesh().clone(), dataplanes, view.permissions().to_vec());
     let before = web(&view);
     let after = web(&changed);
     assert_eq!(
@@ -70,10 +73,9 @@ fn unrelated_dataplane_changes_nothing_for_this_proxy() {
 #[test]
 fn adding_an_endpoint_changes_only_the_load_assignment() {
     let view = standard_view(true, true);
-    let mut scaled = view.clone();
-    scaled
-        .dataplanes
-        .push(dataplane("backend-3", "10.0.0.4", "backend", 8080, &[]));
+    let mut dataplanes = view.dataplanes().to_vec();
+    dataplanes.push(dataplane("backend-3", "10.0.0.4", "backend", 8080, &[]));
+    let scaled = MeshView::new(view.mesh().clone(), dataplanes, view.permissions().to_vec());
     let before = web(&view);
     let after = web(&scaled);
     assert_eq!(changed_types(&before, &after), vec![ENDPOINT_TYPE]);
@@ -86,9 +88,10 @@ fn adding_an_endpoint_changes_only_the_load_assignment() {
 #[test]
 fn deleting_the_permission_changes_only_the_inbound_listener() {
     let view = standard_view(true, true);
-    let mut revoked = view.clone();
-    revoked.permissions.retain(|p| p.name() != "backend-to-web");
-    assert_eq!(revoked.permissions.len(), 1, "fixture has backend-to-web");
+    let mut permissions = view.permissions().to_vec();
+    permissions.retain(|p| p.name() != "backend-to-web");
+    assert_eq!(permissions.len(), 1, "fixture has backend-to-web");
+    let revoked = view.clone().with_permissions(permissions);
     let before = web(&view);
     let after = web(&revoked);
     assert_eq!(changed_types(&before, &after), vec![LISTENER_TYPE]);

@@ -8,7 +8,7 @@ mod error;
 mod health;
 mod metrics;
 mod resources;
-mod tokens;
+pub(crate) mod tokens;
 mod watch;
 
 use std::sync::Arc;
@@ -50,6 +50,17 @@ pub struct ApiState {
     pub metrics: ApiMetrics,
     /// Where the admin token lives, for error messages.
     pub token_hint: Arc<str>,
+    /// xDS stream reports, for `/api/v1/dataplanes/{name}/xds`.
+    pub xds: XdsInspect,
+}
+
+/// What the API reads about xDS streams.
+#[derive(Clone)]
+pub struct XdsInspect {
+    /// Per-proxy stream reports.
+    pub inspector: meshlink_xds::ads::Inspector,
+    /// Owner records, for the latest published configuration.
+    pub owners: meshlink_xds::owner::OwnerRegistry<meshlink_xds::ads::ProxyState>,
 }
 
 /// Builds the router.

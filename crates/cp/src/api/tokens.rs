@@ -121,8 +121,11 @@ pub(super) async fn dataplane(
 /// issued by the cp-tls CA, never by a mesh CA, so it cannot pass for a
 /// workload identity.
 pub(crate) fn dataplane_client_uri(mesh: &str, name: &str) -> String {
-    format!("spiffe://meshlink-cp.local/dataplane/{mesh}/{name}")
+    format!("{DATAPLANE_CLIENT_URI_PREFIX}{mesh}/{name}")
 }
+
+/// The URI SAN prefix of xDS client certificates; `<mesh>/<name>` follows.
+pub(crate) const DATAPLANE_CLIENT_URI_PREFIX: &str = "spiffe://meshlink-cp.local/dataplane/";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

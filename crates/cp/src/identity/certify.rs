@@ -76,9 +76,14 @@ impl CertifyService {
     }
 }
 
-/// Extracts `authorization: Bearer <token>` from gRPC metadata.
+/// Extracts `authorization: Bearer <token>` from a request's gRPC metadata.
 pub fn bearer_token<T>(req: &Request<T>) -> Result<&str, Status> {
-    let v = req.metadata().get("authorization").ok_or_else(|| {
+    bearer_from(req.metadata())
+}
+
+/// Extracts `authorization: Bearer <token>` from gRPC metadata.
+pub fn bearer_from(metadata: &tonic::metadata::MetadataMap) -> Result<&str, Status> {
+    let v = metadata.get("authorization").ok_or_else(|| {
         Status::unauthenticated(
             "missing proxy token: send gRPC metadata 'authorization: Bearer <token>' (create one with `meshlink token dataplane`)",
         )
@@ -90,7 +95,8 @@ pub fn bearer_token<T>(req: &Request<T>) -> Result<&str, Status> {
         .ok_or_else(|| Status::unauthenticated("authorization metadata must be 'Bearer <token>'"))
 }
 
-fn token_status(e: TokenServiceError) -> Status {
+/// The gRPC status for a rejected proxy token.
+pub(crate) fn token_status(e: TokenServiceError) -> Status {
     match e {
         TokenServiceError::Token(e @ TokenError::Expired { .. }) => Status::unauthenticated(
             format!("proxy token expired: {e}; issue a new one with `meshlink token dataplane`"),

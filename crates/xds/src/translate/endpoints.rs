@@ -5,8 +5,6 @@
 //! inbound port, sorted. It must never filter by health or locality: that
 //! information is not in the view.
 
-use std::collections::BTreeSet;
-
 use envoy_types::pb::envoy::config::core::v3::{
     Address, Locality, SocketAddress, address, socket_address,
 };
@@ -74,15 +72,8 @@ pub(super) fn assignment(
 
 /// The EDS resource of destination `service`.
 pub(super) fn service_assignment(view: &MeshView, service: &str) -> ClusterLoadAssignment {
-    let endpoints: BTreeSet<(String, u16)> = view
-        .dataplane_specs()
-        .flat_map(|(_, dp)| {
-            dp.networking
-                .inbound
-                .iter()
-                .filter(|i| i.service() == Some(service))
-                .map(|i| (dp.networking.address.clone(), i.port.get()))
-        })
-        .collect();
-    assignment(names::service_cluster(service), endpoints)
+    assignment(
+        names::service_cluster(service),
+        view.endpoints_of(service).cloned(),
+    )
 }

@@ -18,6 +18,8 @@ mod sidecar;
 mod snapshot;
 mod tls;
 
+use std::collections::{BTreeSet, HashMap};
+
 use envoy_types::pb::google::protobuf::{Struct, value::Kind as ValueKind};
 use meshlink_api::Resource;
 use meshlink_api::spec::{DataplaneSpec, MeshSpec};
@@ -117,20 +119,73 @@ pub struct ProxyContext {
 }
 
 /// What the translator sees of one mesh; the control plane fills it from
-/// the store. Order of the vectors does not matter.
+/// the store. Order of the input vectors does not matter.
+///
+/// Built once per change and shared by every proxy of the mesh, so it
+/// indexes what translation looks up per proxy: dataplanes by name and
+/// endpoints by service (both would otherwise be linear scans, making a
+/// mesh-wide recompute quadratic).
 #[derive(Debug, Clone)]
 pub struct MeshView {
-    /// The Mesh resource.
-    pub mesh: Resource,
-    /// Every Dataplane of the mesh.
-    pub dataplanes: Vec<Resource>,
-    /// Every MeshTrafficPermission of the mesh.
-    pub permissions: Vec<Resource>,
+    mesh: Resource,
+    dataplanes: Vec<Resource>,
+    permissions: Vec<Resource>,
+    by_name: HashMap<String, usize>,
+    endpoints: HashMap<String, BTreeSet<(String, u16)>>,
 }
 
 // === impl MeshView ===
 
 impl MeshView {
+    /// Builds the view of `mesh` from its Dataplanes and
+    /// MeshTrafficPermissions (resources of other kinds are ignored).
+    pub fn new(mesh: Resource, dataplanes: Vec<Resource>, permissions: Vec<Resource>) -> Self {
+        let mut by_name = HashMap::with_capacity(dataplanes.len());
+        let mut endpoints: HashMap<String, BTreeSet<(String, u16)>> = HashMap::new();
+        for (i, r) in dataplanes.iter().enumerate() {
+            let Some(dp) = r.spec.as_dataplane() else {
+                continue;
+            };
+            by_name.insert(r.name().to_owned(), i);
+            for inbound in &dp.networking.inbound {
+                if let Some(service) = inbound.service() {
+                    endpoints
+                        .entry(service.to_owned())
+                        .or_default()
+                        .insert((dp.networking.address.clone(), inbound.port.get()));
+                }
+            }
+        }
+        Self {
+            mesh,
+            dataplanes,
+            permissions,
+            by_name,
+            endpoints,
+        }
+    }
+
+    /// The same view with its MeshTrafficPermissions replaced.
+    pub fn with_permissions(mut self, permissions: Vec<Resource>) -> Self {
+        self.permissions = permissions;
+        self
+    }
+
+    /// The Mesh resource.
+    pub fn mesh(&self) -> &Resource {
+        &self.mesh
+    }
+
+    /// Every Dataplane of the mesh, in input order.
+    pub fn dataplanes(&self) -> &[Resource] {
+        &self.dataplanes
+    }
+
+    /// Every MeshTrafficPermission of the mesh.
+    pub fn permissions(&self) -> &[Resource] {
+        &self.permissions
+    }
+
     /// The mesh name.
     pub fn mesh_name(&self) -> &str {
         self.mesh.name()
@@ -157,9 +212,18 @@ impl MeshView {
 
     /// The Dataplane named `name`.
     pub fn dataplane(&self, name: &str) -> Option<&DataplaneSpec> {
-        self.dataplane_specs()
-            .find(|(n, _)| *n == name)
-            .map(|(_, d)| d)
+        let i = *self.by_name.get(name)?;
+        self.dataplanes[i].spec.as_dataplane()
+    }
+
+    /// Number of Dataplanes in the view.
+    pub fn dataplane_count(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// `(address, port)` of every inbound tagged with `service`, sorted.
+    pub(crate) fn endpoints_of(&self, service: &str) -> impl Iterator<Item = &(String, u16)> {
+        self.endpoints.get(service).into_iter().flatten()
     }
 
     /// Every Dataplane's name and spec.
@@ -193,8 +257,6 @@ pub fn translate(proxy: &ProxyContext, view: &MeshView) -> Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use envoy_types::pb::google::protobuf::Value;
 
     use super::*;

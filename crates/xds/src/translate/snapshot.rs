@@ -125,6 +125,18 @@ impl Snapshot {
         truncate_hex(&h.finalize())
     }
 
+    /// Whether `other` has the same resources at the same versions (the
+    /// content-hash test for "nothing changed").
+    pub fn same_versions(&self, other: &Snapshot) -> bool {
+        TYPE_ORDER.iter().all(|t| {
+            let (a, b) = (self.resources(t), other.resources(t));
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|((na, ra), (nb, rb))| na == nb && ra.version == rb.version)
+        })
+    }
+
     /// Total number of resources, all types together.
     pub fn len(&self) -> usize {
         self.types.values().map(BTreeMap::len).sum()

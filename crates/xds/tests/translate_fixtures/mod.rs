@@ -91,14 +91,14 @@ pub fn permission(name: &str, to: &str, from: &str, action: &str) -> Resource {
 /// served by two dataplanes. When `allow`, `web` and `backend` allow
 /// each other (two MeshTrafficPermissions).
 pub fn standard_view(mtls: bool, allow: bool) -> MeshView {
-    MeshView {
-        mesh: mesh(mtls),
-        dataplanes: vec![
+    MeshView::new(
+        mesh(mtls),
+        vec![
             dataplane("backend-2", "10.0.0.3", "backend", 8080, &[]),
             dataplane("web-1", "10.0.0.1", "web", 8080, &[(9001, "backend")]),
             dataplane("backend-1", "10.0.0.2", "backend", 8080, &[]),
         ],
-        permissions: if allow {
+        if allow {
             vec![
                 permission("web-to-backend", "backend", "web", "Allow"),
                 permission("backend-to-web", "web", "backend", "Allow"),
@@ -106,7 +106,7 @@ pub fn standard_view(mtls: bool, allow: bool) -> MeshView {
         } else {
             Vec::new()
         },
-    }
+    )
 }
 
 /// A proxy context for `name` with `client`, and fake secret contents.

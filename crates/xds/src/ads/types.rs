@@ -1,0 +1,216 @@
+//! Per-stream, per-type protocol state shared by the SotW and delta engines,
+//! and what a stream reports about itself (for `meshlink inspect`).
+//!
+//! Owns the bookkeeping of what was sent, acknowledged and rejected for one
+//! type on one stream. It must never decide *what* to send: the engines do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+use tonic::Status;
+
+use super::subscription::Subscription;
+use crate::translate::{
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE, TYPE_ORDER, Versioned,
+};
+
+/// The type URL as one of the served constants, or a clear error.
+pub(crate) fn known_type(type_url: &str) -> Result<&'static str, Status> {
+    TYPE_ORDER
+        .iter()
+        .copied()
+        .find(|t| *t == type_url)
+        .ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "unknown or unsupported type URL {type_url:?}; this control plane serves {}",
+                TYPE_ORDER.join(", ")
+            ))
+        })
+}
+
+/// Short name of a served type (`Listener`, `Cluster`, ...), for reports
+/// and metric labels.
+pub fn short_type(type_url: &str) -> &'static str {
+    match type_url {
+        LISTENER_TYPE => "Listener",
+        ROUTE_TYPE => "RouteConfiguration",
+        CLUSTER_TYPE => "Cluster",
+        ENDPOINT_TYPE => "ClusterLoadAssignment",
+        SECRET_TYPE => "Secret",
+        _ => "unknown",
+    }
+}
+
+/// Whether a SotW response of this type must list every resource the
+/// client wants (absence means "deleted"): Listener and Cluster.
+pub(crate) fn is_full_state(type_url: &str) -> bool {
+    type_url == LISTENER_TYPE || type_url == CLUSTER_TYPE
+}
+
+/// A NACK as the stream saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NackReport {
+    /// The version the client rejected.
+    pub version: String,
+    /// The client's `error_detail.message`.
+    pub detail: String,
+}
+
+/// What one stream sent and got back for one type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeReport {
+    /// Version of the last response sent.
+    pub last_sent_version: Option<String>,
+    /// Version the client last acknowledged.
+    pub last_acked_version: Option<String>,
+    /// The last NACK, if any.
+    pub last_nack: Option<NackReport>,
+    /// Number of resources the client holds (as far as the server knows).
+    pub resources: usize,
+    /// Responses sent.
+    pub responses: u64,
+}
+
+/// Protocol state of one type on one stream.
+#[derive(Debug, Default)]
+pub(crate) struct TypeState {
+    pub(crate) sub: Subscription,
+    /// Nonce of the latest response.
+    pub(crate) nonce: Option<String>,
+    /// Name → version the client holds (delta), or that the latest
+    /// response listed (SotW).
+    pub(crate) sent: BTreeMap<String, String>,
+    /// SotW: a version the client NACKed; not re-sent.
+    pub(crate) nacked_version: Option<String>,
+    /// The latest response awaiting an ACK, and when the change it carries
+    /// was first seen by the control plane.
+    pub(crate) pending: Option<(String, Instant)>,
+    pub(crate) report: TypeReport,
+}
+
+// === impl TypeState ===
+
+impl TypeState {
+    /// Records a response: its nonce, version and the change it carries.
+    pub(crate) fn sent_response(
+        &mut self,
+        nonce: &str,
+        version: &str,
+        changed_at: Option<Instant>,
+    ) {
+        self.nonce = Some(nonce.to_owned());
+        self.report.last_sent_version = Some(version.to_owned());
+        self.report.responses += 1;
+        self.report.resources = self.sent.len();
+        let since = match (&self.pending, changed_at) {
+            (Some((_, old)), Some(new)) => Some((*old).min(new)),
+            (Some((_, old)), None) => Some(*old),
+            (None, new) => new,
+        };
+        self.pending = since.map(|at| (nonce.to_owned(), at));
+    }
+
+    /// Handles an ACK of `nonce`; returns the change-to-ACK latency if the
+    /// response carried a change.
+    pub(crate) fn acked(&mut self, nonce: &str, version: &str) -> Option<Duration> {
+        self.report.last_acked_version = Some(version.to_owned());
+        match self.pending.take() {
+            Some((n, at)) if n == nonce => Some(at.elapsed()),
+            other => {
+                self.pending = other;
+                None
+            }
+        }
+    }
+
+    /// Handles a NACK of the response with `version`.
+    pub(crate) fn nacked(&mut self, nonce: &str, version: &str, detail: String) {
+        if matches!(&self.pending, Some((n, _)) if n == nonce) {
+            self.pending = None;
+        }
+        self.report.last_nack = Some(NackReport {
+            version: version.to_owned(),
+            detail,
+        });
+    }
+}
+
+/// What handling one request or one new snapshot produced.
+#[derive(Debug)]
+pub(crate) struct Outcome<R> {
+    /// Responses to send, in order.
+    pub(crate) responses: Vec<R>,
+    /// Types acknowledged, with the change-to-ACK latency when known.
+    pub(crate) acks: Vec<(&'static str, Option<Duration>)>,
+    /// Types rejected, with the client's detail.
+    pub(crate) nacks: Vec<(&'static str, String)>,
+}
+
+impl<R> Default for Outcome<R> {
+    fn default() -> Self {
+        Self {
+            responses: Vec::new(),
+            acks: Vec::new(),
+            nacks: Vec::new(),
+        }
+    }
+}
+
+/// Hands out nonces; unique within a stream.
+#[derive(Debug, Default)]
+pub(crate) struct Nonces(AtomicU64);
+
+impl Nonces {
+    pub(crate) fn next(&self) -> String {
+        (self.0.fetch_add(1, Ordering::Relaxed) + 1).to_string()
+    }
+}
+
+/// The resources of one type a client wants, from a snapshot.
+pub(crate) fn wanted<'a>(
+    resources: &'a BTreeMap<String, Versioned>,
+    sub: &'a Subscription,
+) -> impl Iterator<Item = (&'a String, &'a Versioned)> + 'a {
+    let all = sub.is_wildcard();
+    let names: Box<dyn Iterator<Item = (&'a String, &'a Versioned)> + 'a> = if all {
+        Box::new(resources.iter())
+    } else {
+        Box::new(
+            sub.names()
+                .iter()
+                .filter_map(move |n| resources.get_key_value(n)),
+        )
+    };
+    names
+}
+
+/// A version over a set of `(name, version)` pairs (SotW `version_info`).
+pub(crate) fn version_over<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut h = Sha256::new();
+    for (name, version) in items {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(version.as_bytes());
+        h.update([b'\n']);
+    }
+    let digest = h.finalize();
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Names in `sent` that are no longer wanted or no longer exist.
+pub(crate) fn gone(
+    sent: &BTreeMap<String, String>,
+    resources: &BTreeMap<String, Versioned>,
+    sub: &Subscription,
+) -> BTreeSet<String> {
+    sent.keys()
+        .filter(|n| !sub.wants(n) || !resources.contains_key(*n))
+        .cloned()
+        .collect()
+}
