@@ -240,10 +240,7 @@ impl XdsParts {
         Self {
             hub,
             server,
-            inspect: api::XdsInspect {
-                inspector,
-                owners,
-            },
+            inspect: api::XdsInspect { inspector, owners },
         }
     }
 }

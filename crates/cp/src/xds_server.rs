@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryServiceServer;
 use meshlink_identity::KeyedRateLimiter;
 use meshlink_runtime::Shutdown;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryServiceServer;
 use meshlink_xds::ads::AdsServer;
 use meshlink_xds::certify::certify_server::CertifyServer;
 use tonic::transport::server::TcpIncoming;

@@ -96,8 +96,12 @@ fn deny_runs_before_allow_and_mesh_sources_match_the_trust_domain() {
 
 #[test]
 fn permission_for_another_service_does_not_apply() {
-    let view = standard_view(true, false)
-        .with_permissions(vec![permission("to-backend", "backend", "web", "Allow")]);
+    let view = standard_view(true, false).with_permissions(vec![permission(
+        "to-backend",
+        "backend",
+        "web",
+        "Allow",
+    )]);
     assert_eq!(inbound_rbac(&view), vec![(Action::Allow, vec![])]);
 }
 

@@ -5,6 +5,7 @@
 //! Binaries are taken from the cargo target dir next to the test executable;
 //! `scripts/test` builds them first (`cargo build --bins`).
 
+pub mod ads;
 pub mod certify;
 mod cli;
 mod cp;

@@ -97,7 +97,10 @@ impl MeshSource for StoreSource {
         let identity = match cached {
             Some(i) => i,
             None => self.load_identity(&key.mesh).await?.ok_or_else(|| {
-                SourceError(format!("mesh {:?} has mTLS disabled or does not exist", key.mesh))
+                SourceError(format!(
+                    "mesh {:?} has mTLS disabled or does not exist",
+                    key.mesh
+                ))
             })?,
         };
         let id = SpiffeId::new(&identity.trust_domain, service)

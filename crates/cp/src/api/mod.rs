@@ -10,6 +10,7 @@ mod metrics;
 mod resources;
 pub(crate) mod tokens;
 mod watch;
+mod xds;
 
 use std::sync::Arc;
 
@@ -87,6 +88,7 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/api/v1/tokens/revoke", axum::routing::post(tokens::revoke))
         .route("/api/v1/{plural}/{name}/ca", get(tokens::mesh_ca))
+        .route("/api/v1/{plural}/{name}/xds", get(xds::inspect))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .merge(api)

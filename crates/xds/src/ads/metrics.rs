@@ -93,11 +93,15 @@ impl AdsMetrics {
     }
 
     pub(crate) fn stream_opened(&self, protocol: &'static str) {
-        self.streams.get_or_create(&ProtocolLabel { protocol }).inc();
+        self.streams
+            .get_or_create(&ProtocolLabel { protocol })
+            .inc();
     }
 
     pub(crate) fn stream_closed(&self, protocol: &'static str) {
-        self.streams.get_or_create(&ProtocolLabel { protocol }).dec();
+        self.streams
+            .get_or_create(&ProtocolLabel { protocol })
+            .dec();
     }
 
     pub(crate) fn rejected(&self) {

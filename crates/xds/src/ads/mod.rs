@@ -22,6 +22,7 @@
 //!    the hub is told, naming the owner id so a newer stream is untouched.
 
 mod delta;
+mod dump;
 mod inspect;
 mod metrics;
 mod sotw;
@@ -45,6 +46,7 @@ use tonic::metadata::MetadataMap;
 use tonic::transport::CertificateDer;
 use tonic::{Request, Response, Status, Streaming};
 
+pub use dump::config_dump;
 pub use inspect::{Inspector, StreamReport};
 pub use metrics::AdsMetrics;
 pub use types::{NackReport, TypeReport, short_type};

@@ -12,9 +12,7 @@ use envoy_types::pb::google::protobuf::Any;
 use tonic::Status;
 
 use super::ProxyState;
-use super::types::{
-    Nonces, Outcome, TypeState, is_full_state, known_type, version_over, wanted,
-};
+use super::types::{Nonces, Outcome, TypeState, is_full_state, known_type, version_over, wanted};
 use crate::translate::{Snapshot, TYPE_ORDER};
 
 /// SotW protocol state of one stream.
@@ -178,7 +176,8 @@ fn removed_bodies(
     next: &Snapshot,
     t: &'static str,
 ) -> Vec<(String, String, Any)> {
-    let next_names: BTreeSet<&String> = wanted(next.resources(t), &ts.sub).map(|(n, _)| n).collect();
+    let next_names: BTreeSet<&String> =
+        wanted(next.resources(t), &ts.sub).map(|(n, _)| n).collect();
     ts.sent
         .keys()
         .filter(|n| !next_names.contains(n))

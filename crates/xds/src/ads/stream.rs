@@ -64,7 +64,11 @@ impl Engine for SotwEngine {
     ) -> Result<Outcome<DiscoveryResponse>, Status> {
         SotwEngine::on_request(self, req, state)
     }
-    fn on_state(&mut self, prev: Option<&ProxyState>, state: &ProxyState) -> Vec<DiscoveryResponse> {
+    fn on_state(
+        &mut self,
+        prev: Option<&ProxyState>,
+        state: &ProxyState,
+    ) -> Vec<DiscoveryResponse> {
         SotwEngine::on_state(self, prev, state)
     }
     fn types(&self) -> &BTreeMap<&'static str, TypeState> {
@@ -214,11 +218,9 @@ async fn run<E, I>(
         if !send_all::<E>(&shared, &tx, responses).await {
             break End::Closed;
         }
-        shared.inspector.set_types(
-            &key,
-            id,
-            engine.types().iter().map(|(t, s)| (t, &s.report)),
-        );
+        shared
+            .inspector
+            .set_types(&key, id, engine.types().iter().map(|(t, s)| (t, &s.report)));
     };
     let reason = match end {
         End::Closed => None,
@@ -246,9 +248,7 @@ async fn send_all<E: Engine>(
     responses: Vec<E::Resp>,
 ) -> bool {
     for resp in responses {
-        shared
-            .metrics
-            .pushed(super::short_type(E::type_of(&resp)));
+        shared.metrics.pushed(super::short_type(E::type_of(&resp)));
         if tx.send(Ok(resp)).await.is_err() {
             return false;
         }
@@ -261,7 +261,9 @@ fn report_certificate(shared: &Shared, key: &ProxyKey, id: OwnerId, state: &Prox
     shared
         .metrics
         .certificate(key, identity.as_ref().map(|i| i.not_after));
-    shared.inspector.update(key, id, |r| r.certificate = identity);
+    shared
+        .inspector
+        .update(key, id, |r| r.certificate = identity);
 }
 
 /// Checks the first request's node against the credential's proxy key.

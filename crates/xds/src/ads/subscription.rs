@@ -60,11 +60,7 @@ impl Subscription {
         } else {
             self.legacy = false;
             self.wildcard = names.iter().any(|n| n == WILDCARD);
-            self.names = names
-                .iter()
-                .filter(|n| *n != WILDCARD)
-                .cloned()
-                .collect();
+            self.names = names.iter().filter(|n| *n != WILDCARD).cloned().collect();
         }
         self.requested = true;
         *self != before

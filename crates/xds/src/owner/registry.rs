@@ -178,6 +178,14 @@ impl<S> OwnerRegistry<S> {
         self.lock().by_key.get(key).map(|r| r.id)
     }
 
+    /// The latest state published to the current owner of `key`, if any.
+    pub fn state(&self, key: &ProxyKey) -> Option<Arc<S>> {
+        self.lock()
+            .by_key
+            .get(key)
+            .and_then(|r| r.state.borrow().clone())
+    }
+
     /// Whether `lease` still owns its key.
     pub fn is_current(&self, lease: &OwnerLease<S>) -> bool {
         self.owner(lease.key()) == Some(lease.id())

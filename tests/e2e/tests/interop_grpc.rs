@@ -1,0 +1,359 @@
+//! Interop with an independent xDS client (issue 4): grpcio's own xDS client,
+//! with `xds:///greeter` and a bootstrap pointing at the real control plane,
+//! authenticating with the `meshlink token dataplane --cert-dir` files
+//! (`channel_creds` type `tls`). It must resolve through our LDS/RDS/CDS/EDS,
+//! reach two real Python gRPC servers registered as Dataplanes, spread calls
+//! round-robin, and stop calling one soon after its Dataplane is deleted.
+//!
+//! Needs the Python venv of `tests/interop` (see its README.md); fails with
+//! the command to create it when it is missing.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use meshlink_e2e::{ControlPlane, StoreKind, eventually, free_port};
+use serde_json::{Value, json};
+
+/// Calls per batch when waiting for a condition.
+const WINDOW: usize = 10;
+/// How long one line from a Python process may take before the test gives up
+/// on it (a hang guard; each call has its own 5 s deadline in the client).
+const LINE_GUARD: Duration = Duration::from_secs(30);
+
+#[test]
+fn grpcio_xds_client_round_robins_and_follows_dataplane_deletion() {
+    let python = interop_python();
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let g1 = Greeter::start(&python, "greeter-1");
+    let g2 = Greeter::start(&python, "greeter-2");
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&resources(g1.port, g2.port)))
+        .success();
+
+    let cert_dir = tmp.path().join("certs");
+    let cert_arg = cert_dir.to_str().expect("UTF-8 temp path");
+    cp.cli(&[
+        "token",
+        "dataplane",
+        "--mesh",
+        "default",
+        "--name",
+        "client",
+        "--cert-dir",
+        cert_arg,
+    ])
+    .success();
+    let bootstrap = tmp.path().join("bootstrap.json");
+    std::fs::write(&bootstrap, bootstrap_json(&cp, &cert_dir)).expect("write bootstrap");
+    let mut client = XdsClient::start(&python, &bootstrap, &tmp.path().join("client.stderr"));
+    let mut report = Report {
+        cp: &cp,
+        client_stderr: client.stderr.clone(),
+        passed: false,
+    };
+
+    // 1. Resolution through LDS/RDS/CDS/EDS: both servers answer.
+    let mut seen = BTreeMap::<String, usize>::new();
+    let mut last_failure = None;
+    eventually(
+        "calls reaching both greeter-1 and greeter-2",
+        Duration::from_secs(60),
+        || {
+            let batch = client.calls(WINDOW);
+            if let Some(Err(e)) = batch.iter().find(|o| o.is_err())
+                && last_failure.as_ref() != Some(e)
+            {
+                report.note(format!("calls fail while waiting: {e}"));
+                last_failure = Some(e.clone());
+            }
+            for server in batch.into_iter().flatten() {
+                *seen.entry(server).or_default() += 1;
+            }
+            (seen.len() == 2).then_some(())
+        },
+    );
+    report.note(format!("both servers answered: {seen:?}"));
+
+    // 2. Round-robin spread. grpc's round_robin picks READY endpoints in strict
+    // rotation, and both are READY (each just answered), so 20 calls split
+    // 10/10. The 8..=12 bound only allows for the picker being rebuilt once
+    // mid-batch (a new picker starts at a random index); anything outside it
+    // means the policy is not round_robin or an endpoint is missing.
+    let counts = count_servers(&client.calls(20));
+    report.note(format!("20 calls: {counts:?}"));
+    for g in ["greeter-1", "greeter-2"] {
+        let n = counts.get(g).copied().unwrap_or(0);
+        assert!(
+            (8..=12).contains(&n),
+            "{g} got {n} of 20 calls, expected 8..=12 (round robin): {counts:?}"
+        );
+    }
+
+    // 3. Deleting greeter-2's Dataplane (its server keeps running, so only xDS
+    // can stop the calls): soon a whole window of calls goes to greeter-1.
+    cp.cli(&["delete", "dataplane", "greeter-2", "--mesh", "default"])
+        .success();
+    eventually(
+        "a window of calls all answered by greeter-1 after deleting greeter-2",
+        Duration::from_secs(15),
+        || {
+            let out = client.calls(WINDOW);
+            out.iter()
+                .all(|o| o.as_deref() == Ok("greeter-1"))
+                .then_some(())
+        },
+    );
+    // ...and it stays that way.
+    let after = client.calls(20);
+    assert_eq!(
+        count_servers(&after).get("greeter-1"),
+        Some(&20),
+        "after deletion: {after:?}"
+    );
+    report.passed = true;
+    drop(g2); // greeter-2 served until the end: only xDS steered calls away from it
+}
+
+/// The Mesh (no mTLS: plain-text calls to the backends), two backends and the client.
+fn resources(port1: u16, port2: u16) -> String {
+    let client_inbound = free_port();
+    format!(
+        r#"
+apiVersion: meshlink.dev/v1alpha1
+kind: Mesh
+metadata: {{name: default}}
+spec: {{}}
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {{name: greeter-1, mesh: default}}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{{port: {port1}, tags: {{kuma.io/service: greeter}}}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {{name: greeter-2, mesh: default}}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{{port: {port2}, tags: {{kuma.io/service: greeter}}}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {{name: client, mesh: default}}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{{port: {client_inbound}, tags: {{kuma.io/service: greeter-client}}}}]
+    outbound: [{{port: 10001, tags: {{kuma.io/service: greeter}}}}]
+"#
+    )
+}
+
+/// A gRPC xDS bootstrap (gRFC A27) with `tls` channel creds (gRFC A65).
+fn bootstrap_json(cp: &ControlPlane, cert_dir: &Path) -> String {
+    let url = cp.xds_url();
+    let port = url.rsplit(':').next().expect("xds url has a port");
+    let file = |n: &str| cert_dir.join(n).to_str().expect("UTF-8 path").to_string();
+    let b = json!({
+        "xds_servers": [{
+            "server_uri": format!("127.0.0.1:{port}"),
+            "channel_creds": [{"type": "tls", "config": {
+                "ca_certificate_file": file("ca.crt"),
+                "certificate_file": file("tls.crt"),
+                "private_key_file": file("tls.key"),
+            }}],
+            "server_features": ["xds_v3"],
+        }],
+        "node": {
+            "id": "default.client",
+            "cluster": "greeter-client",
+            "metadata": {"meshlink.dev/client": "grpc"},
+        },
+    });
+    serde_json::to_string_pretty(&b).expect("bootstrap JSON")
+}
+
+/// Which server answered each successful call.
+fn count_servers(outcomes: &[Result<String, String>]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for o in outcomes {
+        let key = o.clone().unwrap_or_else(|e| format!("failed: {e}"));
+        *m.entry(key).or_default() += 1;
+    }
+    m
+}
+
+/// The venv python with grpcio; panics with the fix when it is missing.
+fn interop_python() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = std::env::var_os("MESHLINK_INTEROP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("tests/interop/.venv/bin/python"));
+    let fix = "create it from the workspace root with `python3 -m venv tests/interop/.venv && \
+               tests/interop/.venv/bin/pip install -r tests/interop/requirements.txt` \
+               (.ci/run does this), or set MESHLINK_INTEROP_PYTHON to a python that has grpcio";
+    assert!(
+        python.exists(),
+        "interop python {} not found: {fix}",
+        python.display()
+    );
+    let ok = Command::new(&python)
+        .args(["-c", "import grpc"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "{} cannot `import grpc`: {fix}", python.display());
+    python
+}
+
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../interop")
+        .join(name)
+}
+
+/// Prints what helps debug a failure: the cp log and the client's xDS trace.
+struct Report<'a> {
+    cp: &'a ControlPlane,
+    client_stderr: PathBuf,
+    passed: bool,
+}
+
+impl Report<'_> {
+    fn note(&self, what: String) {
+        eprintln!("interop: {what}");
+    }
+}
+
+impl Drop for Report<'_> {
+    fn drop(&mut self) {
+        if self.passed {
+            return;
+        }
+        eprintln!("=== meshlink-cp log (tail)\n{}", tail(&self.cp.logs(), 60));
+        let trace = std::fs::read_to_string(&self.client_stderr).unwrap_or_default();
+        eprintln!(
+            "=== grpcio client stderr, GRPC_TRACE=xds_client,xds_resolver (tail)\n{}",
+            tail(&trace, 150)
+        );
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A child process killed (and reaped) on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `greeter_server.py`: a real gRPC server answering with its id.
+struct Greeter {
+    port: u16,
+    _stdin: ChildStdin,
+    _child: Killed,
+}
+
+impl Greeter {
+    fn start(python: &Path, id: &str) -> Greeter {
+        let mut child = Command::new(python)
+            .arg(script("greeter_server.py"))
+            .args(["--id", id, "--exit-on-stdin-eof"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn greeter_server.py");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read greeter_server.py stdout");
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("greeter_server.py {id} did not start ({e}): {line:?}"));
+        let port = v["port"].as_u64().expect("port in the listening line") as u16;
+        Greeter {
+            port,
+            _stdin: stdin,
+            _child: Killed(child),
+        }
+    }
+}
+
+/// `xds_client.py --stdin`: makes as many calls as asked, one JSON line each.
+struct XdsClient {
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    stderr: PathBuf,
+    _child: Killed,
+}
+
+impl XdsClient {
+    fn start(python: &Path, bootstrap: &Path, stderr: &Path) -> XdsClient {
+        let mut child = Command::new(python)
+            .arg(script("xds_client.py"))
+            .arg("--stdin")
+            .env("GRPC_XDS_BOOTSTRAP", bootstrap)
+            .env("GRPC_TRACE", "xds_client,xds_resolver")
+            .env("GRPC_VERBOSITY", "debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(stderr).expect("client stderr file"))
+            .spawn()
+            .expect("spawn xds_client.py");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        XdsClient {
+            stdin,
+            lines,
+            stderr: stderr.to_path_buf(),
+            _child: Killed(child),
+        }
+    }
+
+    /// Makes `n` calls: `Ok(server id)` or `Err("CODE: details")` for each.
+    fn calls(&mut self, n: usize) -> Vec<Result<String, String>> {
+        writeln!(self.stdin, "{n}").expect("write to xds_client.py (did it exit?)");
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let line = self
+                .lines
+                .recv_timeout(LINE_GUARD)
+                .expect("xds_client.py exited or hung (its stderr is printed below)");
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("xds_client.py printed a non-JSON line ({e}): {line}"));
+            if v.get("seq").is_none() {
+                continue; // an event line
+            }
+            out.push(match v["ok"].as_bool() {
+                Some(true) => Ok(v["server"].as_str().unwrap_or("?").to_string()),
+                _ => Err(format!(
+                    "{}: {}",
+                    v["code"].as_str().unwrap_or("?"),
+                    v["details"]
+                )),
+            });
+        }
+        out
+    }
+}
