@@ -13,6 +13,7 @@ use meshlink_api::Kind;
 
 use client::ApiClient;
 use commands::get::Output;
+use commands::inspect::Format as InspectFormat;
 use failure::Failure;
 
 #[derive(Parser)]
@@ -71,6 +72,9 @@ enum Command {
         #[arg(short = 'm', long, default_value = "default")]
         mesh: String,
     },
+    /// Shows a proxy's xDS connection as the control plane sees it.
+    #[command(subcommand)]
+    Inspect(InspectCommand),
     /// Issues and revokes proxy tokens.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -87,6 +91,27 @@ enum Command {
         /// How long to wait, e.g. 60s or 5m.
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         timeout: Duration,
+    },
+}
+
+#[derive(Subcommand)]
+enum InspectCommand {
+    /// Connection, certificate serial and expiry, per-type versions sent,
+    /// ACKed and NACKed, and with --config-dump the resources sent.
+    #[command(visible_alias = "dp", alias = "dataplanes")]
+    Dataplane {
+        /// Dataplane name.
+        name: String,
+        /// Mesh of the dataplane.
+        #[arg(short = 'm', long, default_value = "default")]
+        mesh: String,
+        /// Also show the resources this control plane sends the proxy
+        /// (private keys are never included).
+        #[arg(long)]
+        config_dump: bool,
+        /// Output format: a human summary, or the API body as JSON or YAML.
+        #[arg(short = 'o', long, value_enum, default_value_t = InspectFormat::Table)]
+        output: InspectFormat,
     },
 }
 
@@ -164,6 +189,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             name,
             mesh,
         } => commands::delete::run(&client, kind(&k)?, &name, Some(&mesh)).await,
+        Command::Inspect(InspectCommand::Dataplane {
+            name,
+            mesh,
+            config_dump,
+            output,
+        }) => commands::inspect::dataplane(&client, &name, &mesh, config_dump, output).await,
         Command::Token(TokenCommand::Dataplane {
             mesh,
             name,

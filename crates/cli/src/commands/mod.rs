@@ -3,5 +3,6 @@
 pub(crate) mod apply;
 pub(crate) mod delete;
 pub(crate) mod get;
+pub(crate) mod inspect;
 pub(crate) mod token;
 pub(crate) mod wait;

@@ -104,7 +104,9 @@ impl DeltaEngine {
         {
             match self.respond(t, &state.snapshot, Part::Both, None) {
                 Some(r) => out.responses.push(r),
-                None if first => out.responses.push(self.empty(t, &state.snapshot)),
+                None if self.never_answered(t) => {
+                    out.responses.push(self.empty(t, &state.snapshot))
+                }
                 None => {}
             }
         }
@@ -118,6 +120,9 @@ impl DeltaEngine {
         for t in TYPE_ORDER {
             if let Some(r) = self.respond(t, &state.snapshot, Part::Updates, Some(state)) {
                 out.push(r);
+            } else if self.never_answered(t) {
+                // Requested before the first state existed: answer now.
+                out.push(self.empty(t, &state.snapshot));
             }
         }
         for t in TYPE_ORDER.iter().rev() {
@@ -182,6 +187,13 @@ impl DeltaEngine {
             }),
             ..Default::default()
         })
+    }
+
+    /// Whether `t` was requested but no response was sent for it yet.
+    fn never_answered(&self, t: &'static str) -> bool {
+        self.types
+            .get(t)
+            .is_some_and(|ts| ts.sub.requested() && ts.nonce.is_none())
     }
 
     fn remember(&mut self, nonce: &str, version: &str) {

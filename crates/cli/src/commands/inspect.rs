@@ -1,0 +1,396 @@
+//! `meshlink inspect dataplane NAME [-m MESH] [--config-dump] [-o table|json|yaml]`.
+//!
+//! Shows what the control plane's xDS stream for one proxy looks like
+//! (`GET /api/v1/dataplanes/{name}/xds`): connection, identity certificate,
+//! per-type versions sent and acknowledged, the last NACK, and with
+//! `--config-dump` the resources the proxy was sent. It only reads the API
+//! body; it never decodes xDS itself.
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::client::ApiClient;
+use crate::failure::Failure;
+
+/// Output formats of `inspect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// A human summary.
+    Table,
+    /// The API body as JSON.
+    Json,
+    /// The API body as YAML.
+    Yaml,
+}
+
+/// Make-before-break order of the served types; others follow by name.
+const TYPE_ORDER: [&str; 5] = [
+    "Secret",
+    "Cluster",
+    "ClusterLoadAssignment",
+    "Listener",
+    "RouteConfiguration",
+];
+
+/// Versions longer than this are abbreviated in the table.
+const VERSION_WIDTH: usize = 16;
+
+/// Runs `inspect dataplane`.
+pub(crate) async fn dataplane(
+    client: &ApiClient,
+    name: &str,
+    mesh: &str,
+    config_dump: bool,
+    format: Format,
+) -> Result<(), Failure> {
+    let mut query = vec![("mesh", mesh.to_string())];
+    if config_dump {
+        query.push(("configDump", "true".to_string()));
+    }
+    let body = client
+        .call(
+            Method::GET,
+            &format!("/api/v1/dataplanes/{name}/xds"),
+            &query,
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| e.into_failure())?;
+    match format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&body).expect("JSON prints")
+        ),
+        Format::Yaml => print!(
+            "{}",
+            serde_yaml_ng::to_string(&body).expect("JSON prints as YAML")
+        ),
+        Format::Table => {
+            print!("{}", summary(&body, SystemTime::now()));
+            if config_dump {
+                match body.get("configDump") {
+                    Some(dump) => print!("{}", dump_text(dump)),
+                    None => eprintln!(
+                        "no config dump: this control-plane instance holds no config for {mesh}/{name}"
+                    ),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+// === summary ===
+
+/// The human summary of an inspect body, with relative times against `now`.
+fn summary(r: &Value, now: SystemTime) -> String {
+    let mut out = String::new();
+    let who = format!("{}/{}", text(&r["mesh"]), text(&r["name"]));
+    if r["controlPlane"].is_null() {
+        let why = r["message"].as_str().unwrap_or("no stream report");
+        let _ = writeln!(out, "Dataplane {who}: not connected: {why}");
+        return out;
+    }
+    let stream = format!(
+        "stream {}, generation {}, {}, client {}",
+        text(&r["streamId"]),
+        text(&r["generation"]),
+        text(&r["protocol"]),
+        r["client"].as_str().unwrap_or("unknown yet"),
+    );
+    let cp = text(&r["controlPlane"]);
+    if r["connected"] == true {
+        let _ = writeln!(
+            out,
+            "Dataplane {who}: connected to {cp} ({stream}) since {}",
+            time(&r["connectedAt"], now)
+        );
+    } else {
+        let reason = match r["closeReason"].as_str() {
+            Some(why) => format!("closed with: {why}"),
+            None => "closed without an error".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "Dataplane {who}: disconnected from {cp} at {} ({stream}, connected since {}); {reason}",
+            time(&r["disconnectedAt"], now),
+            time(&r["connectedAt"], now),
+        );
+    }
+    out.push_str(&certificate(&r["certificate"], now));
+    out.push_str(&types_table(&r["types"]));
+    out
+}
+
+fn certificate(c: &Value, now: SystemTime) -> String {
+    if c.is_null() {
+        return "Certificate: none sent over SDS on this stream\n".to_string();
+    }
+    let expiry = match c["notAfter"].as_u64().map(unix) {
+        Some(t) => format!("expires {} ({})", rfc3339(t), relative(t, now)),
+        None => "expiry unknown".to_string(),
+    };
+    format!(
+        "Certificate: {} serial {} from CA {} {expiry}\n",
+        text(&c["spiffeId"]),
+        text(&c["serial"]),
+        abbreviate(&text(&c["caFingerprint"]), VERSION_WIDTH),
+    )
+}
+
+fn types_table(types: &Value) -> String {
+    let Some(map) = types.as_object().filter(|m| !m.is_empty()) else {
+        return "No resource types requested yet.\n".to_string();
+    };
+    let mut names: Vec<&String> = map.keys().collect();
+    names.sort_by_key(|n| {
+        let rank = TYPE_ORDER.iter().position(|t| t == n);
+        (rank.unwrap_or(TYPE_ORDER.len()), n.as_str())
+    });
+    let mut rows = vec![
+        [
+            "TYPE",
+            "SENT",
+            "ACKED",
+            "RESOURCES",
+            "RESPONSES",
+            "LAST NACK",
+        ]
+        .map(str::to_string),
+    ];
+    for n in names {
+        let t = &map[n];
+        let version = |v: &Value| {
+            v.as_str()
+                .map_or("-".into(), |v| abbreviate(v, VERSION_WIDTH))
+        };
+        let nack = match &t["lastNack"] {
+            Value::Null => "-".to_string(),
+            n => format!(
+                "{}: {}",
+                abbreviate(&text(&n["version"]), VERSION_WIDTH),
+                text(&n["detail"])
+            ),
+        };
+        rows.push([
+            n.clone(),
+            version(&t["lastSentVersion"]),
+            version(&t["lastAckedVersion"]),
+            text(&t["resources"]),
+            text(&t["responses"]),
+            nack,
+        ]);
+    }
+    aligned(&rows)
+}
+
+/// Renders rows with columns padded to their widest cell (in characters).
+fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+// === config dump ===
+
+/// The config dump as text: one block per resource, in type order.
+fn dump_text(dump: &Value) -> String {
+    let mut out = String::from("\nConfig dump (resources this control plane sends the proxy):\n");
+    let Some(map) = dump.as_object() else {
+        return out;
+    };
+    let mut types: Vec<&String> = map.keys().collect();
+    types.sort_by_key(|n| {
+        TYPE_ORDER
+            .iter()
+            .position(|t| t == n)
+            .unwrap_or(TYPE_ORDER.len())
+    });
+    for t in types {
+        let items = map[t].as_array().map(Vec::as_slice).unwrap_or_default();
+        let _ = writeln!(out, "\n## {t} ({} resources)", items.len());
+        for item in items {
+            let _ = writeln!(
+                out,
+                "--- {} (version {})\n{}",
+                text(&item["name"]),
+                text(&item["version"]),
+                text(&item["resource"])
+            );
+        }
+    }
+    out
+}
+
+// === values and times ===
+
+/// A JSON scalar as plain text (strings unquoted, null empty).
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `s` cut to `width` characters, ending in `…` when cut.
+fn abbreviate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut cut: String = s.chars().take(width - 1).collect();
+    cut.push('…');
+    cut
+}
+
+fn unix(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// A unix-seconds JSON value as RFC 3339, or `?`.
+fn time(v: &Value, now: SystemTime) -> String {
+    match v.as_u64().map(unix) {
+        Some(t) => format!("{} ({})", rfc3339(t), relative(t, now)),
+        None => "?".to_string(),
+    }
+}
+
+/// `in 59m` or `5m ago`, to the minute (to the hour beyond a day).
+fn relative(t: SystemTime, now: SystemTime) -> String {
+    let (d, future) = match t.duration_since(now) {
+        Ok(d) => (d, true),
+        Err(e) => (e.duration(), false),
+    };
+    let secs = d.as_secs();
+    let unit = match secs {
+        0..60 => return if future { "in <1m" } else { "just now" }.to_string(),
+        60..86_400 => 60,
+        _ => 3600,
+    };
+    let rounded = humantime::format_duration(Duration::from_secs(secs - secs % unit));
+    if future {
+        format!("in {rounded}")
+    } else {
+        format!("{rounded} ago")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: u64 = 1_796_000_120;
+
+    fn connected() -> Value {
+        json!({"mesh":"default","name":"web-1","connected":true,
+            "controlPlane":"host/127.0.0.1:5678","streamId":3,"generation":1,
+            "protocol":"sotw","client":"envoy","connectedAt":1_796_000_000u64,
+            "disconnectedAt":null,"closeReason":null,
+            "types":{
+                "Cluster":{"lastSentVersion":"0123456789abcdef","lastAckedVersion":"0123456789abcdef",
+                    "lastNack":null,"resources":2,"responses":1},
+                "Secret":{"lastSentVersion":"aaaa","lastAckedVersion":null,
+                    "lastNack":{"version":"aaaa","detail":"bad cert"},"resources":2,"responses":1}},
+            "certificate":{"serial":"0a1b","spiffeId":"spiffe://default/web",
+                "caFingerprint":"ffffffffffffffffffff","notBefore":1_796_000_000u64,
+                "notAfter":1_796_003_600u64}})
+    }
+
+    #[test]
+    fn connected_summary_lists_stream_certificate_and_types_in_push_order() {
+        let s = summary(&connected(), unix(NOW));
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Dataplane default/web-1: connected to host/127.0.0.1:5678 (stream 3, generation 1, \
+             sotw, client envoy) since 2026-11-30T00:53:20Z (2m ago)"
+        );
+        assert_eq!(
+            lines[1],
+            "Certificate: spiffe://default/web serial 0a1b from CA fffffffffffffff… \
+             expires 2026-11-30T01:53:20Z (in 58m)"
+        );
+        assert!(lines[2].starts_with("TYPE "), "{s}");
+        assert!(lines[3].starts_with("Secret "), "{s}");
+        assert!(lines[3].ends_with("aaaa: bad cert"), "{s}");
+        assert!(lines[4].starts_with("Cluster "), "{s}");
+        assert!(lines[4].contains("0123456789abcdef"), "{s}");
+        assert_eq!(lines[2].find("SENT"), lines[3].find("aaaa"), "{s}");
+    }
+
+    #[test]
+    fn disconnected_summary_says_when_and_why() {
+        let mut r = connected();
+        r["connected"] = json!(false);
+        r["disconnectedAt"] = json!(NOW - 60);
+        r["closeReason"] = json!("token revoked");
+        let s = summary(&r, unix(NOW));
+        assert!(
+            s.starts_with(
+                "Dataplane default/web-1: disconnected from host/127.0.0.1:5678 at \
+                 2026-11-30T00:54:20Z (1m ago)"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.lines()
+                .next()
+                .unwrap()
+                .ends_with("closed with: token revoked"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn never_connected_summary_passes_the_message_on() {
+        let r = json!({"mesh":"default","name":"db-1","connected":false,"message":"never seen"});
+        assert_eq!(
+            summary(&r, unix(NOW)),
+            "Dataplane default/db-1: not connected: never seen\n"
+        );
+    }
+
+    #[test]
+    fn relative_times_round_down_to_minutes_or_hours() {
+        let now = unix(NOW);
+        assert_eq!(relative(unix(NOW + 30), now), "in <1m");
+        assert_eq!(relative(unix(NOW + 3599), now), "in 59m");
+        assert_eq!(relative(unix(NOW + 3 * 86_400 + 7000), now), "in 3days 1h");
+        assert_eq!(relative(unix(NOW - 125), now), "2m ago");
+    }
+
+    #[test]
+    fn dump_prints_each_resource_under_its_type() {
+        let d = json!({"Cluster":[{"name":"c1","version":"v1","resource":"Cluster { name: \"c1\" }"}],
+            "Secret":[]});
+        let s = dump_text(&d);
+        assert!(
+            s.find("## Secret (0 resources)") < s.find("## Cluster (1 resources)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("--- c1 (version v1)\nCluster { name: \"c1\" }\n"),
+            "{s}"
+        );
+    }
+}
