@@ -27,32 +27,15 @@ const LINE_GUARD: Duration = Duration::from_secs(30);
 #[test]
 fn grpcio_xds_client_round_robins_and_follows_dataplane_deletion() {
     let python = interop_python();
-    let cp = ControlPlane::start(StoreKind::Sqlite);
-    let tmp = tempfile::tempdir().expect("tempdir");
     let g1 = Greeter::start(&python, "greeter-1");
     let g2 = Greeter::start(&python, "greeter-2");
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&resources(g1.port, g2.port)))
-        .success();
-
-    let cert_dir = tmp.path().join("certs");
-    let cert_arg = cert_dir.to_str().expect("UTF-8 temp path");
-    cp.cli(&[
-        "token",
-        "dataplane",
-        "--mesh",
-        "default",
-        "--name",
-        "client",
-        "--cert-dir",
-        cert_arg,
-    ])
-    .success();
-    let bootstrap = tmp.path().join("bootstrap.json");
-    std::fs::write(&bootstrap, bootstrap_json(&cp, &cert_dir)).expect("write bootstrap");
-    let mut client = XdsClient::start(&python, &bootstrap, &tmp.path().join("client.stderr"));
+    let setup = Setup::new(python, g1.port, g2.port);
+    let bootstrap = setup.bootstrap("default.client", true);
+    let stderr = setup.tmp.path().join("client.stderr");
+    let mut client = XdsClient::start(&setup.python, &bootstrap, &stderr);
     let mut report = Report {
-        cp: &cp,
-        client_stderr: client.stderr.clone(),
+        cp: &setup.cp,
+        client_stderr: stderr,
         passed: false,
     };
 
@@ -95,13 +78,16 @@ fn grpcio_xds_client_round_robins_and_follows_dataplane_deletion() {
 
     // 3. Deleting greeter-2's Dataplane (its server keeps running, so only xDS
     // can stop the calls): soon a whole window of calls goes to greeter-1.
-    cp.cli(&["delete", "dataplane", "greeter-2", "--mesh", "default"])
+    setup
+        .cp
+        .cli(&["delete", "dataplane", "greeter-2", "--mesh", "default"])
         .success();
     eventually(
         "a window of calls all answered by greeter-1 after deleting greeter-2",
         Duration::from_secs(15),
         || {
             let out = client.calls(WINDOW);
+            report.note(format!("after the delete: {:?}", count_servers(&out)));
             out.iter()
                 .all(|o| o.as_deref() == Ok("greeter-1"))
                 .then_some(())
@@ -116,6 +102,106 @@ fn grpcio_xds_client_round_robins_and_follows_dataplane_deletion() {
     );
     report.passed = true;
     drop(g2); // greeter-2 served until the end: only xDS steered calls away from it
+}
+
+/// The certificate is what authenticates grpcio: without it the ADS stream is
+/// refused, and with it a `node.id` of another dataplane is refused too.
+#[test]
+fn grpcio_xds_client_needs_its_certificate_and_matching_node_id() {
+    let setup = Setup::new(interop_python(), free_port(), free_port());
+    for (what, node_id, with_cert, status) in [
+        (
+            "without a client certificate",
+            "default.client",
+            false,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "with node.id of another dataplane",
+            "default.greeter-1",
+            true,
+            "PERMISSION_DENIED",
+        ),
+    ] {
+        let out = Command::new(&setup.python)
+            .arg(script("xds_client.py"))
+            .args(["--calls", "1", "--timeout", "10"])
+            .env("GRPC_XDS_BOOTSTRAP", setup.bootstrap(node_id, with_cert))
+            .stderr(Stdio::null())
+            .output()
+            .expect("run xds_client.py");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match stdout.lines().find_map(parse_outcome) {
+            Some(Err(e)) => assert!(
+                e.contains(status),
+                "{what}: expected the ADS stream to end with {status}, the call failed with {e}"
+            ),
+            other => panic!("{what}: expected a failed call, got {other:?} from:\n{stdout}"),
+        }
+    }
+}
+
+/// A control plane with the greeter resources applied, and the client's
+/// certificate written by `meshlink token dataplane --cert-dir`.
+struct Setup {
+    python: PathBuf,
+    cp: ControlPlane,
+    tmp: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(python: PathBuf, port1: u16, port2: u16) -> Setup {
+        let cp = ControlPlane::start(StoreKind::Sqlite);
+        let tmp = tempfile::tempdir().expect("tempdir");
+        cp.cli_stdin(&["apply", "-f", "-"], Some(&resources(port1, port2)))
+            .success();
+        let cert_dir = tmp.path().join("certs");
+        let cert_dir = cert_dir.to_str().expect("UTF-8 temp path");
+        let token = [
+            "token",
+            "dataplane",
+            "--mesh",
+            "default",
+            "--name",
+            "client",
+        ];
+        cp.cli(&[&token[..], &["--cert-dir", cert_dir]].concat())
+            .success();
+        Setup { python, cp, tmp }
+    }
+
+    /// Writes a gRPC xDS bootstrap (gRFC A27) with `tls` channel creds (gRFC
+    /// A65), with or without the client certificate, and returns its path.
+    fn bootstrap(&self, node_id: &str, with_cert: bool) -> PathBuf {
+        let url = self.cp.xds_url();
+        let port = url.rsplit(':').next().expect("xds url has a port");
+        let file = |n: &str| {
+            let p = self.tmp.path().join("certs").join(n);
+            p.to_str().expect("UTF-8 path").to_string()
+        };
+        let mut creds = json!({"ca_certificate_file": file("ca.crt")});
+        if with_cert {
+            creds["certificate_file"] = file("tls.crt").into();
+            creds["private_key_file"] = file("tls.key").into();
+        }
+        let b = json!({
+            "xds_servers": [{
+                "server_uri": format!("127.0.0.1:{port}"),
+                "channel_creds": [{"type": "tls", "config": creds}],
+                "server_features": ["xds_v3"],
+            }],
+            "node": {
+                "id": node_id,
+                "cluster": "greeter-client",
+                "metadata": {"meshlink.dev/client": "grpc"},
+            },
+        });
+        let name = format!("bootstrap-{node_id}-{with_cert}.json");
+        let path = self.tmp.path().join(name);
+        let text = serde_json::to_string_pretty(&b).expect("bootstrap JSON");
+        std::fs::write(&path, text).expect("write bootstrap");
+        path
+    }
 }
 
 /// The Mesh (no mTLS: plain-text calls to the backends), two backends and the client.
@@ -154,30 +240,6 @@ spec:
     outbound: [{{port: 10001, tags: {{kuma.io/service: greeter}}}}]
 "#
     )
-}
-
-/// A gRPC xDS bootstrap (gRFC A27) with `tls` channel creds (gRFC A65).
-fn bootstrap_json(cp: &ControlPlane, cert_dir: &Path) -> String {
-    let url = cp.xds_url();
-    let port = url.rsplit(':').next().expect("xds url has a port");
-    let file = |n: &str| cert_dir.join(n).to_str().expect("UTF-8 path").to_string();
-    let b = json!({
-        "xds_servers": [{
-            "server_uri": format!("127.0.0.1:{port}"),
-            "channel_creds": [{"type": "tls", "config": {
-                "ca_certificate_file": file("ca.crt"),
-                "certificate_file": file("tls.crt"),
-                "private_key_file": file("tls.key"),
-            }}],
-            "server_features": ["xds_v3"],
-        }],
-        "node": {
-            "id": "default.client",
-            "cluster": "greeter-client",
-            "metadata": {"meshlink.dev/client": "grpc"},
-        },
-    });
-    serde_json::to_string_pretty(&b).expect("bootstrap JSON")
 }
 
 /// Which server answered each successful call.
@@ -296,7 +358,6 @@ impl Greeter {
 struct XdsClient {
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
-    stderr: PathBuf,
     _child: Killed,
 }
 
@@ -326,7 +387,6 @@ impl XdsClient {
         XdsClient {
             stdin,
             lines,
-            stderr: stderr.to_path_buf(),
             _child: Killed(child),
         }
     }
@@ -340,20 +400,24 @@ impl XdsClient {
                 .lines
                 .recv_timeout(LINE_GUARD)
                 .expect("xds_client.py exited or hung (its stderr is printed below)");
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("xds_client.py printed a non-JSON line ({e}): {line}"));
-            if v.get("seq").is_none() {
-                continue; // an event line
-            }
-            out.push(match v["ok"].as_bool() {
-                Some(true) => Ok(v["server"].as_str().unwrap_or("?").to_string()),
-                _ => Err(format!(
-                    "{}: {}",
-                    v["code"].as_str().unwrap_or("?"),
-                    v["details"]
-                )),
-            });
+            out.extend(parse_outcome(&line));
         }
         out
     }
+}
+
+/// One call's outcome from an `xds_client.py` line: `Ok(server id)` or
+/// `Err("CODE: details")`; `None` for event lines.
+fn parse_outcome(line: &str) -> Option<Result<String, String>> {
+    let v: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("xds_client.py printed a non-JSON line ({e}): {line}"));
+    v.get("seq")?;
+    Some(match v["ok"].as_bool() {
+        Some(true) => Ok(v["server"].as_str().unwrap_or("?").to_string()),
+        _ => Err(format!(
+            "{}: {}",
+            v["code"].as_str().unwrap_or("?"),
+            v["details"].as_str().unwrap_or("?")
+        )),
+    })
 }
