@@ -39,6 +39,6 @@ pub mod token;
 pub use rate_limit::{KeyedRateLimiter, RateLimitError, RetryAfter};
 pub use renewal::{
     BackoffPolicy, Credential, RenewalDriver, RenewalError, RetryBackoff, WallClock, random_jitter,
-    renewal_time,
+    renewal_time, renewal_time_from,
 };
 pub use token::{TokenClaims, TokenError, TokenKeyMaterial, TokenSigningKey, TokenVerifier};

@@ -19,7 +19,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{BackoffPolicy, Credential, RenewalError, RetryBackoff, random_jitter, renewal_time};
+use super::{
+    BackoffPolicy, Credential, RenewalError, RetryBackoff, random_jitter, renewal_time_from,
+};
 
 /// Default time an issuer call may take before it counts as a failure.
 const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,6 +64,8 @@ impl WallClock {
 pub struct RenewalDriver<C> {
     identity: String,
     current: Arc<C>,
+    /// When `current` was obtained (by this driver's clock).
+    obtained_at: std::time::SystemTime,
     publish: watch::Sender<Arc<C>>,
     clock: WallClock,
     policy: BackoffPolicy,
@@ -94,6 +98,7 @@ impl<C: Credential> RenewalDriver<C> {
         Self {
             identity: identity.into(),
             current: initial,
+            obtained_at: std::time::SystemTime::now(),
             publish,
             clock: WallClock::start(),
             policy: BackoffPolicy::default(),
@@ -105,6 +110,7 @@ impl<C: Credential> RenewalDriver<C> {
     /// Uses `clock` for wall-clock time (share one clock between drivers).
     pub fn with_clock(mut self, clock: WallClock) -> Self {
         self.clock = clock;
+        self.obtained_at = clock.now();
         self
     }
 
@@ -167,6 +173,7 @@ impl<C: Credential> RenewalDriver<C> {
                 let error = match outcome {
                     Ok(Ok(fresh)) if fresh.not_after() > now => {
                         self.current = Arc::new(fresh);
+                        self.obtained_at = self.clock.now();
                         self.publish.send_replace(self.current.clone());
                         backoff.reset();
                         renewed = true;
@@ -208,7 +215,8 @@ impl<C: Credential> RenewalDriver<C> {
     }
 
     fn until_renewal(&mut self) -> Duration {
-        let at = renewal_time(
+        let at = renewal_time_from(
+            self.obtained_at,
             self.current.not_before(),
             self.current.not_after(),
             (self.jitter)(),

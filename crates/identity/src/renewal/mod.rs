@@ -97,6 +97,24 @@ pub fn renewal_time(not_before: SystemTime, not_after: SystemTime, jitter: f64) 
     }
 }
 
+/// Like [`renewal_time`], but counting the lifetime from when the
+/// credential was obtained if that is later than its `not_before`.
+///
+/// Issuers backdate `not_before` (meshlink by 60 s) to absorb clock skew.
+/// For a short-lived certificate that backdating is a large share of the
+/// validity window: a 20 s certificate backdated 60 s would be "due" 20 s
+/// before it was even issued, and renewal would spin. Counting from the
+/// moment it was obtained keeps renewal at 50% ± 10% of the lifetime the
+/// operator configured.
+pub fn renewal_time_from(
+    obtained_at: SystemTime,
+    not_before: SystemTime,
+    not_after: SystemTime,
+    jitter: f64,
+) -> SystemTime {
+    renewal_time(obtained_at.max(not_before), not_after, jitter)
+}
+
 fn just_before(t: SystemTime) -> SystemTime {
     t.checked_sub(Duration::from_nanos(1)).unwrap_or(t)
 }
@@ -109,6 +127,20 @@ pub fn random_jitter() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backdated_short_certificates_renew_after_they_were_obtained() {
+        let issued = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let not_before = issued - Duration::from_secs(60);
+        let not_after = issued + Duration::from_secs(20);
+        // Counting from notBefore, a 20 s certificate backdated 60 s is due
+        // before it was issued; counting from issuance it is due at 50%.
+        assert!(renewal_time(not_before, not_after, 0.0) < issued);
+        assert_eq!(
+            renewal_time_from(issued, not_before, not_after, 0.0),
+            issued + Duration::from_secs(10)
+        );
+    }
     use std::time::UNIX_EPOCH;
 
     fn at(secs: u64) -> SystemTime {

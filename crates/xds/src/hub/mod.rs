@@ -31,7 +31,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use meshlink_identity::{WallClock, random_jitter, renewal_time};
+use meshlink_identity::{WallClock, random_jitter, renewal_time_from};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -413,7 +413,8 @@ impl<S: MeshSource> Reconciler<S> {
         }
         match self.source.issue(key, service, now).await {
             Ok(issued) => {
-                let renew_at = renewal_time(
+                let renew_at = renewal_time_from(
+                    now,
                     issued.info.not_before,
                     issued.info.not_after,
                     random_jitter(),

@@ -228,7 +228,7 @@ pub fn sds_request(name: &str, nonce: &str, version: &str) -> DiscoveryRequest {
 
 impl Stream {
     /// Sends the SDS request (or an ACK when `ack` is a response).
-    pub async fn request(&self, ack: Option<&DiscoveryResponse>) {
+    pub async fn request(&mut self, ack: Option<&DiscoveryResponse>) {
         let req = match ack {
             Some(r) => sds_request(&self.name, &r.nonce, &r.version_info),
             None => sds_request(&self.name, "", ""),
@@ -243,6 +243,12 @@ impl Stream {
         tokio::time::timeout(Duration::from_secs(30), self.responses.next())
             .await
             .expect("a response or the end of the stream within 30 s")
+    }
+
+    /// The next item without a deadline (for paused-time tests, where a
+    /// wait that can never finish is caught by the runtime instead).
+    pub async fn next_untimed(&mut self) -> Option<Result<DiscoveryResponse, Status>> {
+        self.responses.next().await
     }
 
     /// Closes the client side and waits until the server ran the stream's
