@@ -111,14 +111,18 @@ fn summary(r: &Value, now: SystemTime) -> String {
         );
     } else {
         let reason = match r["closeReason"].as_str() {
-            Some(why) => format!("closed with: {why}"),
+            Some(why) => format!("closed with an error: {why}"),
             None => "closed without an error".to_string(),
         };
         let _ = writeln!(
             out,
-            "Dataplane {who}: disconnected from {cp} at {} ({stream}, connected since {}); {reason}",
+            "Dataplane {who}: disconnected from {cp} at {}, {reason}",
             time(&r["disconnectedAt"], now),
-            time(&r["connectedAt"], now),
+        );
+        let _ = writeln!(
+            out,
+            "Last stream: {stream}, opened {}",
+            time(&r["connectedAt"], now)
         );
     }
     out.push_str(&certificate(&r["certificate"], now));
@@ -345,20 +349,18 @@ mod tests {
         r["disconnectedAt"] = json!(NOW - 60);
         r["closeReason"] = json!("token revoked");
         let s = summary(&r, unix(NOW));
-        assert!(
-            s.starts_with(
-                "Dataplane default/web-1: disconnected from host/127.0.0.1:5678 at \
-                 2026-11-30T00:54:20Z (1m ago)"
-            ),
-            "{s}"
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Dataplane default/web-1: disconnected from host/127.0.0.1:5678 at \
+             2026-11-30T00:54:20Z (1m ago), closed with an error: token revoked"
         );
-        assert!(
-            s.lines()
-                .next()
-                .unwrap()
-                .ends_with("closed with: token revoked"),
-            "{s}"
+        assert_eq!(
+            lines[1],
+            "Last stream: stream 3, generation 1, sotw, client envoy, opened \
+             2026-11-30T00:53:20Z (2m ago)"
         );
+        assert!(lines[2].starts_with("Certificate: "), "{s}");
     }
 
     #[test]

@@ -42,18 +42,18 @@ pub fn config_dump(snapshot: &Snapshot) -> Value {
 fn render(any: &Any) -> String {
     let bytes = any.value.as_slice();
     let text = match any.type_url.as_str() {
-        LISTENER_TYPE => Listener::decode(bytes).map(|m| format!("{m:?}")),
-        ROUTE_TYPE => RouteConfiguration::decode(bytes).map(|m| format!("{m:?}")),
-        CLUSTER_TYPE => Cluster::decode(bytes).map(|m| format!("{m:?}")),
-        ENDPOINT_TYPE => ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:?}")),
+        LISTENER_TYPE => Listener::decode(bytes).map(|m| format!("{m:#?}")),
+        ROUTE_TYPE => RouteConfiguration::decode(bytes).map(|m| format!("{m:#?}")),
+        CLUSTER_TYPE => Cluster::decode(bytes).map(|m| format!("{m:#?}")),
+        ENDPOINT_TYPE => ClusterLoadAssignment::decode(bytes).map(|m| format!("{m:#?}")),
         SECRET_TYPE => Secret::decode(bytes).map(|mut m| {
             if let Some(secret::Type::TlsCertificate(c)) = &mut m.r#type
                 && c.private_key.is_some()
             {
                 c.private_key = None;
-                return format!("{m:?} (private_key: redacted)");
+                return format!("{m:#?} (private_key: redacted)");
             }
-            format!("{m:?}")
+            format!("{m:#?}")
         }),
         other => return format!("<{} bytes of {other}>", bytes.len()),
     };
