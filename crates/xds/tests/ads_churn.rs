@@ -1,21 +1,23 @@
 //! Churn on paused time through the real ADS server and hub: 200 proxies
 //! reconnect at random moments for a simulated hour while identity
-//! certificates (20 s lifetime) renew every ~10 s. At the end every proxy's
+//! certificates (20 s lifetime) renew every ~10 s (about 72,000
+//! issuances and 4,000 reconnects). At the end every proxy's
 //! final stream holds a current, unexpired certificate from the hub, and
 //! once the streams close no owner record or per-proxy task is left.
 
 mod ads_support;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use ads_support::{Harness, MemorySource, Stream, identity_pem};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
 
 const PROXIES: usize = 200;
-const HOUR: Duration = Duration::from_secs(3600);
+const SPAN: Duration = Duration::from_secs(3600);
 const LIFETIME: Duration = Duration::from_secs(20);
 
 /// SplitMix64, seeded per proxy: deterministic "random" moments.
@@ -36,11 +38,20 @@ impl Rng {
 }
 
 /// Reads a stream, ACKs every response, and publishes the last identity
-/// certificate PEM it received.
-fn consume(mut s: Stream, seen: watch::Sender<Option<String>>) -> tokio::task::JoinHandle<Stream> {
+/// certificate PEM it received, until the stream ends or `stop` fires.
+fn consume(
+    mut s: Stream,
+    seen: watch::Sender<Option<String>>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<Stream> {
     tokio::spawn(async move {
         s.request(None).await;
-        while let Some(Ok(r)) = s.next_untimed().await {
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => break,
+                next = s.next_untimed() => next,
+            };
+            let Some(Ok(r)) = next else { break };
             if let Some(pem) = identity_pem(&r) {
                 seen.send_replace(Some(pem));
             }
@@ -53,7 +64,7 @@ fn consume(mut s: Stream, seen: watch::Sender<Option<String>>) -> tokio::task::J
 #[tokio::test(start_paused = true)]
 async fn proxies_reconnecting_for_an_hour_end_with_current_certificates() {
     let h = Arc::new(Harness::new(MemorySource::new(PROXIES, LIFETIME)));
-    let end = Instant::now() + HOUR;
+    let end = Instant::now() + SPAN;
     let mut proxies = JoinSet::new();
     for i in 0..PROXIES {
         let h = h.clone();
@@ -61,7 +72,8 @@ async fn proxies_reconnecting_for_an_hour_end_with_current_certificates() {
             let name = format!("web-{i}");
             let mut rng = Rng(i as u64 + 1);
             let (seen_tx, seen) = watch::channel(None);
-            let mut current = consume(h.open(&name), seen_tx.clone());
+            let stop = CancellationToken::new();
+            let mut current = consume(h.open(&name), seen_tx.clone(), stop.clone());
             let mut reconnects = 0u32;
             loop {
                 let at = Instant::now() + rng.millis(1_000, 300_000);
@@ -72,7 +84,7 @@ async fn proxies_reconnecting_for_an_hour_end_with_current_certificates() {
                 // Reconnect: the new stream opens first; the old one's
                 // close and cleanup land a random moment later (often
                 // after the new stream was served).
-                let next = consume(h.open(&name), seen_tx.clone());
+                let next = consume(h.open(&name), seen_tx.clone(), stop.clone());
                 let old = std::mem::replace(&mut current, next);
                 let delay = rng.millis(0, 5_000);
                 tokio::spawn(async move {
@@ -83,7 +95,7 @@ async fn proxies_reconnecting_for_an_hour_end_with_current_certificates() {
                 reconnects += 1;
             }
             sleep_until(end).await;
-            (name, current, seen, reconnects)
+            (name, current, seen, reconnects, stop)
         });
     }
     let mut finals = Vec::new();
@@ -95,9 +107,12 @@ async fn proxies_reconnecting_for_an_hour_end_with_current_certificates() {
     h.hub.sync(false).await;
     let now = h.clock.now();
     let mut total_reconnects = 0;
-    for (name, _, seen, reconnects) in &finals {
+    for (name, _, seen, reconnects, _) in &finals {
         total_reconnects += reconnects;
-        let pem = seen.borrow().clone().unwrap_or_else(|| panic!("{name}: no identity received"));
+        let pem = seen
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| panic!("{name}: no identity received"));
         let (not_after, _) = h.source.lookup(&pem).expect("issued by the hub");
         assert!(
             not_after > now,
@@ -105,9 +120,13 @@ async fn proxies_reconnecting_for_an_hour_end_with_current_certificates() {
             now.duration_since(not_after).unwrap_or_default()
         );
     }
-    assert!(total_reconnects > PROXIES as u32 * 10, "churn happened: {total_reconnects} reconnects");
+    assert!(
+        total_reconnects > PROXIES as u32 * 10,
+        "churn happened: {total_reconnects} reconnects"
+    );
     assert_eq!(h.registry.len(), PROXIES, "exactly one owner per proxy");
-    for (_, current, _, _) in finals {
+    for (_, current, _, _, stop) in finals {
+        stop.cancel();
         let mut s = current.await.expect("consumer");
         s.close_and_cleanup().await;
     }
@@ -118,5 +137,4 @@ async fn proxies_reconnecting_for_an_hour_end_with_current_certificates() {
         sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(h.registry.live_tasks(), 0, "per-proxy tasks leaked");
-    let _ = SystemTime::now();
 }
