@@ -53,6 +53,9 @@ pub const MAX_DELAY: Duration = Duration::from_millis(100);
 /// Period of the safety resync (publishes nothing when nothing changed).
 pub const RESYNC_EVERY: Duration = Duration::from_secs(30);
 
+/// Events handled back to back before the loop looks at its timers again.
+const MAX_BATCH: usize = 100_000;
+
 /// How long to wait before retrying a mesh whose source call failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
@@ -184,7 +187,18 @@ impl<S: MeshSource> Reconciler<S> {
             tokio::select! {
                 () = cancel.cancelled() => return,
                 ev = rx.recv() => match ev {
-                    Some(ev) => self.handle(ev).await,
+                    Some(ev) => {
+                        self.handle(ev).await;
+                        // Coalesce a burst (a bulk apply queues one event per
+                        // write) before the debounce deadline can fire, so it
+                        // costs one recompute instead of one per event.
+                        for _ in 0..MAX_BATCH {
+                            match rx.try_recv() {
+                                Ok(ev) => self.handle(ev).await,
+                                Err(_) => break,
+                            }
+                        }
+                    }
                     None => return,
                 },
                 () = sleep_until(self.deadline.unwrap_or_else(Instant::now)), if self.deadline.is_some() => {

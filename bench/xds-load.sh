@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# xDS control-plane benchmark. For each run: starts a release meshlink-cp on
+# a fresh data dir (SQLite store); `xds-load --phase setup` applies a mTLS
+# Mesh and N Dataplanes through the REST API; the control plane is restarted
+# (see below); then `xds-load --phase xds` simulates N Envoys on delta ADS and
+# measures propagation of an endpoint change, control-plane RSS per connected
+# proxy (VmRSS from /proc before the proxies connect and after), and reconnect
+# storms (resume and fresh) with a stale-certificate count.
+#
+#   bench/xds-load.sh [N[:C] ...]     (default: 1000 10000 1000:1000 10000:10000)
+#
+# C is the number of HTTP/2 connections the N streams share (default N/100;
+# N:N means one connection per proxy, as real proxies have). Each run prints
+# a table and a JSON line; all JSON lines are repeated at the end (and
+# copied to $XDS_LOAD_OUT if set).
+#
+# XDS_LOAD_RESTART=1 (default) restarts the control plane between setup and
+# the measured phases, so they start from a steady state: after a bulk apply
+# the control plane keeps recomputing for minutes (printed as "cp CPU in the
+# 10 s after setup"). XDS_LOAD_RESTART=0 measures without the restart.
+# RUST_LOG (default warn) sets the cp's log level; its log is checked for
+# errors after each run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=("$@")
+[[ ${#RUNS[@]} -eq 0 ]] && RUNS=(1000 10000 1000:1000 10000:10000)
+RESTART="${XDS_LOAD_RESTART:-1}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
+cargo build --release -q -p meshlink-cp -p meshlink-bench --bin meshlink-cp --bin xds-load
+BIN="$CARGO_TARGET_DIR/release"
+API_PORT=56820
+XDS_PORT=56821
+
+WORK="$(mktemp -d)"
+cleanup() {
+    [[ -n "${CP_PID:-}" ]] && kill "$CP_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Connections the kernel dropped because a listen queue was full (whole
+# machine; SYNs are then retried by the client after 1, 3, 7, 15, 31 s...).
+listen_overflows() { nstat -az TcpExtListenOverflows 2>/dev/null | awk '/ListenOverflows/ {print $2}'; }
+
+start_cp() {
+    local dir="$1" log="$2"
+    RUST_LOG="${RUST_LOG:-warn}" "$BIN/meshlink-cp" run --data-dir "$dir" \
+        --api-addr "127.0.0.1:$API_PORT" --xds-addr "127.0.0.1:$XDS_PORT" --grant-addr 127.0.0.1:0 \
+        >>"$log" 2>&1 &
+    CP_PID=$!
+    for _ in $(seq 1 200); do
+        curl -fs "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    echo "meshlink-cp did not become ready; its log:" >&2
+    cat "$log" >&2
+    exit 1
+}
+
+stop_cp() {
+    kill "$CP_PID" 2>/dev/null || true
+    wait "$CP_PID" || true
+    CP_PID=
+}
+
+run_one() {
+    local n="${1%%:*}" c=""
+    [[ "$1" == *:* ]] && c="${1##*:}"
+    local dir="$WORK/cp-$1" log="$WORK/cp-$1.log"
+    local common=(--api "http://127.0.0.1:$API_PORT" --admin-token-file "$dir/admin-token"
+        --xds "https://127.0.0.1:$XDS_PORT" --ca "$dir/cp-tls/ca.pem" -n "$n")
+    start_cp "$dir" "$log"
+    echo "## run N=$n${c:+ C=$c}: cp idle RSS $(rss_kb "$CP_PID") KiB"
+    "$BIN/xds-load" "${common[@]}" --phase setup
+    local t0; t0=$(cpu_ticks "$CP_PID")
+    sleep 10
+    echo "cp CPU in the 10 s after setup: $(( $(cpu_ticks "$CP_PID") - t0 )) centiseconds"
+    if [[ "$RESTART" == 1 ]]; then
+        stop_cp
+        start_cp "$dir" "$log"
+        echo "cp restarted: idle RSS $(rss_kb "$CP_PID") KiB"
+    fi
+    local args=("${common[@]}" --phase xds --cp-pid "$CP_PID")
+    [[ -n "$c" ]] && args+=(--connections "$c")
+    local status=0 drops; drops=$(listen_overflows)
+    "$BIN/xds-load" "${args[@]}" >"$WORK/out-$1.txt" || status=$?
+    head -n -1 "$WORK/out-$1.txt"
+    [[ -n "$drops" ]] && echo "listen queue overflows during the run (whole machine): $(( $(listen_overflows) - drops ))"
+    tail -n 1 "$WORK/out-$1.txt" >>"$WORK/results.jsonl"
+    if ! kill -0 "$CP_PID" 2>/dev/null; then
+        echo "meshlink-cp exited during the run; last log lines:" >&2
+        tail -n 40 "$log" >&2
+    fi
+    if grep -qiE "panic|ERROR" "$log"; then
+        echo "meshlink-cp logged errors:" >&2
+        grep -iE "panic|ERROR" "$log" | sort | uniq -c | sort -rn | head -n 20 >&2
+    fi
+    stop_cp
+    [[ $status -eq 0 ]] || { echo "xds-load failed (exit $status)" >&2; exit "$status"; }
+}
+
+echo "# meshlink xDS benchmark: $(nproc) cores, $(date -u +%FT%TZ), release build, SQLite store, restart after setup: $RESTART"
+for r in "${RUNS[@]}"; do
+    run_one "$r"
+done
+echo "# JSON results, one line per run"
+cat "$WORK/results.jsonl"
+[[ -n "${XDS_LOAD_OUT:-}" ]] && cp "$WORK/results.jsonl" "$XDS_LOAD_OUT"
+true
