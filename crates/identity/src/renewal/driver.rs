@@ -64,7 +64,8 @@ impl WallClock {
 pub struct RenewalDriver<C> {
     identity: String,
     current: Arc<C>,
-    /// When `current` was obtained (by this driver's clock).
+    /// When `current` was obtained (by this driver's clock); the epoch for
+    /// the initial credential, whose age is unknown (its notBefore counts).
     obtained_at: std::time::SystemTime,
     publish: watch::Sender<Arc<C>>,
     clock: WallClock,
@@ -98,7 +99,7 @@ impl<C: Credential> RenewalDriver<C> {
         Self {
             identity: identity.into(),
             current: initial,
-            obtained_at: std::time::SystemTime::now(),
+            obtained_at: std::time::UNIX_EPOCH,
             publish,
             clock: WallClock::start(),
             policy: BackoffPolicy::default(),
@@ -110,7 +111,6 @@ impl<C: Credential> RenewalDriver<C> {
     /// Uses `clock` for wall-clock time (share one clock between drivers).
     pub fn with_clock(mut self, clock: WallClock) -> Self {
         self.clock = clock;
-        self.obtained_at = clock.now();
         self
     }
 
