@@ -1,1 +1,165 @@
-//! meshlink-proxy: placeholder; built by a later issue.
+//! meshlink-proxy: the data-plane proxy.
+//!
+//! In sidecar mode it gives one workload mTLS and authorization: it gets
+//! an identity certificate through Certify ([`identity`]), follows its
+//! configuration over delta ADS ([`xds`]), binds the listeners whose
+//! references have arrived ([`listeners`], I2), and proxies connections
+//! ([`connection`]) with load balancing and outlier ejection ([`lb`]).
+//! [`admin`] serves `/ready`, `/config_dump` and `/metrics`.
+//!
+//! Tasks (all tied to one cancellation token or the connection tracker):
+//! identity actor, xDS client, listener manager (+ one accept loop per
+//! bound listener), admin server, and one task per connection. State flows
+//! through `watch` channels: xDS → `ProxyConfig`, identity →
+//! `WorkloadIdentity`, listener manager → `Dataplane` (what connections
+//! read). Nothing is ever read from a lock across an await.
+
+pub mod admin;
+pub mod backoff;
+pub mod connection;
+pub mod cp;
+pub mod dataplane;
+pub mod identity;
+pub mod lb;
+pub mod listeners;
+pub mod metrics;
+pub mod model;
+pub mod options;
+pub mod xds;
+
+use std::sync::Arc;
+
+use meshlink_runtime::{MetricsRegistry, Shutdown};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use options::{Mode, ProxyOptions};
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The admin address cannot be bound.
+    #[error("cannot listen on the admin address {addr}: {source}; pass another --admin-addr")]
+    AdminBind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The bind error.
+        source: std::io::Error,
+    },
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Every connection finished within the drain timeout.
+    Clean,
+    /// The drain timeout passed with connections still open; they were cut.
+    DeadlinePassed,
+}
+
+/// Runs the proxy until `shutdown` fires, then drains: stops accepting,
+/// waits for open connections up to `options.drain_timeout`, and returns.
+pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, ProxyError> {
+    let registry = MetricsRegistry::new();
+    let metrics = Arc::new(metrics::ProxyMetrics::default());
+    registry.register_with("proxy", |r| metrics.register(r));
+
+    let admin_socket = tokio::net::TcpListener::bind(options.admin_addr)
+        .await
+        .map_err(|source| ProxyError::AdminBind {
+            addr: options.admin_addr,
+            source,
+        })?;
+    tracing::info!(
+        admin = %options.admin_addr,
+        cp = %options.cp.url,
+        node = %options.node_id(),
+        "meshlink-proxy starting (sidecar)"
+    );
+
+    let tasks = CancellationToken::new();
+    let stop_accepting = CancellationToken::new();
+    let connections = TaskTracker::new();
+    let (config_tx, config_rx) = watch::channel(Arc::new(model::ProxyConfig::default()));
+    let (identity_tx, identity_rx) = watch::channel(None);
+    let (dataplane_tx, dataplane_rx) = watch::channel(Arc::new(dataplane::Dataplane::default()));
+    let (draining_tx, draining_rx) = watch::channel(false);
+    let identity_status = identity::IdentityStatus::default();
+    let xds_status = xds::SharedXdsStatus::default();
+    let listener_states = listeners::SharedListenerStates::default();
+
+    let background = TaskTracker::new();
+    background.spawn(identity::run(
+        options.cp.clone(),
+        identity_tx,
+        identity_status.clone(),
+        metrics.clone(),
+        tasks.clone(),
+    ));
+    background.spawn(
+        xds::XdsClient {
+            target: options.cp.clone(),
+            node_id: options.node_id(),
+            config: config_tx,
+            status: xds_status.clone(),
+            metrics: metrics.clone(),
+        }
+        .run(tasks.clone()),
+    );
+    let manager = listeners::ListenerManager {
+        config: config_rx.clone(),
+        identity: identity_rx.clone(),
+        dataplane: dataplane_tx,
+        states: listener_states.clone(),
+        connections: connections.clone(),
+        metrics: metrics.clone(),
+    };
+    let manager = background.spawn(manager.run(stop_accepting.clone()));
+    let admin_state = admin::AdminState {
+        config: config_rx,
+        identity: identity_rx,
+        identity_status,
+        dataplane: dataplane_rx,
+        listeners: listener_states,
+        xds: xds_status,
+        registry,
+        metrics,
+        draining: draining_rx,
+    };
+    let admin_stop = tasks.clone();
+    background.spawn(async move {
+        let serve = axum::serve(admin_socket, admin::router(admin_state))
+            .with_graceful_shutdown(async move { admin_stop.cancelled().await });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "admin server failed");
+        }
+    });
+
+    shutdown.wait().await;
+    draining_tx.send_replace(true);
+    stop_accepting.cancel();
+    let _ = manager.await;
+    connections.close();
+    let open = connections.len();
+    tracing::info!(
+        open_connections = open,
+        deadline = %humantime::format_duration(options.drain_timeout),
+        "draining: stopped accepting, waiting for open connections"
+    );
+    let drained = match tokio::time::timeout(options.drain_timeout, connections.wait()).await {
+        Ok(()) => Drained::Clean,
+        Err(_) => {
+            tracing::warn!(
+                open_connections = connections.len(),
+                "drain deadline passed; closing the remaining connections"
+            );
+            Drained::DeadlinePassed
+        }
+    };
+    tasks.cancel();
+    background.close();
+    background.wait().await;
+    tracing::info!(?drained, "meshlink-proxy stopped");
+    Ok(drained)
+}

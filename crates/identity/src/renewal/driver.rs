@@ -108,6 +108,15 @@ impl<C: Credential> RenewalDriver<C> {
         }
     }
 
+    /// Records that the initial credential was obtained at `at` (by this
+    /// driver's clock), so its lifetime counts from then rather than from
+    /// its backdated notBefore. Use it when the caller just fetched the
+    /// initial credential itself.
+    pub fn with_obtained_at(mut self, at: SystemTime) -> Self {
+        self.obtained_at = at;
+        self
+    }
+
     /// Uses `clock` for wall-clock time (share one clock between drivers).
     pub fn with_clock(mut self, clock: WallClock) -> Self {
         self.clock = clock;

@@ -1,0 +1,205 @@
+//! The admin endpoint: `/ready`, `/config_dump` and `/metrics`.
+//!
+//! Owns readiness: the proxy is ready once it holds its first listeners
+//! and clusters from the control plane and every listener is serving
+//! (which needs the identity certificate and trust bundle whenever mTLS is
+//! on). Until then `/ready` answers 503 with a list naming each missing
+//! piece. It never exposes a private key.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use meshlink_runtime::MetricsRegistry;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::dataplane::Dataplane;
+use crate::identity::{IdentityStatus, WorkloadIdentity};
+use crate::listeners::SharedListenerStates;
+use crate::metrics::ProxyMetrics;
+use crate::model::ProxyConfig;
+use crate::xds::SharedXdsStatus;
+use crate::xds::apply::{CLUSTER, LISTENER};
+
+/// What the admin handlers read.
+#[derive(Debug, Clone)]
+pub struct AdminState {
+    /// Accepted configuration.
+    pub config: watch::Receiver<Arc<ProxyConfig>>,
+    /// Current identity.
+    pub identity: watch::Receiver<Option<Arc<WorkloadIdentity>>>,
+    /// Identity actor status.
+    pub identity_status: IdentityStatus,
+    /// Current data-path view.
+    pub dataplane: watch::Receiver<Arc<Dataplane>>,
+    /// Listener states.
+    pub listeners: SharedListenerStates,
+    /// xDS session status.
+    pub xds: SharedXdsStatus,
+    /// Metrics registry and the proxy's metrics.
+    pub registry: MetricsRegistry,
+    /// The proxy's metrics (the expiry gauge is refreshed on scrape).
+    pub metrics: Arc<ProxyMetrics>,
+    /// Whether drain has started.
+    pub draining: watch::Receiver<bool>,
+}
+
+/// The admin router.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/ready", get(ready))
+        .route("/config_dump", get(config_dump))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// What is missing before the proxy is ready (empty: ready).
+pub fn missing(state: &AdminState) -> Vec<String> {
+    let mut out = Vec::new();
+    if *state.draining.borrow() {
+        out.push("draining: the proxy is shutting down".into());
+    }
+    let config = state.config.borrow().clone();
+    let xds = state.xds.lock().expect("xds status lock").clone();
+    for (ty, what) in [(LISTENER, "listeners"), (CLUSTER, "clusters")] {
+        if !config.received.contains(ty) {
+            let why = xds
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "waiting for the control plane".into());
+            out.push(format!("configuration: no {what} received yet ({why})"));
+        }
+    }
+    let needs_identity = config.listeners.values().any(|l| l.value.tls.is_some())
+        || config.clusters.values().any(|c| c.value.tls.is_some());
+    if state.identity.borrow().is_none() && (needs_identity || config.received.is_empty()) {
+        let why = state
+            .identity_status
+            .last_error()
+            .unwrap_or_else(|| "requesting it from the control plane".into());
+        out.push(format!("identity certificate: not issued yet ({why})"));
+    }
+    let listeners = state
+        .listeners
+        .lock()
+        .expect("listener states lock")
+        .clone();
+    for (name, why) in listeners.warming {
+        if let Some(why) = why {
+            out.push(format!("listener {name:?} warming: {why}"));
+        }
+    }
+    out
+}
+
+async fn ready(State(state): State<AdminState>) -> Response {
+    let missing = missing(&state);
+    let status = if missing.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({"ready": missing.is_empty(), "missing": missing});
+    (status, axum::Json(body)).into_response()
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+async fn config_dump(State(state): State<AdminState>) -> Response {
+    let config = state.config.borrow().clone();
+    let identity = state.identity.borrow().clone().map(|id| {
+        json!({
+            "spiffe_id": id.cert.spiffe_id,
+            "serial": id.cert.serial_hex,
+            "not_before": rfc3339(id.cert.not_before),
+            "not_after": rfc3339(id.cert.not_after),
+        })
+    });
+    let view = state.dataplane.borrow().clone();
+    let listener_states = state
+        .listeners
+        .lock()
+        .expect("listener states lock")
+        .clone();
+    let listeners: Vec<Value> = config
+        .listeners
+        .iter()
+        .map(|(name, l)| {
+            let warming = listener_states.warming.get(name).cloned().flatten();
+            json!({
+                "name": name,
+                "version": l.version,
+                "state": if warming.is_some() { "warming" } else { "active" },
+                "warming_reason": warming,
+                "spec": l.value.as_ref(),
+            })
+        })
+        .collect();
+    let clusters: Vec<Value> = config
+        .clusters
+        .iter()
+        .map(|(name, c)| {
+            let endpoints = view
+                .clusters
+                .get(name)
+                .map(|rt| config.endpoints_of(&rt.spec).unwrap_or_default());
+            json!({
+                "name": name,
+                "version": c.version,
+                "ready": view.clusters.contains_key(name),
+                "waiting": view.cluster_waiting.get(name),
+                "endpoints": endpoints,
+                "spec": c.value.as_ref(),
+            })
+        })
+        .collect();
+    let secrets: Vec<Value> = config
+        .secrets
+        .iter()
+        .map(|(name, s)| {
+            let kind = match s.value.as_ref() {
+                crate::model::SecretSpec::TrustBundle(b) => {
+                    json!({"trust_bundle": b.fingerprints()})
+                }
+                crate::model::SecretSpec::TlsCertificate => {
+                    json!({"tls_certificate": "ignored; meshlink-proxy uses its own key"})
+                }
+            };
+            json!({"name": name, "version": s.version, "type": kind})
+        })
+        .collect();
+    let xds = state.xds.lock().expect("xds status lock").clone();
+    let body = json!({
+        "identity": identity,
+        "listeners": listeners,
+        "clusters": clusters,
+        "secrets": secrets,
+        "xds": xds,
+    });
+    axum::Json(body).into_response()
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    let expiry = state.identity.borrow().as_ref().map(|id| {
+        match id.cert.not_after.duration_since(SystemTime::now()) {
+            Ok(left) => left.as_secs() as i64,
+            Err(past) => -(past.duration().as_secs() as i64),
+        }
+    });
+    state.metrics.cert_expiry_seconds.set(expiry.unwrap_or(0));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.registry.encode(),
+    )
+        .into_response()
+}

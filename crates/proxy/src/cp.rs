@@ -1,0 +1,197 @@
+//! The connection to the control plane: its URL, the CA file that verifies
+//! it, and the proxy token file.
+//!
+//! Owns reading those files. Files are read fresh on every attempt, so a
+//! token or CA copied in after start-up (or rotated later) is picked up
+//! without a restart (I2: a missing file is a reason to wait, never to
+//! exit). A file is used only once it parses completely, so a half-written
+//! file is never loaded. It never caches a channel across failures.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use meshlink_identity::{TokenClaims, TrustBundle};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+/// How long a TCP + TLS connect to the control plane may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why the control plane cannot be reached yet. Each names the fix.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CpError {
+    /// A file does not exist (yet).
+    #[error("{what} {path} does not exist yet; waiting for it to appear")]
+    Missing {
+        /// Which file (e.g. "token file").
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// A file exists but cannot be used.
+    #[error("{what} {path} is unusable: {reason}")]
+    Unusable {
+        /// Which file.
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// Why, and the fix.
+        reason: String,
+    },
+    /// The control plane did not accept the connection.
+    #[error("cannot connect to the control plane at {url}: {reason}; retrying")]
+    Connect {
+        /// The `--cp` URL.
+        url: String,
+        /// The transport error.
+        reason: String,
+    },
+}
+
+/// Where the control plane is and how to authenticate to it.
+#[derive(Debug, Clone)]
+pub struct CpTarget {
+    /// `--cp` URL, e.g. `https://127.0.0.1:5678`.
+    pub url: String,
+    /// `--cp-ca`: PEM CA that verifies the control plane's certificate.
+    pub ca_file: PathBuf,
+    /// `--token-file`: the proxy token.
+    pub token_file: PathBuf,
+}
+
+/// A token read from the token file, with its (unverified) claims.
+#[derive(Debug, Clone)]
+pub struct ProxyToken {
+    /// The `authorization` metadata value (`Bearer <token>`).
+    pub bearer: MetadataValue<Ascii>,
+    /// The claims the token carries; the control plane verifies them.
+    pub claims: TokenClaims,
+}
+
+fn read(what: &'static str, path: &Path) -> Result<String, CpError> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(s),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(CpError::Missing {
+            what,
+            path: path.to_owned(),
+        }),
+        Err(e) => Err(CpError::Unusable {
+            what,
+            path: path.to_owned(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+// === impl CpTarget ===
+
+impl CpTarget {
+    /// Reads and checks the token file.
+    pub fn token(&self) -> Result<ProxyToken, CpError> {
+        let unusable = |reason: String| CpError::Unusable {
+            what: "token file",
+            path: self.token_file.clone(),
+            reason,
+        };
+        let raw = read("token file", &self.token_file)?;
+        let token = raw.trim();
+        if token.is_empty() {
+            return Err(unusable(
+                "it is empty; write the output of `meshlink token dataplane` to it".into(),
+            ));
+        }
+        let claims = peek_claims(token).map_err(unusable)?;
+        let bearer = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| unusable("it contains characters a token cannot have".into()))?;
+        Ok(ProxyToken { bearer, claims })
+    }
+
+    /// Reads the CA file and connects a TLS channel to the control plane.
+    pub async fn connect(&self) -> Result<Channel, CpError> {
+        let pem = read("control-plane CA file", &self.ca_file)?;
+        let bundle = TrustBundle::from_pem(&pem).ok().filter(|b| !b.is_empty());
+        if bundle.is_none() {
+            return Err(CpError::Unusable {
+                what: "control-plane CA file",
+                path: self.ca_file.clone(),
+                reason: "no complete PEM certificate in it; give the control plane's cp-tls/ca.pem"
+                    .into(),
+            });
+        }
+        let connect_err = |reason: String| CpError::Connect {
+            url: self.url.clone(),
+            reason,
+        };
+        let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
+        let endpoint = Endpoint::from_shared(self.url.clone())
+            .map_err(|e| connect_err(e.to_string()))?
+            .tls_config(tls)
+            .map_err(|e| connect_err(e.to_string()))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true);
+        endpoint.connect().await.map_err(|e| {
+            let mut reason = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                reason = format!("{reason}: {s}");
+                source = s.source();
+            }
+            connect_err(reason)
+        })
+    }
+}
+
+/// The claims of a JWS compact token, without verifying it (the control
+/// plane does that). Used to learn the mesh, name and services to ask for.
+fn peek_claims(token: &str) -> Result<TokenClaims, String> {
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("not a meshlink proxy token (expected three dot-separated parts)".into());
+    };
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|_| "the token's payload is not base64url".to_string())?;
+    serde_json::from_slice(&json).map_err(|e| format!("the token's claims are unreadable: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(dir: &Path) -> CpTarget {
+        CpTarget {
+            url: "https://127.0.0.1:1".into(),
+            ca_file: dir.join("ca.pem"),
+            token_file: dir.join("token"),
+        }
+    }
+
+    #[test]
+    fn missing_and_garbage_files_have_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = target(dir.path());
+        let e = t.token().unwrap_err().to_string();
+        assert!(e.contains("does not exist yet"), "{e}");
+        std::fs::write(&t.token_file, "\n").unwrap();
+        let e = t.token().unwrap_err().to_string();
+        assert!(e.contains("empty"), "{e}");
+        std::fs::write(&t.token_file, "a.b").unwrap();
+        let e = t.token().unwrap_err().to_string();
+        assert!(e.contains("three dot-separated parts"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn half_written_ca_file_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = target(dir.path());
+        std::fs::write(&t.ca_file, "-----BEGIN CERTIFICATE-----\nMIIB").unwrap();
+        let e = t.connect().await.unwrap_err().to_string();
+        assert!(e.contains("no complete PEM certificate"), "{e}");
+    }
+}

@@ -1,0 +1,219 @@
+//! The proxy's workload identity: an ECDSA P-256 key generated here, a
+//! certificate from the control plane's Certify RPC, and its renewal.
+//!
+//! Owns the identity actor. It publishes `Some(identity)` on a `watch`
+//! channel once the first certificate arrives and every renewed one after
+//! that; the key never leaves the process (I4). On failure it keeps the
+//! still-valid identity published and retries with backoff (the
+//! [`RenewalDriver`]). It never exits because the control plane, the token
+//! or the CA file is missing: it waits and retries.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use meshlink_identity::IssuedCert;
+use meshlink_identity::renewal::{BackoffPolicy, Credential, RenewalDriver, WallClock};
+use meshlink_xds::certify::CertifyRequest;
+use meshlink_xds::certify::certify_client::CertifyClient;
+use rcgen::{CertificateParams, KeyPair, PKCS_ECDSA_P256_SHA256};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::cp::CpTarget;
+use crate::metrics::ProxyMetrics;
+
+/// A certificate from Certify and the private key it certifies.
+#[derive(Debug, Clone)]
+pub struct WorkloadIdentity {
+    /// The leaf, its chain, serial, SPIFFE ID and validity.
+    pub cert: IssuedCert,
+    /// The private key (PKCS#8 PEM); never sent anywhere.
+    pub key_pem: String,
+}
+
+impl Credential for WorkloadIdentity {
+    fn not_before(&self) -> SystemTime {
+        self.cert.not_before
+    }
+    fn not_after(&self) -> SystemTime {
+        self.cert.not_after
+    }
+}
+
+/// Why one Certify attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// Files or connection (see [`crate::cp::CpError`]).
+    #[error(transparent)]
+    Cp(#[from] crate::cp::CpError),
+    /// The token names no service, so there is no identity to ask for.
+    #[error(
+        "the proxy token names no service; the Dataplane needs an inbound with a kuma.io/service tag"
+    )]
+    NoService,
+    /// The control plane refused or failed the request.
+    #[error("Certify refused: {code:?}: {message}")]
+    Refused {
+        /// gRPC status code.
+        code: tonic::Code,
+        /// The control plane's message (it names the fix).
+        message: String,
+    },
+    /// The response could not be used.
+    #[error("Certify returned an unusable certificate: {0}")]
+    BadResponse(String),
+    /// Key or CSR generation failed (should not happen).
+    #[error("generating the key or CSR failed: {0}")]
+    Key(String),
+}
+
+/// Shared view of the identity actor, for readiness and the admin API.
+#[derive(Debug, Clone, Default)]
+pub struct IdentityStatus {
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl IdentityStatus {
+    /// The last failure, if the latest attempt failed.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .expect("identity status lock")
+            .clone()
+    }
+
+    fn set(&self, error: Option<String>) {
+        *self.last_error.lock().expect("identity status lock") = error;
+    }
+}
+
+/// One Certify call: a fresh key, a CSR, the token from the token file.
+pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, IdentityError> {
+    let token = target.token()?;
+    let service = token
+        .claims
+        .services
+        .first()
+        .cloned()
+        .ok_or(IdentityError::NoService)?;
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)
+        .map_err(|e| IdentityError::Key(e.to_string()))?;
+    let csr = CertificateParams::new(Vec::<String>::new())
+        .and_then(|p| p.serialize_request(&key))
+        .map_err(|e| IdentityError::Key(e.to_string()))?
+        .der()
+        .to_vec();
+    let channel = target.connect().await?;
+    let mut request = tonic::Request::new(CertifyRequest {
+        mesh: token.claims.mesh.clone(),
+        dataplane: token.claims.name.clone(),
+        service,
+        csr,
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", token.bearer.clone());
+    let response = CertifyClient::new(channel)
+        .certify(request)
+        .await
+        .map_err(|s| IdentityError::Refused {
+            code: s.code(),
+            message: s.message().to_owned(),
+        })?
+        .into_inner();
+    let at = |secs: i64| UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
+    if response.certificate_pem.is_empty() {
+        return Err(IdentityError::BadResponse("no certificate".into()));
+    }
+    Ok(WorkloadIdentity {
+        cert: IssuedCert {
+            cert_pem: response.certificate_pem,
+            chain_pem: response.chain_pem,
+            serial_hex: response.serial,
+            spiffe_id: response.spiffe_id,
+            not_before: at(response.not_before),
+            not_after: at(response.not_after),
+            ca_fingerprint: String::new(),
+        },
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// Runs the identity actor until `cancel`: first certificate (retrying
+/// with backoff forever), then renewal at 50% ± 10% of its lifetime.
+pub async fn run(
+    target: CpTarget,
+    publish: watch::Sender<Option<Arc<WorkloadIdentity>>>,
+    status: IdentityStatus,
+    metrics: Arc<ProxyMetrics>,
+    cancel: CancellationToken,
+) {
+    let clock = WallClock::start();
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(15));
+    let first = loop {
+        let attempt = tokio::select! {
+            () = cancel.cancelled() => return,
+            r = certify_once(&target) => r,
+        };
+        match attempt {
+            Ok(identity) => break identity,
+            Err(e) => {
+                tracing::warn!(error = %e, "identity certificate not obtained yet");
+                status.set(Some(e.to_string()));
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(backoff.next_delay()) => {}
+                }
+            }
+        }
+    };
+    status.set(None);
+    let first = Arc::new(first);
+    log_issued(&first);
+    publish.send_replace(Some(first.clone()));
+    metrics.cert_rotations.inc();
+
+    let (tx, mut rx) = watch::channel(first.clone());
+    let driver = RenewalDriver::new("workload identity", first, tx)
+        .with_clock(clock)
+        .with_obtained_at(clock.now())
+        .with_backoff(BackoffPolicy {
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+            min: Duration::from_millis(500),
+            ..BackoffPolicy::default()
+        })
+        .with_attempt_timeout(Duration::from_secs(10));
+    let renew_status = status.clone();
+    let issue = move || {
+        let target = target.clone();
+        let status = renew_status.clone();
+        async move {
+            let r = certify_once(&target).await;
+            status.set(r.as_ref().err().map(|e| e.to_string()));
+            r
+        }
+    };
+    let forward = async {
+        while rx.changed().await.is_ok() {
+            let fresh = rx.borrow_and_update().clone();
+            log_issued(&fresh);
+            metrics.cert_rotations.inc();
+            publish.send_replace(Some(fresh));
+        }
+    };
+    tokio::select! {
+        () = driver.run(issue, cancel.clone()) => {}
+        () = forward => {}
+    }
+}
+
+fn log_issued(identity: &WorkloadIdentity) {
+    tracing::info!(
+        spiffe_id = %identity.cert.spiffe_id,
+        serial = %identity.cert.serial_hex,
+        expires = %humantime::format_rfc3339_seconds(identity.cert.not_after),
+        "identity certificate in use"
+    );
+}

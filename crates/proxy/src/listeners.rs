@@ -1,0 +1,220 @@
+//! The listener manager: binds the listeners whose references have all
+//! arrived and keeps the others warming (I2).
+//!
+//! Owns the set of bound sockets. On every configuration or identity
+//! change it builds a new [`Dataplane`], publishes it, binds listeners
+//! that became ready, and closes listeners that were removed or moved.
+//! A listener that was serving keeps serving its last good view if a
+//! later update leaves a reference missing. A bind failure (address in
+//! use) is a warming reason retried with backoff, never an exit. On drain
+//! it closes every listener at once; connections are tracked elsewhere.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::connection;
+use crate::dataplane::Dataplane;
+use crate::identity::WorkloadIdentity;
+use crate::metrics::ProxyMetrics;
+use crate::model::{ListenerSpec, ProxyConfig};
+
+/// How long to wait before retrying a failed bind.
+const BIND_RETRY: Duration = Duration::from_secs(1);
+
+/// What each listener is doing, for readiness and `/config_dump`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ListenerStates {
+    /// Listener name → `None` when serving, or why it is warming.
+    pub warming: BTreeMap<String, Option<String>>,
+}
+
+/// Shared [`ListenerStates`].
+pub type SharedListenerStates = Arc<Mutex<ListenerStates>>;
+
+struct Bound {
+    address: SocketAddr,
+    spec: watch::Sender<Arc<ListenerSpec>>,
+    stop: CancellationToken,
+}
+
+/// Inputs of the manager.
+#[derive(Debug)]
+pub struct ListenerManager {
+    /// Accepted configuration.
+    pub config: watch::Receiver<Arc<ProxyConfig>>,
+    /// Current identity.
+    pub identity: watch::Receiver<Option<Arc<WorkloadIdentity>>>,
+    /// Where the built view is published for connection handlers.
+    pub dataplane: watch::Sender<Arc<Dataplane>>,
+    /// Listener states for readiness.
+    pub states: SharedListenerStates,
+    /// Tracks every connection task (drain waits on it).
+    pub connections: TaskTracker,
+    /// Metrics.
+    pub metrics: Arc<ProxyMetrics>,
+}
+
+impl ListenerManager {
+    /// Runs until `stop_accepting` fires, then closes every listener.
+    pub async fn run(mut self, stop_accepting: CancellationToken) {
+        let mut bound: HashMap<String, Bound> = HashMap::new();
+        loop {
+            let config = self.config.borrow_and_update().clone();
+            let identity = self.identity.borrow_and_update().clone();
+            let previous = self.dataplane.borrow().clone();
+            let view = Arc::new(Dataplane::build(config.clone(), identity, Some(&previous)));
+            self.dataplane.send_replace(view.clone());
+            let failed_bind = self.reconcile(&config, &view, &mut bound, &stop_accepting);
+            let retry_at = failed_bind.then(|| tokio::time::Instant::now() + BIND_RETRY);
+            let retry = async {
+                match retry_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = stop_accepting.cancelled() => break,
+                r = self.config.changed() => if r.is_err() { break },
+                r = self.identity.changed() => if r.is_err() { break },
+                () = retry => {}
+            }
+        }
+        for (_, b) in bound.drain() {
+            b.stop.cancel();
+        }
+        self.metrics.listeners_active.set(0);
+    }
+
+    /// Binds, updates and closes listeners; returns true if a bind failed.
+    fn reconcile(
+        &self,
+        config: &ProxyConfig,
+        view: &Dataplane,
+        bound: &mut HashMap<String, Bound>,
+        stop_accepting: &CancellationToken,
+    ) -> bool {
+        let mut states = BTreeMap::new();
+        let mut failed_bind = false;
+        bound.retain(|name, b| {
+            let keep = config
+                .listeners
+                .get(name)
+                .is_some_and(|l| l.value.address == b.address);
+            if !keep {
+                tracing::info!(listener = %name, "listener removed; closing it (open connections continue)");
+                b.stop.cancel();
+            }
+            keep
+        });
+        for (name, listener) in &config.listeners {
+            let spec = listener.value.clone();
+            if let Some(b) = bound.get(name) {
+                // Serving: take the new spec; a missing reference now
+                // fails new connections visibly instead of closing the port.
+                b.spec.send_if_modified(|s| {
+                    let changed = **s != *spec;
+                    *s = spec.clone();
+                    changed
+                });
+                states.insert(name.clone(), None);
+                continue;
+            }
+            if let Some(why) = view.warming_reason(&spec) {
+                states.insert(name.clone(), Some(why));
+                continue;
+            }
+            match bind(spec.address) {
+                Ok(socket) => {
+                    let (tx, rx) = watch::channel(spec.clone());
+                    let stop = stop_accepting.child_token();
+                    tracing::info!(listener = %name, address = %spec.address, "listener active");
+                    let ctx = AcceptContext {
+                        spec: rx,
+                        dataplane: self.dataplane.subscribe(),
+                        connections: self.connections.clone(),
+                        metrics: self.metrics.clone(),
+                    };
+                    self.connections
+                        .spawn(accept_loop(socket, ctx, stop.clone()));
+                    bound.insert(
+                        name.clone(),
+                        Bound {
+                            address: spec.address,
+                            spec: tx,
+                            stop,
+                        },
+                    );
+                    states.insert(name.clone(), None);
+                }
+                Err(e) => {
+                    failed_bind = true;
+                    states.insert(
+                        name.clone(),
+                        Some(format!("cannot bind {}: {e}; retrying", spec.address)),
+                    );
+                }
+            }
+        }
+        let warming = states.values().filter(|s| s.is_some()).count();
+        self.metrics
+            .listeners_active
+            .set((states.len() - warming) as i64);
+        self.metrics.listeners_warming.set(warming as i64);
+        self.states.lock().expect("listener states lock").warming = states;
+        failed_bind
+    }
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_nodelay(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
+/// What an accept loop hands each connection.
+#[derive(Debug, Clone)]
+pub struct AcceptContext {
+    /// The listener's current spec.
+    pub spec: watch::Receiver<Arc<ListenerSpec>>,
+    /// The current data-path view.
+    pub dataplane: watch::Receiver<Arc<Dataplane>>,
+    /// Connection tracker.
+    pub connections: TaskTracker,
+    /// Metrics.
+    pub metrics: Arc<ProxyMetrics>,
+}
+
+async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            () = stop.cancelled() => return,
+            a = socket.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let spec = ctx.spec.borrow().clone();
+                let view = ctx.dataplane.borrow().clone();
+                let metrics = ctx.metrics.clone();
+                ctx.connections
+                    .spawn(connection::handle(stream, peer, spec, view, metrics));
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

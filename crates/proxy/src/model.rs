@@ -1,0 +1,317 @@
+//! The proxy's own view of its configuration: what survived validation of
+//! the xDS resources, in the shape the data path needs.
+//!
+//! Owns plain data only. It never does I/O and never holds anything the
+//! control plane did not send (the workload identity lives in
+//! `identity`). Everything here is immutable once built and shared as
+//! `Arc`s through `watch` channels.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshlink_identity::TrustBundle;
+use serde::Serialize;
+
+/// Which way traffic flows through a listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// From other proxies (mTLS) to the local application.
+    Inbound,
+    /// From the local application (plain TCP) to a destination service.
+    Outbound,
+}
+
+impl Direction {
+    /// `inbound` or `outbound`, for metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Inbound => "inbound",
+            Direction::Outbound => "outbound",
+        }
+    }
+}
+
+/// Server-side TLS of an inbound listener: the proxy presents its identity
+/// and requires a client certificate verified by the trust bundle secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DownstreamTls {
+    /// SDS name of the identity certificate (served by the proxy's own
+    /// Certify identity).
+    pub identity_secret: String,
+    /// SDS name of the trust bundle (validation context) secret.
+    pub ca_secret: String,
+}
+
+/// Client-side TLS of a cluster: the proxy presents its identity, verifies
+/// the server against the trust bundle and requires its SPIFFE ID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamTls {
+    /// SDS name of the identity certificate.
+    pub identity_secret: String,
+    /// SDS name of the trust bundle secret.
+    pub ca_secret: String,
+    /// The SPIFFE ID the server must present, when the cluster names one.
+    pub expected_spiffe_id: Option<String>,
+}
+
+/// How a principal is matched against a peer's SPIFFE ID.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrincipalMatch {
+    /// The ID equals this string.
+    Exact(String),
+    /// The ID starts with this string (a whole trust domain).
+    Prefix(String),
+}
+
+impl PrincipalMatch {
+    /// Whether `spiffe_id` matches.
+    pub fn matches(&self, spiffe_id: &str) -> bool {
+        match self {
+            PrincipalMatch::Exact(id) => spiffe_id == id,
+            PrincipalMatch::Prefix(prefix) => spiffe_id.starts_with(prefix.as_str()),
+        }
+    }
+}
+
+/// What a matching RBAC filter does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RbacAction {
+    /// Matching peers are allowed; everyone else is denied.
+    Allow,
+    /// Matching peers are denied.
+    Deny,
+}
+
+/// One network RBAC filter: an action and the principals it applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RbacFilter {
+    /// Allow or deny.
+    pub action: RbacAction,
+    /// Principals (any of them matches). Empty with `Allow` denies all.
+    pub principals: Vec<PrincipalMatch>,
+}
+
+/// The authorization decision for one connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authorization {
+    /// The connection may proceed.
+    Allowed,
+    /// The connection is refused; the reason names the rule.
+    Denied(&'static str),
+}
+
+/// Evaluates `filters` in order, as Envoy does: a DENY filter that matches
+/// refuses; an ALLOW filter that does not match refuses. A peer without an
+/// identity never matches a principal.
+pub fn authorize(filters: &[RbacFilter], peer: Option<&str>) -> Authorization {
+    for filter in filters {
+        let matched = peer.is_some_and(|id| filter.principals.iter().any(|p| p.matches(id)));
+        match (filter.action, matched) {
+            (RbacAction::Deny, true) => {
+                return Authorization::Denied("a deny rule matches the peer");
+            }
+            (RbacAction::Allow, false) => {
+                return Authorization::Denied("no allow rule matches the peer");
+            }
+            _ => {}
+        }
+    }
+    Authorization::Allowed
+}
+
+/// A validated listener.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListenerSpec {
+    /// xDS resource name.
+    pub name: String,
+    /// Where to bind.
+    pub address: SocketAddr,
+    /// Inbound or outbound.
+    pub direction: Direction,
+    /// TLS to terminate (inbound with mTLS).
+    pub tls: Option<DownstreamTls>,
+    /// Network RBAC filters, in order.
+    pub rbac: Vec<RbacFilter>,
+    /// The cluster `tcp_proxy` forwards to.
+    pub cluster: String,
+}
+
+/// Load-balancing policy of a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LbPolicy {
+    /// Endpoints in turn.
+    RoundRobin,
+    /// The less loaded of two random endpoints (power of two choices).
+    LeastRequest,
+}
+
+/// Where a cluster's endpoints come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Discovery {
+    /// Listed in the cluster itself.
+    Static(Vec<SocketAddr>),
+    /// From the ClusterLoadAssignment of the same name (EDS).
+    Eds,
+}
+
+/// A validated cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterSpec {
+    /// xDS resource name.
+    pub name: String,
+    /// Static endpoints or EDS.
+    pub discovery: Discovery,
+    /// TLS to originate, if any.
+    pub tls: Option<UpstreamTls>,
+    /// How long a TCP connect may take.
+    #[serde(with = "humantime_serde_duration")]
+    pub connect_timeout: Duration,
+    /// How an endpoint is chosen.
+    pub lb: LbPolicy,
+}
+
+/// A validated SDS secret (only trust bundles are used by meshlink-proxy;
+/// identity certificates come from Certify).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSpec {
+    /// A validation context: the roots peers are verified against.
+    TrustBundle(TrustBundle),
+    /// A certificate and key sent over SDS (Envoy mode). Accepted and
+    /// ignored: meshlink-proxy generates its own key.
+    TlsCertificate,
+}
+
+/// One resource as accepted, with the version the control plane gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned<T> {
+    /// The control plane's version string for this resource.
+    pub version: String,
+    /// The validated resource.
+    pub value: Arc<T>,
+}
+
+/// Everything accepted from the control plane so far (last good config).
+#[derive(Debug, Clone, Default)]
+pub struct ProxyConfig {
+    /// Listeners by name.
+    pub listeners: BTreeMap<String, Versioned<ListenerSpec>>,
+    /// Clusters by name.
+    pub clusters: BTreeMap<String, Versioned<ClusterSpec>>,
+    /// Endpoints by cluster name (EDS).
+    pub endpoints: BTreeMap<String, Versioned<Vec<SocketAddr>>>,
+    /// Secrets by name.
+    pub secrets: BTreeMap<String, Versioned<SecretSpec>>,
+    /// Type URLs for which at least one response has been accepted.
+    pub received: std::collections::BTreeSet<String>,
+}
+
+impl ProxyConfig {
+    /// The trust bundle held in secret `name`, if it has arrived.
+    pub fn trust_bundle(&self, name: &str) -> Option<&TrustBundle> {
+        match self.secrets.get(name).map(|s| s.value.as_ref()) {
+            Some(SecretSpec::TrustBundle(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The endpoints of `cluster`: its static list, or its EDS assignment
+    /// (`None` while the assignment has not arrived).
+    pub fn endpoints_of(&self, cluster: &ClusterSpec) -> Option<Vec<SocketAddr>> {
+        match &cluster.discovery {
+            Discovery::Static(list) => Some(list.clone()),
+            Discovery::Eds => self
+                .endpoints
+                .get(&cluster.name)
+                .map(|e| e.value.as_ref().clone()),
+        }
+    }
+}
+
+/// Serializes a `Duration` as a humantime string ("5s").
+mod humantime_serde_duration {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(ids: &[&str]) -> RbacFilter {
+        RbacFilter {
+            action: RbacAction::Allow,
+            principals: ids
+                .iter()
+                .map(|s| PrincipalMatch::Exact(s.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn empty_allow_filter_denies_everyone() {
+        assert_ne!(
+            authorize(&[allow(&[])], Some("spiffe://d/web")),
+            Authorization::Allowed
+        );
+    }
+
+    #[test]
+    fn allow_matches_exact_ids_and_prefixes() {
+        let filters = [allow(&["spiffe://d/web"])];
+        assert_eq!(
+            authorize(&filters, Some("spiffe://d/web")),
+            Authorization::Allowed
+        );
+        assert_ne!(
+            authorize(&filters, Some("spiffe://d/other")),
+            Authorization::Allowed
+        );
+        assert_ne!(authorize(&filters, None), Authorization::Allowed);
+        let td = [RbacFilter {
+            action: RbacAction::Allow,
+            principals: vec![PrincipalMatch::Prefix("spiffe://d/".into())],
+        }];
+        assert_eq!(
+            authorize(&td, Some("spiffe://d/any")),
+            Authorization::Allowed
+        );
+        assert_ne!(
+            authorize(&td, Some("spiffe://e/any")),
+            Authorization::Allowed
+        );
+    }
+
+    #[test]
+    fn deny_wins_over_allow() {
+        let filters = [
+            RbacFilter {
+                action: RbacAction::Deny,
+                principals: vec![PrincipalMatch::Exact("spiffe://d/web".into())],
+            },
+            allow(&["spiffe://d/web", "spiffe://d/api"]),
+        ];
+        assert_ne!(
+            authorize(&filters, Some("spiffe://d/web")),
+            Authorization::Allowed
+        );
+        assert_eq!(
+            authorize(&filters, Some("spiffe://d/api")),
+            Authorization::Allowed
+        );
+    }
+
+    #[test]
+    fn no_filters_allow_everyone() {
+        assert_eq!(authorize(&[], None), Authorization::Allowed);
+    }
+}

@@ -1,0 +1,237 @@
+//! Command-line options of `meshlink-proxy run`, validated into
+//! [`ProxyOptions`].
+//!
+//! Owns flag names, defaults and their environment variables
+//! (`MESHLINK_PROXY_<FLAG>`), as DESIGN.md §5 lists them. Validation
+//! reports every problem at once and names the flag. Files named here are
+//! not required to exist at start-up (the proxy waits for them), except
+//! `--dataplane-file`, which says who the proxy is.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cp::CpTarget;
+
+/// Proxy mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// One proxy per workload: mTLS, authorization, load balancing.
+    Sidecar,
+    /// One proxy per site linking sites (not built yet).
+    Router,
+}
+
+/// Flags of `meshlink-proxy run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Control-plane xDS/Certify URL.
+    #[arg(
+        long,
+        env = "MESHLINK_PROXY_CP",
+        default_value = "https://127.0.0.1:5678"
+    )]
+    pub cp: String,
+    /// CA (PEM) that verifies the control plane: <cp data-dir>/cp-tls/ca.pem.
+    #[arg(long, env = "MESHLINK_PROXY_CP_CA")]
+    pub cp_ca: Option<PathBuf>,
+    /// File holding the proxy token (`meshlink token dataplane`).
+    #[arg(long, env = "MESHLINK_PROXY_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// A Dataplane YAML naming this proxy (its mesh and name are used).
+    #[arg(long, env = "MESHLINK_PROXY_DATAPLANE_FILE")]
+    pub dataplane_file: Option<PathBuf>,
+    /// Name of an existing Dataplane.
+    #[arg(long, env = "MESHLINK_PROXY_NAME")]
+    pub name: Option<String>,
+    /// Mesh of the Dataplane.
+    #[arg(long, env = "MESHLINK_PROXY_MESH", default_value = "default")]
+    pub mesh: String,
+    /// Proxy mode.
+    #[arg(
+        long,
+        env = "MESHLINK_PROXY_MODE",
+        value_enum,
+        default_value = "sidecar"
+    )]
+    pub mode: Mode,
+    /// Admin address: /ready, /config_dump, /metrics.
+    #[arg(
+        long,
+        env = "MESHLINK_PROXY_ADMIN_ADDR",
+        default_value = "127.0.0.1:9901"
+    )]
+    pub admin_addr: SocketAddr,
+    /// On SIGTERM, how long open connections may take to finish.
+    #[arg(long, env = "MESHLINK_PROXY_DRAIN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+/// Validated options.
+#[derive(Debug, Clone)]
+pub struct ProxyOptions {
+    /// Control plane and credential files.
+    pub cp: CpTarget,
+    /// Mesh of the Dataplane.
+    pub mesh: String,
+    /// Dataplane name.
+    pub name: String,
+    /// Admin address.
+    pub admin_addr: SocketAddr,
+    /// Drain deadline.
+    pub drain_timeout: Duration,
+}
+
+impl ProxyOptions {
+    /// `node.id`: `<mesh>.<name>`.
+    pub fn node_id(&self) -> String {
+        format!("{}.{}", self.mesh, self.name)
+    }
+}
+
+impl RunArgs {
+    /// Checks the flags; every problem is reported, each naming its flag.
+    pub fn validate(self) -> Result<ProxyOptions, Vec<String>> {
+        let mut errors = Vec::new();
+        if self.mode == Mode::Router {
+            errors
+                .push("--mode router: router mode is not available yet; use --mode sidecar".into());
+        }
+        if !(self.cp.starts_with("https://")) {
+            errors.push(format!(
+                "--cp {:?}: the control plane is only reachable over TLS; use an https:// URL",
+                self.cp
+            ));
+        }
+        if self.cp_ca.is_none() {
+            errors.push(
+                "--cp-ca is required: the control plane's CA, <cp data-dir>/cp-tls/ca.pem".into(),
+            );
+        }
+        if self.token_file.is_none() {
+            errors.push("--token-file is required: write `meshlink token dataplane --mesh M --name N` to a file".into());
+        }
+        let (mut mesh, mut name) = (self.mesh.clone(), self.name.clone());
+        if let Some(path) = &self.dataplane_file {
+            match dataplane_identity(path) {
+                Ok((m, n)) => {
+                    if self.name.as_ref().is_some_and(|x| *x != n) {
+                        errors.push(format!(
+                            "--name {:?} disagrees with --dataplane-file ({n:?})",
+                            self.name.as_deref().unwrap_or_default()
+                        ));
+                    }
+                    mesh = m;
+                    name = Some(n);
+                }
+                Err(e) => errors.push(format!("--dataplane-file {}: {e}", path.display())),
+            }
+        }
+        if name.is_none() && self.dataplane_file.is_none() {
+            errors.push(
+                "--name (or --dataplane-file) is required: the Dataplane this proxy serves".into(),
+            );
+        }
+        if mesh.is_empty() || mesh.contains('.') {
+            errors.push(format!(
+                "--mesh {mesh:?}: a mesh name is non-empty and has no dot"
+            ));
+        }
+        if self.drain_timeout.is_zero() {
+            errors.push("--drain-timeout must be positive, e.g. 30s".into());
+        }
+        match (errors.is_empty(), self.cp_ca, self.token_file, name) {
+            (true, Some(ca_file), Some(token_file), Some(name)) => Ok(ProxyOptions {
+                cp: CpTarget {
+                    url: self.cp,
+                    ca_file,
+                    token_file,
+                },
+                mesh,
+                name,
+                admin_addr: self.admin_addr,
+                drain_timeout: self.drain_timeout,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+/// Mesh and name of the (single) Dataplane in `path`.
+fn dataplane_identity(path: &std::path::Path) -> Result<(String, String), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let docs = meshlink_api::parse::parse_documents(&text);
+    let [doc] = docs.as_slice() else {
+        return Err(format!(
+            "expected one Dataplane document, found {}",
+            docs.len()
+        ));
+    };
+    let resource = doc.outcome.as_ref().map_err(|errs| {
+        errs.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    if resource.kind() != meshlink_api::Kind::Dataplane {
+        return Err(format!(
+            "expected a Dataplane, found a {:?}",
+            resource.kind()
+        ));
+    }
+    Ok((
+        resource.mesh().unwrap_or("default").to_owned(),
+        resource.name().to_owned(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ProxyOptions, Vec<String>> {
+        let mut all = vec!["meshlink-proxy"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all)
+            .expect("flags parse")
+            .run
+            .validate()
+    }
+
+    #[test]
+    fn every_missing_flag_is_reported_at_once() {
+        let errors = parse(&["--cp", "http://x:1"]).unwrap_err();
+        let text = errors.join("\n");
+        for flag in ["--cp ", "--cp-ca", "--token-file", "--name"] {
+            assert!(text.contains(flag), "{flag} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn dataplane_file_names_the_proxy() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("dp.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: meshlink.dev/v1alpha1\nkind: Dataplane\nmetadata: {name: web-1, mesh: prod}\nspec:\n  networking:\n    address: 127.0.0.1\n    inbound: [{port: 10001, servicePort: 8080, tags: {kuma.io/service: web}}]\n",
+        )
+        .unwrap();
+        let o = parse(&[
+            "--cp-ca",
+            "ca.pem",
+            "--token-file",
+            "t",
+            "--dataplane-file",
+            file.to_str().unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(o.node_id(), "prod.web-1");
+    }
+}

@@ -1,0 +1,213 @@
+//! The delta ADS client: one stream to the control plane at a time,
+//! reconnecting with jittered exponential backoff.
+//!
+//! Owns the xDS session. Each response goes through validation
+//! ([`super::apply`]); the accepted configuration is published on a
+//! `watch` channel and the response is ACKed, or NACKed with the detail of
+//! every rejected resource (the good ones still apply). On reconnect it
+//! sends `initial_resource_versions` for what it holds, which never
+//! includes a rejected version. It never clears the configuration because
+//! the control plane went away (I3): listeners keep serving the last good
+//! one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse,
+};
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use super::apply::{self, Rejected, TYPES};
+use crate::backoff::Backoff;
+use crate::cp::CpTarget;
+use crate::metrics::ProxyMetrics;
+use crate::model::ProxyConfig;
+
+/// The node metadata key and value that tell the control plane this is a
+/// meshlink-proxy (CSR identity, SDS trust bundle).
+const CLIENT_KIND: (&str, &str) = ("meshlink.dev/client", "meshlink-proxy");
+
+/// What the admin API shows about the xDS session.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct XdsStatus {
+    /// Whether a stream is open and has delivered a response.
+    pub connected: bool,
+    /// Why the last stream or connect attempt failed.
+    pub last_error: Option<String>,
+    /// Resources rejected by the latest response of each type.
+    pub rejected: Vec<Rejected>,
+}
+
+/// Shared [`XdsStatus`]; written by the client, read by the admin API.
+pub type SharedXdsStatus = Arc<Mutex<XdsStatus>>;
+
+/// The client's inputs and outputs.
+#[derive(Debug)]
+pub struct XdsClient {
+    /// Control-plane address and credential files.
+    pub target: CpTarget,
+    /// `node.id`: `<mesh>.<dataplane name>`.
+    pub node_id: String,
+    /// Where accepted configuration is published.
+    pub config: watch::Sender<Arc<ProxyConfig>>,
+    /// Session status for the admin API.
+    pub status: SharedXdsStatus,
+    /// Metrics.
+    pub metrics: Arc<ProxyMetrics>,
+}
+
+impl XdsClient {
+    /// Runs sessions until `cancel` fires.
+    pub async fn run(self, cancel: CancellationToken) {
+        let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(15));
+        loop {
+            let healthy = tokio::select! {
+                () = cancel.cancelled() => return,
+                r = self.session() => r,
+            };
+            self.metrics.xds_connected.set(0);
+            let error = match healthy {
+                Ok(()) => "the control plane ended the stream".to_owned(),
+                Err((true, e)) => {
+                    backoff.reset();
+                    e
+                }
+                Err((false, e)) => e,
+            };
+            tracing::warn!(error = %error, "xDS stream to the control plane lost; keeping the last good configuration and reconnecting");
+            {
+                let mut s = self.status.lock().expect("xds status lock");
+                s.connected = false;
+                s.last_error = Some(error);
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(backoff.next_delay()) => {}
+            }
+        }
+    }
+
+    fn node(&self) -> Node {
+        let kind = Value {
+            kind: Some(Kind::StringValue(CLIENT_KIND.1.to_owned())),
+        };
+        Node {
+            id: self.node_id.clone(),
+            metadata: Some(Struct {
+                fields: [(CLIENT_KIND.0.to_owned(), kind)].into_iter().collect(),
+            }),
+            user_agent_name: "meshlink-proxy".to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// One stream. `Err((healthy, why))`: `healthy` when it delivered at
+    /// least one response (the backoff restarts).
+    async fn session(&self) -> Result<(), (bool, String)> {
+        let token = self.target.token().map_err(|e| (false, e.to_string()))?;
+        let channel = self
+            .target
+            .connect()
+            .await
+            .map_err(|e| (false, e.to_string()))?;
+        let (tx, rx) = mpsc::channel(16);
+        let held = self.config.borrow().clone();
+        for (i, ty) in TYPES.iter().enumerate() {
+            let request = DeltaDiscoveryRequest {
+                node: (i == 0).then(|| self.node()),
+                type_url: (*ty).to_owned(),
+                initial_resource_versions: apply::held_versions(&held, ty),
+                ..Default::default()
+            };
+            let _ = tx.try_send(request);
+        }
+        let mut request = tonic::Request::new(ReceiverStream::new(rx));
+        request.metadata_mut().insert("authorization", token.bearer);
+        let mut client =
+            AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(64 << 20);
+        let mut responses = client
+            .delta_aggregated_resources(request)
+            .await
+            .map_err(|s| (false, status_text(&s)))?
+            .into_inner();
+        let mut healthy = false;
+        let mut rejected: HashMap<String, Vec<Rejected>> = HashMap::new();
+        loop {
+            let response = match responses.message().await {
+                Ok(Some(r)) => r,
+                Ok(None) => return Err((healthy, "the control plane ended the stream".into())),
+                Err(s) => return Err((healthy, status_text(&s))),
+            };
+            if !healthy {
+                healthy = true;
+                self.metrics.xds_connected.set(1);
+                let mut s = self.status.lock().expect("xds status lock");
+                s.connected = true;
+                s.last_error = None;
+                tracing::info!("connected to the control plane");
+            }
+            let ack = self.handle(&response, &mut rejected);
+            if tx.send(ack).await.is_err() {
+                return Err((healthy, "request stream closed".into()));
+            }
+        }
+    }
+
+    /// Applies one response and returns its ACK or NACK.
+    fn handle(
+        &self,
+        response: &DeltaDiscoveryResponse,
+        rejected: &mut HashMap<String, Vec<Rejected>>,
+    ) -> DeltaDiscoveryRequest {
+        let ty = response.type_url.clone();
+        let mut outcome = None;
+        self.config.send_if_modified(|config| {
+            let mut next = (**config).clone();
+            let applied = apply::apply(&mut next, response);
+            let changed = applied.changed;
+            if changed {
+                *config = Arc::new(next);
+            }
+            outcome = Some(applied);
+            changed
+        });
+        let applied = outcome.unwrap_or_default();
+        let short = ty.rsplit('.').next().unwrap_or(&ty).to_owned();
+        self.metrics.xds_update(&short, applied.rejected.is_empty());
+        let error_detail = (!applied.rejected.is_empty()).then(|| {
+            let detail = applied
+                .rejected
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            tracing::warn!(type_url = %ty, detail = %detail, "rejected configuration (NACK); keeping the last good version");
+            RpcStatus {
+                code: tonic::Code::InvalidArgument as i32,
+                message: detail,
+                details: Vec::new(),
+            }
+        });
+        rejected.insert(ty.clone(), applied.rejected);
+        self.status.lock().expect("xds status lock").rejected =
+            rejected.values().flatten().cloned().collect();
+        DeltaDiscoveryRequest {
+            type_url: ty,
+            response_nonce: response.nonce.clone(),
+            error_detail,
+            ..Default::default()
+        }
+    }
+}
+
+fn status_text(s: &tonic::Status) -> String {
+    format!("{:?}: {}", s.code(), s.message())
+}

@@ -1,0 +1,503 @@
+//! Validation of xDS resources into the proxy's model.
+//!
+//! Owns the answer to "can meshlink-proxy run this?". Every resource is
+//! decoded and checked before anything is applied; a rejection names the
+//! resource, the field path and what is supported, and becomes the NACK's
+//! `error_detail` (I3). It must never panic on any input and never accept
+//! a field it would silently ignore when ignoring it changes behaviour.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, DataSource, TransportSocket, address, data_source, socket_address, transport_socket,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{ClusterLoadAssignment, lb_endpoint};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener, filter};
+use envoy_types::pb::envoy::config::rbac::v3::{principal, rbac};
+use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy::ClusterSpecifier,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CommonTlsContext, DownstreamTlsContext, Secret, UpstreamTlsContext,
+    common_tls_context::ValidationContextType, secret, subject_alt_name_matcher::SanType,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
+use envoy_types::pb::google::protobuf::Any;
+use meshlink_identity::TrustBundle;
+use prost::{Message, Name};
+
+use crate::model::{
+    ClusterSpec, Direction, Discovery, DownstreamTls, LbPolicy, ListenerSpec, PrincipalMatch,
+    RbacAction, RbacFilter, SecretSpec, UpstreamTls,
+};
+
+/// Connect timeout when a cluster sets none (Envoy's default).
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why one resource was rejected: a field path and a reason with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct Invalid {
+    /// Field path inside the resource, e.g. `filter_chains[0].filters[1]`.
+    pub field: String,
+    /// What is wrong and what is supported.
+    pub reason: String,
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Invalid {
+    Invalid {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Decodes `any` as `M`, checking its type URL first.
+pub fn decode<M: Message + Name + Default>(any: &Any, field: &str) -> Result<M, Invalid> {
+    let want = M::type_url();
+    if any.type_url != want {
+        return Err(invalid(
+            field,
+            format!(
+                "type {:?} is not supported here; expected {want:?}",
+                any.type_url
+            ),
+        ));
+    }
+    M::decode(any.value.as_slice())
+        .map_err(|e| invalid(field, format!("cannot decode {want}: {e}")))
+}
+
+// === Listener ===
+
+/// Validates a Listener.
+pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
+    let l: Listener = decode(any, "resource")?;
+    if l.api_listener.is_some() {
+        return Err(invalid(
+            "api_listener",
+            "API listeners are for proxyless gRPC clients; meshlink-proxy needs a socket listener",
+        ));
+    }
+    if !l.listener_filters.is_empty() {
+        return Err(invalid(
+            "listener_filters",
+            "listener filters are not supported by meshlink-proxy",
+        ));
+    }
+    let address = socket(l.address.as_ref(), "address")?;
+    let [chain] = l.filter_chains.as_slice() else {
+        return Err(invalid(
+            "filter_chains",
+            format!(
+                "{} filter chains; meshlink-proxy supports exactly one",
+                l.filter_chains.len()
+            ),
+        ));
+    };
+    if chain.filter_chain_match.is_some() {
+        return Err(invalid(
+            "filter_chains[0].filter_chain_match",
+            "filter chain matching is not supported by meshlink-proxy",
+        ));
+    }
+    let tls = chain
+        .transport_socket
+        .as_ref()
+        .map(|t| downstream_tls(t, "filter_chains[0].transport_socket"))
+        .transpose()?;
+    let (rbac, cluster) = filters(&chain.filters)?;
+    let direction = match (l.traffic_direction, &tls) {
+        (1, _) => Direction::Inbound,
+        (2, _) => Direction::Outbound,
+        (_, Some(_)) => Direction::Inbound,
+        (_, None) => Direction::Outbound,
+    };
+    if !rbac.is_empty() && tls.is_none() {
+        return Err(invalid(
+            "filter_chains[0].filters",
+            "an RBAC filter needs TLS on the listener: without a client certificate there is no identity to authorize",
+        ));
+    }
+    Ok(ListenerSpec {
+        name: l.name,
+        address,
+        direction,
+        tls,
+        rbac,
+        cluster,
+    })
+}
+
+/// RBAC filters (in order) then exactly one `tcp_proxy`, last.
+fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, String), Invalid> {
+    let mut rbac_filters = Vec::new();
+    let mut cluster = None;
+    for (i, f) in filters.iter().enumerate() {
+        let field = format!("filter_chains[0].filters[{i}]");
+        let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+            return Err(invalid(
+                field,
+                format!("filter {:?} has no typed_config", f.name),
+            ));
+        };
+        if cluster.is_some() {
+            return Err(invalid(field, "tcp_proxy must be the last filter"));
+        }
+        if any.type_url == Rbac::type_url() {
+            rbac_filters.push(rbac_filter(any, &format!("{field}.typed_config"))?);
+        } else if any.type_url == TcpProxy::type_url() {
+            let proxy: TcpProxy = decode(any, &field)?;
+            match proxy.cluster_specifier {
+                Some(ClusterSpecifier::Cluster(c)) if !c.is_empty() => cluster = Some(c),
+                _ => {
+                    return Err(invalid(
+                        format!("{field}.typed_config.cluster"),
+                        "tcp_proxy needs a single cluster name (weighted clusters are not supported)",
+                    ));
+                }
+            }
+        } else {
+            return Err(invalid(
+                format!("{field}.typed_config"),
+                format!(
+                    "unsupported filter type {:?}; meshlink-proxy supports network RBAC and tcp_proxy (HTTP is proxied as TCP)",
+                    any.type_url
+                ),
+            ));
+        }
+    }
+    let cluster = cluster.ok_or_else(|| {
+        invalid(
+            "filter_chains[0].filters",
+            "no tcp_proxy filter; the chain must end with tcp_proxy",
+        )
+    })?;
+    Ok((rbac_filters, cluster))
+}
+
+fn rbac_filter(any: &Any, field: &str) -> Result<RbacFilter, Invalid> {
+    let r: Rbac = decode(any, field)?;
+    let rules = r.rules.unwrap_or_default();
+    let action = match rules.action {
+        a if a == rbac::Action::Allow as i32 => RbacAction::Allow,
+        a if a == rbac::Action::Deny as i32 => RbacAction::Deny,
+        other => {
+            return Err(invalid(
+                format!("{field}.rules.action"),
+                format!("action {other} is not supported; use ALLOW or DENY"),
+            ));
+        }
+    };
+    let mut principals = Vec::new();
+    let mut names: Vec<_> = rules.policies.keys().cloned().collect();
+    names.sort();
+    for name in names {
+        let policy = &rules.policies[&name];
+        let pfield = format!("{field}.rules.policies[{name:?}]");
+        let any_permission = policy.permissions.iter().all(|p| {
+            matches!(
+                p.rule,
+                Some(envoy_types::pb::envoy::config::rbac::v3::permission::Rule::Any(true))
+            )
+        });
+        if !any_permission || policy.permissions.is_empty() {
+            return Err(invalid(
+                format!("{pfield}.permissions"),
+                "only `any: true` permissions are supported on network RBAC",
+            ));
+        }
+        for (i, p) in policy.principals.iter().enumerate() {
+            let field = format!("{pfield}.principals[{i}]");
+            let Some(principal::Identifier::Authenticated(auth)) = &p.identifier else {
+                return Err(invalid(
+                    field,
+                    "only `authenticated.principal_name` principals are supported",
+                ));
+            };
+            let pattern = auth
+                .principal_name
+                .as_ref()
+                .and_then(|m| m.match_pattern.as_ref());
+            principals.push(match pattern {
+                Some(MatchPattern::Exact(s)) => PrincipalMatch::Exact(s.clone()),
+                Some(MatchPattern::Prefix(s)) => PrincipalMatch::Prefix(s.clone()),
+                _ => {
+                    return Err(invalid(
+                        format!("{field}.authenticated.principal_name"),
+                        "only exact and prefix matchers are supported",
+                    ));
+                }
+            });
+        }
+    }
+    Ok(RbacFilter { action, principals })
+}
+
+fn socket(address: Option<&Address>, field: &str) -> Result<SocketAddr, Invalid> {
+    let Some(address::Address::SocketAddress(sa)) = address.and_then(|a| a.address.as_ref()) else {
+        return Err(invalid(
+            field,
+            "missing or not a socket address (pipes and internal addresses are not supported)",
+        ));
+    };
+    let ip: IpAddr = sa.address.parse().map_err(|_| {
+        invalid(
+            format!("{field}.socket_address.address"),
+            format!("{:?} is not an IP address", sa.address),
+        )
+    })?;
+    let port = match sa.port_specifier {
+        Some(socket_address::PortSpecifier::PortValue(p)) if p > 0 && p <= 65535 => p as u16,
+        _ => {
+            return Err(invalid(
+                format!("{field}.socket_address.port_value"),
+                "a port between 1 and 65535 is required (named ports are not supported)",
+            ));
+        }
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+// === TLS ===
+
+fn tls_any<'a>(t: &'a TransportSocket, field: &str) -> Result<&'a Any, Invalid> {
+    match &t.config_type {
+        Some(transport_socket::ConfigType::TypedConfig(any)) => Ok(any),
+        _ => Err(invalid(field, "transport socket has no typed_config")),
+    }
+}
+
+/// The identity secret name of a common TLS context.
+fn identity_secret(common: &CommonTlsContext, field: &str) -> Result<String, Invalid> {
+    match common.tls_certificate_sds_secret_configs.as_slice() {
+        [one] => Ok(one.name.clone()),
+        _ => Err(invalid(
+            format!("{field}.common_tls_context.tls_certificate_sds_secret_configs"),
+            "exactly one SDS identity certificate is required (inline certificates and certificate providers are not supported)",
+        )),
+    }
+}
+
+fn downstream_tls(t: &TransportSocket, field: &str) -> Result<DownstreamTls, Invalid> {
+    let ctx: DownstreamTlsContext = decode(tls_any(t, field)?, field)?;
+    let field = format!("{field}.typed_config");
+    let common = ctx.common_tls_context.unwrap_or_default();
+    let identity_secret = identity_secret(&common, &field)?;
+    let ca_secret = match &common.validation_context_type {
+        Some(ValidationContextType::ValidationContextSdsSecretConfig(s)) => s.name.clone(),
+        Some(ValidationContextType::CombinedValidationContext(c)) => c
+            .validation_context_sds_secret_config
+            .as_ref()
+            .map(|s| s.name.clone())
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    if ca_secret.is_empty() {
+        return Err(invalid(
+            format!("{field}.common_tls_context.validation_context_sds_secret_config"),
+            "an SDS trust bundle is required: meshlink-proxy only runs mutual TLS inbound",
+        ));
+    }
+    if !ctx.require_client_certificate.is_some_and(|b| b.value) {
+        return Err(invalid(
+            format!("{field}.require_client_certificate"),
+            "must be true: meshlink-proxy only runs mutual TLS inbound",
+        ));
+    }
+    Ok(DownstreamTls {
+        identity_secret,
+        ca_secret,
+    })
+}
+
+fn upstream_tls(t: &TransportSocket, field: &str) -> Result<UpstreamTls, Invalid> {
+    let ctx: UpstreamTlsContext = decode(tls_any(t, field)?, field)?;
+    let field = format!("{field}.typed_config");
+    let common = ctx.common_tls_context.unwrap_or_default();
+    let identity_secret = identity_secret(&common, &field)?;
+    let vfield = format!("{field}.common_tls_context.combined_validation_context");
+    let Some(ValidationContextType::CombinedValidationContext(combined)) =
+        &common.validation_context_type
+    else {
+        return Err(invalid(
+            vfield,
+            "a combined validation context (SDS trust bundle + SAN match) is required",
+        ));
+    };
+    let ca_secret = combined
+        .validation_context_sds_secret_config
+        .as_ref()
+        .map(|s| s.name.clone())
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                format!("{vfield}.validation_context_sds_secret_config"),
+                "an SDS trust bundle is required",
+            )
+        })?;
+    let sans = combined
+        .default_validation_context
+        .as_ref()
+        .map(|v| v.match_typed_subject_alt_names.as_slice())
+        .unwrap_or_default();
+    let expected_spiffe_id = match sans {
+        [] => None,
+        [m] if m.san_type == SanType::Uri as i32 => {
+            match m.matcher.as_ref().and_then(|s| s.match_pattern.as_ref()) {
+                Some(MatchPattern::Exact(id)) => Some(id.clone()),
+                _ => {
+                    return Err(invalid(
+                        format!(
+                            "{vfield}.default_validation_context.match_typed_subject_alt_names[0].matcher"
+                        ),
+                        "only an exact URI SAN (SPIFFE ID) matcher is supported",
+                    ));
+                }
+            }
+        }
+        _ => {
+            return Err(invalid(
+                format!("{vfield}.default_validation_context.match_typed_subject_alt_names"),
+                "at most one URI SAN matcher (the destination's SPIFFE ID) is supported",
+            ));
+        }
+    };
+    Ok(UpstreamTls {
+        identity_secret,
+        ca_secret,
+        expected_spiffe_id,
+    })
+}
+
+// === Cluster ===
+
+/// Validates a Cluster.
+pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
+    let c: Cluster = decode(any, "resource")?;
+    let discovery = match &c.cluster_discovery_type {
+        Some(cluster::ClusterDiscoveryType::Type(t))
+            if *t == cluster::DiscoveryType::Eds as i32 =>
+        {
+            Discovery::Eds
+        }
+        Some(cluster::ClusterDiscoveryType::Type(t))
+            if *t == cluster::DiscoveryType::Static as i32 =>
+        {
+            let cla = c.load_assignment.as_ref().ok_or_else(|| {
+                invalid(
+                    "load_assignment",
+                    "a STATIC cluster needs a load_assignment",
+                )
+            })?;
+            Discovery::Static(endpoints_of(cla, "load_assignment")?)
+        }
+        _ => {
+            return Err(invalid(
+                "type",
+                "only STATIC and EDS clusters are supported",
+            ));
+        }
+    };
+    let lb = match c.lb_policy {
+        p if p == cluster::LbPolicy::RoundRobin as i32 => LbPolicy::RoundRobin,
+        p if p == cluster::LbPolicy::LeastRequest as i32 => LbPolicy::LeastRequest,
+        other => {
+            return Err(invalid(
+                "lb_policy",
+                format!("policy {other} is not supported; use ROUND_ROBIN or LEAST_REQUEST"),
+            ));
+        }
+    };
+    let connect_timeout = match &c.connect_timeout {
+        None => DEFAULT_CONNECT_TIMEOUT,
+        Some(d) if d.seconds >= 0 && d.nanos >= 0 && (d.seconds > 0 || d.nanos > 0) => {
+            Duration::new(d.seconds as u64, d.nanos as u32)
+        }
+        Some(_) => return Err(invalid("connect_timeout", "must be positive")),
+    };
+    let tls = c
+        .transport_socket
+        .as_ref()
+        .map(|t| upstream_tls(t, "transport_socket"))
+        .transpose()?;
+    Ok(ClusterSpec {
+        name: c.name,
+        discovery,
+        tls,
+        connect_timeout,
+        lb,
+    })
+}
+
+// === ClusterLoadAssignment ===
+
+/// Validates a ClusterLoadAssignment into its endpoint addresses.
+pub fn load_assignment(any: &Any) -> Result<Vec<SocketAddr>, Invalid> {
+    let cla: ClusterLoadAssignment = decode(any, "resource")?;
+    endpoints_of(&cla, "")
+}
+
+fn endpoints_of(cla: &ClusterLoadAssignment, prefix: &str) -> Result<Vec<SocketAddr>, Invalid> {
+    let dot = if prefix.is_empty() { "" } else { "." };
+    let mut out = Vec::new();
+    for (i, locality) in cla.endpoints.iter().enumerate() {
+        for (j, lb) in locality.lb_endpoints.iter().enumerate() {
+            let field = format!("{prefix}{dot}endpoints[{i}].lb_endpoints[{j}].endpoint.address");
+            let Some(lb_endpoint::HostIdentifier::Endpoint(ep)) = &lb.host_identifier else {
+                return Err(invalid(field, "named endpoints are not supported"));
+            };
+            out.push(socket(ep.address.as_ref(), &field)?);
+        }
+    }
+    Ok(out)
+}
+
+// === Secret ===
+
+fn pem_of(ds: Option<&DataSource>, field: &str) -> Result<String, Invalid> {
+    match ds.and_then(|d| d.specifier.as_ref()) {
+        Some(data_source::Specifier::InlineString(s)) => Ok(s.clone()),
+        Some(data_source::Specifier::InlineBytes(b)) => String::from_utf8(b.clone())
+            .map_err(|_| invalid(field, "inline bytes are not UTF-8 PEM")),
+        _ => Err(invalid(
+            field,
+            "only inline PEM is supported (files are read by the control plane, not the proxy)",
+        )),
+    }
+}
+
+/// Validates a Secret.
+pub fn secret(any: &Any) -> Result<SecretSpec, Invalid> {
+    let s: Secret = decode(any, "resource")?;
+    match s.r#type {
+        Some(secret::Type::ValidationContext(v)) => {
+            let pem = pem_of(v.trusted_ca.as_ref(), "validation_context.trusted_ca")?;
+            let bundle = TrustBundle::from_pem(&pem).map_err(|e| {
+                invalid(
+                    "validation_context.trusted_ca",
+                    format!("not a PEM certificate bundle: {e}"),
+                )
+            })?;
+            if bundle.is_empty() {
+                return Err(invalid(
+                    "validation_context.trusted_ca",
+                    "the trust bundle has no certificates",
+                ));
+            }
+            meshlink_identity::tls::root_store(&bundle)
+                .map_err(|e| invalid("validation_context.trusted_ca", e.to_string()))?;
+            Ok(SecretSpec::TrustBundle(bundle))
+        }
+        Some(secret::Type::TlsCertificate(_)) => Ok(SecretSpec::TlsCertificate),
+        _ => Err(invalid(
+            "type",
+            "only validation_context and tls_certificate secrets are supported",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

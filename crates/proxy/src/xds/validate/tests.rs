@@ -1,0 +1,197 @@
+//! Validation against the real translator's output (what our control
+//! plane sends must be accepted) and against each class of bad input.
+
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateValidationContext, Secret, secret,
+};
+use envoy_types::util::pack_any;
+use meshlink_api::Resource;
+use meshlink_xds::translate::{ClientKind, MeshView, ProxyContext, SecretsInput, translate};
+use serde_json::json;
+
+use super::*;
+use crate::xds::apply::{CLUSTER, ENDPOINTS, LISTENER, SECRET};
+
+fn resource(v: serde_json::Value) -> Resource {
+    Resource::from_json(v).expect("valid fixture")
+}
+
+fn ca_pem() -> String {
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    p.self_signed(&key).unwrap().pem()
+}
+
+fn view(mtls: bool) -> MeshView {
+    let mut spec = json!({"trustDomain": "example.org"});
+    if mtls {
+        spec["mtls"] =
+            json!({"enabledBackend": "ca-1", "backends": [{"name": "ca-1", "type": "builtin"}]});
+    }
+    let mesh = resource(
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh", "metadata": {"name": "default"}, "spec": spec}),
+    );
+    let dp = |name: &str, addr: &str, svc: &str, out: Option<&str>| {
+        let mut networking = json!({"address": addr, "inbound": [{"port": 10001, "servicePort": 8080, "tags": {"kuma.io/service": svc}}]});
+        if let Some(o) = out {
+            networking["outbound"] = json!([{"port": 9001, "tags": {"kuma.io/service": o}}]);
+        }
+        resource(
+            json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Dataplane", "metadata": {"name": name, "mesh": "default"}, "spec": {"networking": networking}}),
+        )
+    };
+    let mtp = resource(
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "MeshTrafficPermission", "metadata": {"name": "allow", "mesh": "default"},
+        "spec": {"targetRef": {"kind": "MeshService", "name": "backend"}, "from": [{"targetRef": {"kind": "MeshService", "name": "web"}, "default": {"action": "Allow"}}]}}),
+    );
+    MeshView::new(
+        mesh,
+        vec![
+            dp("web-1", "127.0.0.1", "web", Some("backend")),
+            dp("backend-1", "127.0.0.2", "backend", None),
+        ],
+        vec![mtp],
+    )
+}
+
+fn snapshot(name: &str, client: ClientKind, mtls: bool) -> meshlink_xds::translate::Snapshot {
+    let proxy = ProxyContext {
+        mesh: "default".into(),
+        name: name.into(),
+        client,
+        secrets: SecretsInput {
+            identity: None,
+            trust_bundle_pem: Some(ca_pem()),
+        },
+    };
+    translate(&proxy, &view(mtls))
+}
+
+#[test]
+fn everything_the_translator_sends_a_meshlink_proxy_is_accepted() {
+    for mtls in [true, false] {
+        for name in ["web-1", "backend-1"] {
+            let snap = snapshot(name, ClientKind::MeshlinkProxy, mtls);
+            for (name, r) in snap.resources(LISTENER) {
+                let l = listener(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(l.tls.is_some(), mtls && l.direction == Direction::Inbound);
+                if mtls && l.direction == Direction::Inbound {
+                    assert_eq!(l.rbac.len(), 1, "the allow filter");
+                }
+            }
+            for (name, r) in snap.resources(CLUSTER) {
+                let c = cluster(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
+                if c.discovery == Discovery::Eds && mtls {
+                    let tls = c.tls.expect("upstream TLS");
+                    assert_eq!(
+                        tls.expected_spiffe_id.as_deref(),
+                        Some("spiffe://example.org/backend")
+                    );
+                }
+            }
+            for (name, r) in snap.resources(ENDPOINTS) {
+                load_assignment(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+            for (name, r) in snap.resources(SECRET) {
+                secret(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_proxyless_grpc_listener_is_rejected_naming_the_field() {
+    let snap = snapshot("web-1", ClientKind::Grpc, true);
+    let (_, r) = snap.resources(LISTENER).iter().next().expect("a listener");
+    let e = listener(&r.resource).unwrap_err();
+    assert_eq!(e.field, "api_listener");
+}
+
+#[test]
+fn an_http_filter_is_rejected_naming_the_filter_path() {
+    let l = Listener {
+        name: "l".into(),
+        address: Some(envoy_types::pb::envoy::config::core::v3::Address {
+            address: Some(envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
+                envoy_types::pb::envoy::config::core::v3::SocketAddress {
+                    address: "127.0.0.1".into(),
+                    port_specifier: Some(envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(1000)),
+                    ..Default::default()
+                },
+            )),
+        }),
+        filter_chains: vec![FilterChain {
+            filters: vec![Filter {
+                name: "hcm".into(),
+                config_type: Some(filter::ConfigType::TypedConfig(pack_any(HttpConnectionManager::default()))),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let e = listener(&pack_any(l)).unwrap_err();
+    assert_eq!(e.field, "filter_chains[0].filters[0].typed_config");
+    assert!(e.reason.contains("HttpConnectionManager"), "{e}");
+}
+
+#[test]
+fn unsupported_cluster_fields_are_rejected() {
+    let c = Cluster {
+        name: "c".into(),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::StrictDns as i32,
+        )),
+        ..Default::default()
+    };
+    assert_eq!(cluster(&pack_any(c)).unwrap_err().field, "type");
+    let c = Cluster {
+        name: "c".into(),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Eds as i32,
+        )),
+        lb_policy: cluster::LbPolicy::Maglev as i32,
+        ..Default::default()
+    };
+    assert_eq!(cluster(&pack_any(c)).unwrap_err().field, "lb_policy");
+}
+
+#[test]
+fn a_garbage_trust_bundle_is_rejected() {
+    let s = Secret {
+        name: "mesh_ca:default".into(),
+        r#type: Some(secret::Type::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: Some(DataSource {
+                    specifier: Some(data_source::Specifier::InlineString(
+                        "not a certificate".into(),
+                    )),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )),
+    };
+    let e = secret(&pack_any(s)).unwrap_err();
+    assert_eq!(e.field, "validation_context.trusted_ca");
+}
+
+#[test]
+fn wrong_type_and_garbage_bytes_are_rejected() {
+    let c = pack_any(Cluster::default());
+    assert!(listener(&c).unwrap_err().reason.contains("expected"));
+    let garbage = Any {
+        type_url: Listener::type_url(),
+        value: vec![0xff; 16],
+    };
+    assert!(
+        listener(&garbage)
+            .unwrap_err()
+            .reason
+            .contains("cannot decode")
+    );
+}
