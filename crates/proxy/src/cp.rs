@@ -49,6 +49,23 @@ pub enum CpError {
     },
 }
 
+impl CpError {
+    /// Whether the control plane was never reached (a file is missing or
+    /// the connection failed). Such failures cost the control plane
+    /// nothing, so callers retry them at least every
+    /// [`UNREACHABLE_RETRY_CAP`]: a proxy started before its control plane
+    /// (or its credentials) gets ready within about a second of them
+    /// appearing, whatever the backoff had grown to.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            CpError::Missing { .. } | CpError::Unusable { .. } | CpError::Connect { .. } => true,
+        }
+    }
+}
+
+/// Longest wait between attempts while the control plane is unreachable.
+pub const UNREACHABLE_RETRY_CAP: Duration = Duration::from_secs(1);
+
 /// Where the control plane is and how to authenticate to it.
 #[derive(Debug, Clone)]
 pub struct CpTarget {

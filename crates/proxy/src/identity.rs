@@ -161,9 +161,15 @@ pub async fn run(
             Err(e) => {
                 tracing::warn!(error = %e, "identity certificate not obtained yet");
                 status.set(Some(e.to_string()));
+                let mut delay = backoff.next_delay();
+                if let IdentityError::Cp(cp) = &e
+                    && cp.is_unreachable()
+                {
+                    delay = delay.min(crate::cp::UNREACHABLE_RETRY_CAP);
+                }
                 tokio::select! {
                     () = cancel.cancelled() => return,
-                    () = tokio::time::sleep(backoff.next_delay()) => {}
+                    () = tokio::time::sleep(delay) => {}
                 }
             }
         }

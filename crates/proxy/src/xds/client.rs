@@ -74,14 +74,18 @@ impl XdsClient {
                 r = self.session() => r,
             };
             self.metrics.xds_connected.set(0);
-            let error = match healthy {
-                Ok(()) => "the control plane ended the stream".to_owned(),
-                Err((true, e)) => {
-                    backoff.reset();
-                    e
-                }
-                Err((false, e)) => e,
+            let failure = match healthy {
+                Ok(never) => match never {},
+                Err(f) => f,
             };
+            if failure.healthy {
+                backoff.reset();
+            }
+            let mut delay = backoff.next_delay();
+            if failure.unreachable {
+                delay = delay.min(crate::cp::UNREACHABLE_RETRY_CAP);
+            }
+            let error = failure.why;
             tracing::warn!(error = %error, "xDS stream to the control plane lost; keeping the last good configuration and reconnecting");
             {
                 let mut s = self.status.lock().expect("xds status lock");
@@ -90,7 +94,7 @@ impl XdsClient {
             }
             tokio::select! {
                 () = cancel.cancelled() => return,
-                () = tokio::time::sleep(backoff.next_delay()) => {}
+                () = tokio::time::sleep(delay) => {}
             }
         }
     }
@@ -109,15 +113,15 @@ impl XdsClient {
         }
     }
 
-    /// One stream. `Err((healthy, why))`: `healthy` when it delivered at
-    /// least one response (the backoff restarts).
-    async fn session(&self) -> Result<(), (bool, String)> {
-        let token = self.target.token().map_err(|e| (false, e.to_string()))?;
-        let channel = self
-            .target
-            .connect()
-            .await
-            .map_err(|e| (false, e.to_string()))?;
+    /// One stream, until it fails.
+    async fn session(&self) -> Result<std::convert::Infallible, Failure> {
+        let unreachable = |e: crate::cp::CpError| Failure {
+            healthy: false,
+            unreachable: e.is_unreachable(),
+            why: e.to_string(),
+        };
+        let token = self.target.token().map_err(unreachable)?;
+        let channel = self.target.connect().await.map_err(unreachable)?;
         let (tx, rx) = mpsc::channel(16);
         let held = self.config.borrow().clone();
         for (i, ty) in TYPES.iter().enumerate() {
@@ -136,15 +140,20 @@ impl XdsClient {
         let mut responses = client
             .delta_aggregated_resources(request)
             .await
-            .map_err(|s| (false, status_text(&s)))?
+            .map_err(|s| Failure::answered(false, status_text(&s)))?
             .into_inner();
         let mut healthy = false;
         let mut rejected: HashMap<String, Vec<Rejected>> = HashMap::new();
         loop {
             let response = match responses.message().await {
                 Ok(Some(r)) => r,
-                Ok(None) => return Err((healthy, "the control plane ended the stream".into())),
-                Err(s) => return Err((healthy, status_text(&s))),
+                Ok(None) => {
+                    return Err(Failure::answered(
+                        healthy,
+                        "the control plane ended the stream".into(),
+                    ));
+                }
+                Err(s) => return Err(Failure::answered(healthy, status_text(&s))),
             };
             if !healthy {
                 healthy = true;
@@ -156,7 +165,7 @@ impl XdsClient {
             }
             let ack = self.handle(&response, &mut rejected);
             if tx.send(ack).await.is_err() {
-                return Err((healthy, "request stream closed".into()));
+                return Err(Failure::answered(healthy, "request stream closed".into()));
             }
         }
     }
@@ -204,6 +213,27 @@ impl XdsClient {
             response_nonce: response.nonce.clone(),
             error_detail,
             ..Default::default()
+        }
+    }
+}
+
+/// Why a session ended.
+#[derive(Debug)]
+struct Failure {
+    /// It delivered at least one response (the backoff restarts).
+    healthy: bool,
+    /// The control plane was never reached (retry at least every second).
+    unreachable: bool,
+    /// What happened.
+    why: String,
+}
+
+impl Failure {
+    fn answered(healthy: bool, why: String) -> Self {
+        Failure {
+            healthy,
+            unreachable: false,
+            why,
         }
     }
 }
