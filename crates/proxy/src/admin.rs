@@ -75,6 +75,13 @@ pub fn missing(state: &AdminState) -> Vec<String> {
             out.push(format!("configuration: no {what} received yet ({why})"));
         }
     }
+    if config.received.contains(LISTENER) && config.listeners.is_empty() {
+        out.push(
+            "configuration: the control plane sent no listeners; check that the Dataplane exists \
+             (`meshlink get dataplane NAME -m MESH`) and has an inbound or outbound"
+                .into(),
+        );
+    }
     let needs_identity = config.listeners.values().any(|l| l.value.tls.is_some())
         || config.clusters.values().any(|c| c.value.tls.is_some());
     if state.identity.borrow().is_none() && (needs_identity || config.received.is_empty()) {

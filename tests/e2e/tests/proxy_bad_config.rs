@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use meshlink_e2e::app::{PythonApp, http_get};
-use meshlink_e2e::proxy::{self, PairPorts, Sidecar};
+use meshlink_e2e::proxy::{self, PairPorts, Sidecar, SidecarOptions};
 use meshlink_e2e::{ControlPlane, StoreKind, eventually, free_port};
 use serde_json::Value;
 
@@ -139,4 +139,52 @@ fn an_unbindable_listener_is_nacked_and_everything_else_keeps_serving() {
             .text(),
         page
     );
+}
+
+#[test]
+fn garbage_on_the_inbound_and_admin_ports_is_refused_and_the_proxy_keeps_serving() {
+    use std::io::{Read, Write};
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let ports = PairPorts::free();
+    proxy::apply_pair(&cp, &ports, "1h");
+    let page = format!("backend {}\n", uuid::Uuid::new_v4());
+    let _backend_app = PythonApp::start(ports.backend_app, &[("page.txt", &page)]);
+    let tokens = tempfile::tempdir().expect("tempdir");
+    let mut web = Sidecar::start(&cp, tokens.path(), "web-1");
+    let backend_token = tokens.path().join("backend-1.token");
+    proxy::write_token(&cp, &backend_token, "backend-1");
+    let backend_opts = SidecarOptions::new(&cp, &backend_token, "backend-1");
+    let admin_port = backend_opts.admin_port;
+    let mut backend = Sidecar::spawn(&backend_opts);
+    web.wait_ready(READY);
+    backend.wait_ready(READY);
+    let failures_before = backend.metric("meshlink_proxy_handshake_failures_total{");
+
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    for port in [ports.backend_inbound, admin_port] {
+        for _ in 0..20 {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            let _ = s.write_all(&garbage);
+            let mut sink = Vec::new();
+            // The proxy answers with an error (or nothing) and closes.
+            let _ = s.read_to_end(&mut sink);
+        }
+    }
+
+    assert!(
+        backend.exit_status().is_none(),
+        "the sidecar exited:\n{}",
+        backend.logs()
+    );
+    assert!(
+        backend.metric("meshlink_proxy_handshake_failures_total{") >= failures_before + 20.0,
+        "every garbage connection counts as a failed handshake"
+    );
+    assert_eq!(backend.ready().0, 200);
+    let r = http_get(ports.web_outbound, "/page.txt").expect("request after garbage");
+    assert_eq!(r.text(), page);
 }
