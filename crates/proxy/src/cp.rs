@@ -39,6 +39,9 @@ pub enum CpError {
         /// Why, and the fix.
         reason: String,
     },
+    /// Several files are missing or unusable (each is listed).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Several(Vec<CpError>),
     /// The control plane did not accept the connection.
     #[error("cannot connect to the control plane at {url}: {reason}; retrying")]
     Connect {
@@ -58,7 +61,10 @@ impl CpError {
     /// appearing, whatever the backoff had grown to.
     pub fn is_unreachable(&self) -> bool {
         match self {
-            CpError::Missing { .. } | CpError::Unusable { .. } | CpError::Connect { .. } => true,
+            CpError::Missing { .. }
+            | CpError::Unusable { .. }
+            | CpError::Several(_)
+            | CpError::Connect { .. } => true,
         }
     }
 }
@@ -104,6 +110,31 @@ fn read(what: &'static str, path: &Path) -> Result<String, CpError> {
 // === impl CpTarget ===
 
 impl CpTarget {
+    /// Reads and checks both files; when both are missing or unusable the
+    /// error names both, so a user fixes them in one go.
+    pub fn credentials(&self) -> Result<ProxyToken, CpError> {
+        match (self.token(), self.ca_pem()) {
+            (Ok(token), Ok(_)) => Ok(token),
+            (Err(a), Err(b)) => Err(CpError::Several(vec![a, b])),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    /// Reads the CA file; it must hold at least one complete certificate.
+    fn ca_pem(&self) -> Result<String, CpError> {
+        let pem = read("control-plane CA file", &self.ca_file)?;
+        let bundle = TrustBundle::from_pem(&pem).ok().filter(|b| !b.is_empty());
+        if bundle.is_none() {
+            return Err(CpError::Unusable {
+                what: "control-plane CA file",
+                path: self.ca_file.clone(),
+                reason: "no complete PEM certificate in it; give the control plane's cp-tls/ca.pem"
+                    .into(),
+            });
+        }
+        Ok(pem)
+    }
+
     /// Reads and checks the token file.
     pub fn token(&self) -> Result<ProxyToken, CpError> {
         let unusable = |reason: String| CpError::Unusable {
@@ -127,16 +158,7 @@ impl CpTarget {
 
     /// Reads the CA file and connects a TLS channel to the control plane.
     pub async fn connect(&self) -> Result<Channel, CpError> {
-        let pem = read("control-plane CA file", &self.ca_file)?;
-        let bundle = TrustBundle::from_pem(&pem).ok().filter(|b| !b.is_empty());
-        if bundle.is_none() {
-            return Err(CpError::Unusable {
-                what: "control-plane CA file",
-                path: self.ca_file.clone(),
-                reason: "no complete PEM certificate in it; give the control plane's cp-tls/ca.pem"
-                    .into(),
-            });
-        }
+        let pem = self.ca_pem()?;
         let connect_err = |reason: String| CpError::Connect {
             url: self.url.clone(),
             reason,
@@ -187,6 +209,17 @@ mod tests {
             ca_file: dir.join("ca.pem"),
             token_file: dir.join("token"),
         }
+    }
+
+    #[test]
+    fn both_missing_files_are_named_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = target(dir.path());
+        let e = t.credentials().unwrap_err().to_string();
+        assert!(
+            e.contains("token file") && e.contains("control-plane CA file"),
+            "{e}"
+        );
     }
 
     #[test]

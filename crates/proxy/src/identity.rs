@@ -90,7 +90,7 @@ impl IdentityStatus {
 
 /// One Certify call: a fresh key, a CSR, the token from the token file.
 pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, IdentityError> {
-    let token = target.token()?;
+    let token = target.credentials()?;
     let service = token
         .claims
         .services
@@ -186,17 +186,34 @@ pub async fn run(
         .with_obtained_at(clock.now())
         .with_backoff(BackoffPolicy {
             initial: Duration::from_millis(500),
-            max: Duration::from_secs(30),
+            // Retries are cheap for the control plane and a renewal missed
+            // during an outage should land soon after it returns.
+            max: Duration::from_secs(5),
             min: Duration::from_millis(500),
             ..BackoffPolicy::default()
         })
         .with_attempt_timeout(Duration::from_secs(10));
     let renew_status = status.clone();
+    let current = publish.subscribe();
     let issue = move || {
         let target = target.clone();
         let status = renew_status.clone();
+        let current = current.clone();
         async move {
             let r = certify_once(&target).await;
+            if let Err(e) = &r {
+                // Operators need the clock: how long the current
+                // certificate still carries traffic without a renewal.
+                let left = current.borrow().as_ref().map(|id| {
+                    id.cert.not_after.duration_since(clock.now()).map_or_else(
+                        |_| "expired".to_owned(),
+                        |d| {
+                            humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+                        },
+                    )
+                });
+                tracing::warn!(error = %e, certificate_expires_in = left.as_deref().unwrap_or("-"), "identity renewal failed; the current certificate stays in use");
+            }
             status.set(r.as_ref().err().map(|e| e.to_string()));
             r
         }

@@ -85,6 +85,13 @@ impl ControlPlane {
 
     /// (Re)starts the process on the same data dir and port, and waits for `/readyz`.
     pub fn restart(&mut self) {
+        self.spawn();
+        self.wait_ready();
+    }
+
+    /// Starts the process on the same data dir and ports without waiting
+    /// for it (tests of start-up order); follow with [`Self::wait_ready`].
+    pub fn spawn(&mut self) {
         assert!(self.child.is_none(), "control plane already running");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -99,13 +106,14 @@ impl ControlPlane {
             .spawn()
             .expect("spawn meshlink-cp");
         self.child = Some(child);
+    }
+
+    /// Waits for `/readyz` of the spawned process (panics with the logs if
+    /// it exits), then reads the admin token.
+    pub fn wait_ready(&mut self) {
         let url = format!("{}/readyz", self.server());
         crate::eventually("control plane /readyz", Duration::from_secs(30), || {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+            if let Some(status) = self.exit_status() {
                 panic!(
                     "meshlink-cp exited with {status} during start-up:\n{}",
                     self.logs()
@@ -122,9 +130,22 @@ impl ControlPlane {
             .to_string();
     }
 
+    /// How the process exited, if it did (non-blocking; `None` while it
+    /// runs or when it was never started).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// The REST API base URL.
     pub fn server(&self) -> String {
         format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    /// The xDS/Certify port (fixed for the life of this value, across restarts).
+    pub fn xds_port(&self) -> u16 {
+        self.xds_port
     }
 
     /// The xDS/Certify endpoint, `https://localhost:PORT`.

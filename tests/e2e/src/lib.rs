@@ -6,10 +6,12 @@
 //! `scripts/test` builds them first (`cargo build --bins`).
 
 pub mod ads;
+pub mod app;
 pub mod certify;
 mod cli;
 mod cp;
 mod postgres;
+pub mod proxy;
 
 pub use cli::{CliOutput, run_cli};
 pub use cp::{ControlPlane, StoreKind};

@@ -120,7 +120,7 @@ impl XdsClient {
             unreachable: e.is_unreachable(),
             why: e.to_string(),
         };
-        let token = self.target.token().map_err(unreachable)?;
+        let token = self.target.credentials().map_err(unreachable)?;
         let channel = self.target.connect().await.map_err(unreachable)?;
         let (tx, rx) = mpsc::channel(16);
         let held = self.config.borrow().clone();

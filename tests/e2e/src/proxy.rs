@@ -1,0 +1,340 @@
+//! Real `meshlink-proxy run` sidecars for end-to-end tests, and the
+//! two-sidecar mesh they serve (`fixtures/proxy-pair.yaml`, filled in with
+//! free ports so tests can run in parallel).
+//!
+//! A [`Sidecar`] is a child process (killed on drop) logging to a temp file;
+//! its admin endpoint is read with the plain HTTP client of [`crate::app`].
+//! Every wait polls with a deadline and panics with the proxy's logs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::ControlPlane;
+use crate::app::http_get;
+
+/// The mesh of the proxy tests.
+pub const MESH: &str = "default";
+
+// === impl PairPorts ===
+
+/// The ports of the two-sidecar mesh: web-1 (service `web`) calls backend
+/// through `web_outbound`; backend-1 (service `backend`) calls web through
+/// `backend_outbound`. `*_inbound` are the sidecars' mTLS listeners and
+/// `*_app` the apps' ports behind them.
+#[derive(Debug, Clone, Copy)]
+pub struct PairPorts {
+    /// web-1's inbound (mTLS) listener.
+    pub web_inbound: u16,
+    /// web's app.
+    pub web_app: u16,
+    /// web-1's outbound listener for `backend`.
+    pub web_outbound: u16,
+    /// backend-1's inbound (mTLS) listener.
+    pub backend_inbound: u16,
+    /// backend's app.
+    pub backend_app: u16,
+    /// backend-1's outbound listener for `web`.
+    pub backend_outbound: u16,
+}
+
+impl PairPorts {
+    /// Six currently free loopback ports.
+    pub fn free() -> PairPorts {
+        PairPorts {
+            web_inbound: crate::free_port(),
+            web_app: crate::free_port(),
+            web_outbound: crate::free_port(),
+            backend_inbound: crate::free_port(),
+            backend_app: crate::free_port(),
+            backend_outbound: crate::free_port(),
+        }
+    }
+}
+
+/// `fixtures/proxy-pair.yaml` with `ports` and the workload certificate
+/// lifetime `cert_expiration` (e.g. `20s`, `1h`) filled in.
+pub fn pair_yaml(ports: &PairPorts, cert_expiration: &str) -> String {
+    let template = std::fs::read_to_string(crate::fixture("proxy-pair.yaml"))
+        .expect("read fixtures/proxy-pair.yaml");
+    let yaml = [
+        ("CERT_EXPIRATION", cert_expiration.to_owned()),
+        ("WEB_INBOUND", ports.web_inbound.to_string()),
+        ("WEB_APP", ports.web_app.to_string()),
+        ("WEB_OUTBOUND", ports.web_outbound.to_string()),
+        ("BACKEND_INBOUND", ports.backend_inbound.to_string()),
+        ("BACKEND_APP", ports.backend_app.to_string()),
+        ("BACKEND_OUTBOUND", ports.backend_outbound.to_string()),
+    ]
+    .iter()
+    .fold(template, |t, (k, v)| t.replace(&format!("${{{k}}}"), v));
+    assert!(!yaml.contains("${"), "unfilled placeholder in:\n{yaml}");
+    yaml
+}
+
+/// Applies [`pair_yaml`] to `cp`.
+pub fn apply_pair(cp: &ControlPlane, ports: &PairPorts, cert_expiration: &str) {
+    cp.cli_stdin(
+        &["apply", "-f", "-"],
+        Some(&pair_yaml(ports, cert_expiration)),
+    )
+    .success();
+}
+
+/// Issues a proxy token for `MESH/name` (valid 24 h) and writes it to `path`.
+pub fn write_token(cp: &ControlPlane, path: &Path, name: &str) {
+    let (token, _) = cp.dataplane_token(&["--mesh", MESH, "--name", name, "--valid-for", "24h"]);
+    std::fs::write(path, token).expect("write token file");
+}
+
+// === impl SidecarOptions ===
+
+/// The command line of one sidecar.
+#[derive(Debug, Clone)]
+pub struct SidecarOptions {
+    /// `--cp`.
+    pub cp_url: String,
+    /// `--cp-ca`.
+    pub cp_ca: PathBuf,
+    /// `--token-file`.
+    pub token_file: PathBuf,
+    /// `--name` (the mesh is [`MESH`]).
+    pub name: String,
+    /// The port of `--admin-addr 127.0.0.1:PORT`.
+    pub admin_port: u16,
+    /// `--drain-timeout`.
+    pub drain_timeout: String,
+}
+
+impl SidecarOptions {
+    /// Options for Dataplane `name` of `cp` (`--cp https://127.0.0.1:XDS`,
+    /// `--cp-ca <data-dir>/cp-tls/ca.pem`), a free admin port and a 30 s
+    /// drain. Nothing is written: the token file may not exist yet.
+    pub fn new(cp: &ControlPlane, token_file: &Path, name: &str) -> SidecarOptions {
+        SidecarOptions {
+            cp_url: format!("https://127.0.0.1:{}", cp.xds_port()),
+            cp_ca: cp.data_dir().join("cp-tls").join("ca.pem"),
+            token_file: token_file.to_owned(),
+            name: name.to_owned(),
+            admin_port: crate::free_port(),
+            drain_timeout: "30s".to_owned(),
+        }
+    }
+
+    /// The same with `--drain-timeout drain`.
+    pub fn drain_timeout(mut self, drain: &str) -> SidecarOptions {
+        self.drain_timeout = drain.to_owned();
+        self
+    }
+}
+
+// === impl Sidecar ===
+
+/// A running `meshlink-proxy run` process. Killed on drop.
+pub struct Sidecar {
+    child: Option<Child>,
+    status: Option<ExitStatus>,
+    name: String,
+    admin_port: u16,
+    log: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl Sidecar {
+    /// Writes a fresh token for `name` into `dir` (the cp must be running)
+    /// and starts the sidecar with default options.
+    pub fn start(cp: &ControlPlane, dir: &Path, name: &str) -> Sidecar {
+        let token = dir.join(format!("{name}.token"));
+        write_token(cp, &token, name);
+        Sidecar::spawn(&SidecarOptions::new(cp, &token, name))
+    }
+
+    /// Starts the process without waiting for anything.
+    pub fn spawn(opts: &SidecarOptions) -> Sidecar {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let log = tmp.path().join(format!("{}.log", opts.name));
+        let out = std::fs::File::create(&log).expect("create proxy log");
+        let err = out.try_clone().expect("clone log handle");
+        let rust_log = std::env::var("MESHLINK_E2E_PROXY_LOG").unwrap_or_else(|_| "info".into());
+        let child = Command::new(crate::bin_path("meshlink-proxy"))
+            .arg("run")
+            .arg("--cp")
+            .arg(&opts.cp_url)
+            .arg("--cp-ca")
+            .arg(&opts.cp_ca)
+            .arg("--token-file")
+            .arg(&opts.token_file)
+            .args(["--mesh", MESH, "--name", &opts.name])
+            .arg("--admin-addr")
+            .arg(format!("127.0.0.1:{}", opts.admin_port))
+            .arg("--drain-timeout")
+            .arg(&opts.drain_timeout)
+            .env("RUST_LOG", rust_log)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn meshlink-proxy");
+        Sidecar {
+            child: Some(child),
+            status: None,
+            name: opts.name.clone(),
+            admin_port: opts.admin_port,
+            log,
+            _tmp: tmp,
+        }
+    }
+
+    /// The Dataplane name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Everything the process logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET path` on the admin endpoint: (status, body); status 0 with the
+    /// error as body when it cannot be reached.
+    pub fn admin_get(&self, path: &str) -> (u16, String) {
+        match http_get(self.admin_port, path) {
+            Ok(r) => (r.status, r.text()),
+            Err(e) => (0, format!("admin endpoint unreachable: {e}")),
+        }
+    }
+
+    /// `/ready` as (status, JSON body or Null).
+    pub fn ready(&self) -> (u16, Value) {
+        let (status, body) = self.admin_get("/ready");
+        (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+    }
+
+    /// Polls `/ready` until 200; panics with the last answer and the logs
+    /// after `timeout`, or at once if the process exits.
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exit_status() {
+                panic!(
+                    "sidecar {} exited with {s} before it was ready; logs:\n{}",
+                    self.name,
+                    self.logs()
+                );
+            }
+            let (status, body) = self.admin_get("/ready");
+            if status == 200 {
+                return;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "sidecar {} not ready after {timeout:?}: /ready answered {status} {body}\nlogs:\n{}",
+                    self.name,
+                    self.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// The sum of the `/metrics` samples whose series (name and labels)
+    /// contains `series` (0 when none does or the endpoint is unreachable).
+    pub fn metric(&self, series: &str) -> f64 {
+        let (_, text) = self.admin_get("/metrics");
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' '))
+            .filter(|(name, _)| name.contains(series))
+            .filter_map(|(_, v)| v.trim().parse::<f64>().ok())
+            .sum()
+    }
+
+    /// `/config_dump` (Null when unreachable or not JSON).
+    pub fn config_dump(&self) -> Value {
+        let (_, body) = self.admin_get("/config_dump");
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    }
+
+    /// The serial of the current identity certificate, if it has one.
+    pub fn serial(&self) -> Option<String> {
+        match &self.config_dump()["identity"]["serial"] {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// The process id, until it has been reaped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// How the process exited, if it did (non-blocking).
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none()
+            && let Some(c) = self.child.as_mut()
+            && let Ok(Some(s)) = c.try_wait()
+        {
+            self.status = Some(s);
+            self.child = None;
+        }
+        self.status
+    }
+
+    /// Sends SIGTERM (without waiting).
+    pub fn sigterm(&self) {
+        let pid = self.pid().expect("sidecar still running");
+        let ok = Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -TERM {pid} failed");
+    }
+
+    /// Waits up to `timeout` for the process to exit; panics with the logs
+    /// if it does not.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exit_status() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sidecar {} still running {timeout:?} later; logs:\n{}",
+                self.name,
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGTERM, then waits (up to 60 s) for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        if let Some(s) = self.exit_status() {
+            return s;
+        }
+        self.sigterm();
+        self.wait_exit(Duration::from_secs(60))
+    }
+
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            if let Ok(s) = c.wait() {
+                self.status.get_or_insert(s);
+            }
+        }
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
