@@ -92,6 +92,9 @@ enum Command {
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
+    /// Starts a complete local mesh (control plane, two apps, two sidecars),
+    /// prints what to try, and stops everything on Ctrl-C.
+    Demo(commands::demo::DemoArgs),
 }
 
 #[derive(Subcommand)]
@@ -225,6 +228,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             let w = commands::wait::parse_for(&for_)?;
             commands::wait::run(&client, k, &name, Some(&mesh), &w, timeout).await
         }
+        Command::Demo(args) => commands::demo::run(args).await,
     }
 }
 

@@ -27,6 +27,10 @@ use crate::model::{Authorization, Direction, ListenerSpec, authorize};
 
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Copy buffer per direction: one full TLS record's plaintext, so bulk
+/// transfers are written as full records (tokio's default is 8 KiB). Two
+/// per connection, allocated when the connection starts.
+const COPY_BUFFER: usize = 16 * 1024;
 /// Most endpoints one outbound connection tries.
 const MAX_CONNECT_ATTEMPTS: usize = 3;
 
@@ -214,7 +218,8 @@ where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
-    let result = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+    let result =
+        tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER).await;
     match result {
         Ok((ab, ba)) => {
             metrics

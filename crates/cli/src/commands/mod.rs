@@ -2,6 +2,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod delete;
+pub(crate) mod demo;
 pub(crate) mod get;
 pub(crate) mod inspect;
 pub(crate) mod token;

@@ -1,0 +1,846 @@
+//! `meshlink demo`: a complete local mesh on one machine.
+//!
+//! Starts the real `meshlink-cp` and two `meshlink-proxy` sidecars (found
+//! next to this executable, else on PATH) and two tiny HTTP apps served by
+//! this process, applies a Mesh with mTLS, two Dataplanes (web, backend) and
+//! a MeshTrafficPermission web -> backend, waits until a request flows from
+//! web's outbound through both sidecars to backend, prints what to try, and
+//! on Ctrl-C/SIGTERM stops every child (SIGTERM, then wait).
+//!
+//! Owns the demo's child processes: it must never return while one it
+//! started is still running.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use reqwest::Method;
+use rustix::process::Pid;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client::ApiClient;
+use crate::failure::Failure;
+
+/// What the backend app answers.
+const BACKEND_BODY: &str = "hello from backend\n";
+/// What the web app answers.
+const WEB_BODY: &str = "hello from web\n";
+/// The MeshTrafficPermission that lets web call backend.
+const MTP_NAME: &str = "web-to-backend";
+
+/// Flags of `meshlink demo`.
+#[derive(clap::Args)]
+pub(crate) struct DemoArgs {
+    /// Directory for the control plane's data, the proxy tokens and the logs.
+    #[arg(long, default_value = "meshlink-demo")]
+    data_dir: PathBuf,
+    /// Start everything, send one request through the mesh, print the
+    /// result, stop everything and exit (0 when the request succeeded).
+    #[arg(long, visible_alias = "check")]
+    once: bool,
+    /// Use free ephemeral ports instead of the defaults (REST API 5681,
+    /// xDS 5678, proxy admin 9901/9902, ...), e.g. to run two demos at once.
+    #[arg(long)]
+    random_ports: bool,
+    /// How long each start-up step may take.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+}
+
+/// The ports the demo uses, all on 127.0.0.1.
+struct Ports {
+    api: u16,
+    web_app: u16,
+    backend_app: u16,
+    xds: u16,
+    grant: u16,
+    web_inbound: u16,
+    web_outbound: u16,
+    backend_inbound: u16,
+    web_admin: u16,
+    backend_admin: u16,
+}
+
+/// Runs `meshlink demo`.
+pub(crate) async fn run(args: DemoArgs) -> Result<(), Failure> {
+    let cp_bin = find_binary("meshlink-cp")?;
+    let proxy_bin = find_binary("meshlink-proxy")?;
+    let dir = prepare_dir(&args.data_dir)?;
+    let _lock = lock_dir(&dir)?;
+    let mut signals = Signals::install()?;
+    println!(
+        "meshlink demo: data in {0}, logs in {0}/logs",
+        dir.display()
+    );
+    let mut demo = Demo {
+        dir,
+        timeout: args.timeout,
+        procs: Vec::new(),
+        apps: JoinSet::new(),
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| Failure::Runtime(format!("cannot build an HTTP client: {e}")))?,
+    };
+    let started = tokio::select! {
+        r = demo.start(&cp_bin, &proxy_bin, args.random_ports) => r.map(Some),
+        sig = signals.recv() => {
+            println!("{sig} received during start-up; stopping");
+            if args.once {
+                Err(Failure::Runtime(format!("interrupted by {sig} before the check completed")))
+            } else {
+                Ok(None)
+            }
+        }
+    };
+    let result = match started {
+        Ok(Some(_)) if args.once => {
+            println!(
+                "ok: the mesh works (web -> backend over mTLS, allowed by MeshTrafficPermission {MTP_NAME})"
+            );
+            Ok(())
+        }
+        Ok(Some(ports)) => {
+            print_try(&demo.dir, &ports);
+            demo.supervise(&mut signals).await
+        }
+        Ok(None) => Ok(()),
+        Err(e) => {
+            println!("stopping the demo (error below)");
+            Err(e)
+        }
+    };
+    let clean = demo.stop(&mut signals).await;
+    match result {
+        Err(e) => Err(e),
+        Ok(()) if clean => {
+            println!("meshlink demo stopped");
+            Ok(())
+        }
+        Ok(()) => Err(Failure::Runtime(format!(
+            "some demo processes did not stop cleanly; see the logs in {}/logs",
+            demo.dir.display()
+        ))),
+    }
+}
+
+// === impl Demo ===
+
+/// The running demo: child processes in start order and the app servers.
+struct Demo {
+    dir: PathBuf,
+    timeout: Duration,
+    procs: Vec<Proc>,
+    apps: JoinSet<()>,
+    http: reqwest::Client,
+}
+
+impl Demo {
+    /// Starts everything and returns once a request flows web -> backend.
+    async fn start(
+        &mut self,
+        cp_bin: &Path,
+        proxy_bin: &Path,
+        random: bool,
+    ) -> Result<Ports, Failure> {
+        let mut picker = PortPicker {
+            random,
+            held: Vec::new(),
+        };
+        let web_app = picker.pick(8080, "the web app")?;
+        let backend_app = picker.pick(8081, "the backend app")?;
+        let ports = Ports {
+            web_app: port_of(&web_app),
+            backend_app: port_of(&backend_app),
+            api: picker.pick_port(5681, "the control plane's REST API")?,
+            xds: picker.pick_port(5678, "the control plane's xDS port")?,
+            grant: picker.pick_port(9090, "the control plane's grant server")?,
+            web_inbound: picker.pick_port(10001, "web's sidecar inbound")?,
+            web_outbound: picker.pick_port(10080, "web's outbound to backend")?,
+            backend_inbound: picker.pick_port(10002, "backend's sidecar inbound")?,
+            web_admin: picker.pick_port(9902, "web's sidecar admin")?,
+            backend_admin: picker.pick_port(9901, "backend's sidecar admin")?,
+        };
+        drop(picker);
+        self.apps.spawn(serve_app(into_tokio(web_app)?, WEB_BODY));
+        self.apps
+            .spawn(serve_app(into_tokio(backend_app)?, BACKEND_BODY));
+        println!(
+            "started the apps: web on 127.0.0.1:{} and backend on 127.0.0.1:{} (answers {:?})",
+            ports.web_app,
+            ports.backend_app,
+            BACKEND_BODY.trim()
+        );
+
+        let client = self.start_cp(cp_bin, &ports).await?;
+        let yaml_path = self.dir.join("demo.yaml");
+        std::fs::write(&yaml_path, demo_yaml(&ports))
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", yaml_path.display())))?;
+        println!("applying {}", yaml_path.display());
+        super::apply::run(&client, &yaml_path.to_string_lossy()).await?;
+        let sidecars = [("backend", ports.backend_admin), ("web", ports.web_admin)];
+        for (name, admin_port) in sidecars {
+            let token_file = self.issue_token(&client, name).await?;
+            let args = flags(&[
+                ("--cp", format!("https://127.0.0.1:{}", ports.xds)),
+                ("--cp-ca", format!("{}/cp-tls/ca.pem", self.dir.display())),
+                ("--token-file", token_file.display().to_string()),
+                ("--mesh", "default".into()),
+                ("--name", name.into()),
+                ("--mode", "sidecar".into()),
+                ("--admin-addr", format!("127.0.0.1:{admin_port}")),
+                ("--drain-timeout", "5s".into()),
+            ]);
+            let label = format!("meshlink-proxy for {name}");
+            self.spawn(&label, proxy_bin, &args, &format!("{name}-proxy.log"))?;
+            println!("  admin http://127.0.0.1:{admin_port}");
+        }
+        for (name, admin_port) in sidecars {
+            self.wait_sidecar(name, admin_port).await?;
+        }
+        self.check(ports.web_outbound).await?;
+        Ok(ports)
+    }
+
+    /// Starts the control plane, waits for `/readyz`, returns an admin client.
+    async fn start_cp(&mut self, cp_bin: &Path, ports: &Ports) -> Result<ApiClient, Failure> {
+        let server = format!("http://127.0.0.1:{}", ports.api);
+        let args = flags(&[
+            ("--data-dir", self.dir.display().to_string()),
+            ("--api-addr", format!("127.0.0.1:{}", ports.api)),
+            ("--xds-addr", format!("127.0.0.1:{}", ports.xds)),
+            ("--grant-addr", format!("127.0.0.1:{}", ports.grant)),
+            ("--advertised-host", "127.0.0.1".into()),
+        ]);
+        self.spawn("meshlink-cp", cp_bin, &args, "cp.log")?;
+        println!("  REST API {server}, xDS https://127.0.0.1:{}", ports.xds);
+        let readyz = format!("{server}/readyz");
+        self.wait_for("the control plane", &readyz, async |http| {
+            let r = http.get(&readyz).send().await.map_err(|e| cause(&e))?;
+            let status = r.status();
+            status.is_success().then_some(()).ok_or(status.to_string())
+        })
+        .await?;
+        let path = self.dir.join("admin-token");
+        let admin = std::fs::read_to_string(&path)
+            .map_err(|e| Failure::Runtime(format!("cannot read {}: {e}", path.display())))?;
+        Ok(ApiClient::new(&server, Some(admin.trim().to_string())))
+    }
+
+    /// Waits until a sidecar's `/ready` is 200, printing what it misses.
+    async fn wait_sidecar(&mut self, name: &str, admin_port: u16) -> Result<(), Failure> {
+        let url = format!("http://127.0.0.1:{admin_port}/ready");
+        self.wait_for(&format!("{name}'s sidecar"), &url, async |http| {
+            let r = http.get(&url).send().await.map_err(|e| cause(&e))?;
+            if r.status().is_success() {
+                return Ok(());
+            }
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            let missing = body["missing"].as_array().into_iter().flatten();
+            let missing: Vec<&str> = missing.filter_map(Value::as_str).collect();
+            Err(format!("missing: {}", missing.join("; ")))
+        })
+        .await
+    }
+
+    /// Sends requests to web's outbound until one reaches backend.
+    async fn check(&mut self, outbound: u16) -> Result<(), Failure> {
+        let url = format!("http://127.0.0.1:{outbound}/");
+        let body = self
+            .wait_for("a request through the mesh", &url, async |http| {
+                let r = http.get(&url).send().await.map_err(|e| cause(&e))?;
+                let status = r.status();
+                let body = r.text().await.map_err(|e| cause(&e))?;
+                match status.is_success() && body == BACKEND_BODY {
+                    true => Ok(body),
+                    false => Err(format!("{status} {:?}", body.trim())),
+                }
+            })
+            .await?;
+        println!(
+            "check: GET {url} -> web's sidecar -> mTLS -> backend's sidecar -> backend app: 200 {:?}",
+            body.trim()
+        );
+        Ok(())
+    }
+
+    /// Issues a proxy token for dataplane `name` and writes it (0600).
+    async fn issue_token(&self, client: &ApiClient, name: &str) -> Result<PathBuf, Failure> {
+        let body = json!({ "mesh": "default", "name": name, "validFor": "168h" });
+        let resp = client
+            .call(
+                Method::POST,
+                "/api/v1/tokens/dataplane",
+                &[],
+                Some(&body),
+                Duration::from_secs(30),
+            )
+            .await
+            .map_err(|e| e.into_failure())?;
+        let token = resp["token"].as_str().unwrap_or_default();
+        let path = self.dir.join("tokens").join(format!("{name}.token"));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o600)
+                .open(&path)?;
+            f.write_all(token.as_bytes())
+        };
+        write().map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        println!("issued a proxy token for {name}: {}", path.display());
+        Ok(path)
+    }
+
+    /// Starts a child process with its output in `logs/<log>`.
+    fn spawn(
+        &mut self,
+        label: &str,
+        bin: &Path,
+        args: &[String],
+        log: &str,
+    ) -> Result<(), Failure> {
+        let log = self.dir.join("logs").join(log);
+        let open = || std::fs::File::create(&log);
+        let io =
+            |e: std::io::Error| Failure::Runtime(format!("cannot create {}: {e}", log.display()));
+        let out = open().map_err(io)?;
+        let err = out.try_clone().map_err(io)?;
+        let mut cmd = tokio::process::Command::new(bin);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            // The output goes to a log file: no colour escapes.
+            .env("NO_COLOR", "1");
+        // The demo passes every setting as a flag; stray MESHLINK_* variables
+        // (a PostgreSQL store, a config file) must not change it.
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("MESHLINK_") {
+                cmd.env_remove(k);
+            }
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| Failure::Runtime(format!("cannot start {}: {e}", bin.display())))?;
+        println!(
+            "started {label} (pid {}), log {}",
+            child.id().unwrap_or(0),
+            log.display()
+        );
+        self.procs.push(Proc {
+            label: label.to_string(),
+            child,
+            log,
+            reported: false,
+        });
+        Ok(())
+    }
+
+    /// Polls `probe` until it succeeds, printing progress; fails when a
+    /// child exits or after the start-up timeout.
+    async fn wait_for<T>(
+        &mut self,
+        what: &str,
+        url: &str,
+        mut probe: impl AsyncFnMut(&reqwest::Client) -> Result<T, String>,
+    ) -> Result<T, Failure> {
+        println!("waiting for {what} ({url}) ...");
+        let start = Instant::now();
+        let mut last = String::new();
+        let mut last_print = start;
+        loop {
+            if let Some(msg) = self.exited_child() {
+                return Err(Failure::Runtime(msg));
+            }
+            let detail = match probe(&self.http).await {
+                Ok(v) => {
+                    println!("{what}: ready after {:.1}s", start.elapsed().as_secs_f64());
+                    return Ok(v);
+                }
+                Err(d) => d,
+            };
+            if start.elapsed() >= self.timeout {
+                return Err(Failure::Runtime(format!(
+                    "{what} not ready after {}: {detail}. See the logs in {}/logs; on a slow machine pass a longer --timeout",
+                    humantime::format_duration(self.timeout),
+                    self.dir.display()
+                )));
+            }
+            let changed = detail != last && start.elapsed() >= Duration::from_secs(1);
+            if changed || last_print.elapsed() >= Duration::from_secs(10) {
+                println!(
+                    "  still waiting for {what} ({}s): {detail}",
+                    start.elapsed().as_secs()
+                );
+                last = detail;
+                last_print = Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// A message naming the first child that has exited, with its log tail.
+    fn exited_child(&mut self) -> Option<String> {
+        self.procs.iter_mut().find_map(|p| {
+            let status = p.child.try_wait().ok().flatten()?;
+            p.reported = true;
+            let tail = log_tail(&p.log, 15);
+            let hint = if tail.contains("in use") {
+                "\nA port was taken after the demo checked it; run the demo again (or pass --random-ports)."
+            } else {
+                ""
+            };
+            Some(format!(
+                "{} exited unexpectedly ({}); last lines of {}:\n{tail}{hint}",
+                p.label,
+                describe(status),
+                p.log.display()
+            ))
+        })
+    }
+
+    /// Runs until SIGINT/SIGTERM, or fails when a child exits.
+    async fn supervise(&mut self, signals: &mut Signals) -> Result<(), Failure> {
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                sig = signals.recv() => {
+                    println!("{sig} received; stopping the demo");
+                    return Ok(());
+                }
+                _ = tick.tick() => {
+                    if let Some(msg) = self.exited_child() {
+                        return Err(Failure::Runtime(msg));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the children in reverse start order (sidecars, then the control
+    /// plane), then the apps. True when each exited cleanly.
+    async fn stop(&mut self, signals: &mut Signals) -> bool {
+        let mut clean = true;
+        while let Some(p) = self.procs.pop() {
+            clean &= p.stop(signals).await;
+        }
+        self.apps.shutdown().await;
+        clean
+    }
+}
+
+// === impl Proc ===
+
+/// One child process of the demo.
+struct Proc {
+    label: String,
+    child: tokio::process::Child,
+    log: PathBuf,
+    /// Its unexpected exit was already reported as the demo's error.
+    reported: bool,
+}
+
+impl Proc {
+    /// SIGTERM, then waits; SIGKILL after a grace period or a second signal.
+    async fn stop(mut self, signals: &mut Signals) -> bool {
+        let outcome = match self.child.try_wait() {
+            Ok(Some(status)) => Ok(status),
+            _ => self.terminate(signals).await,
+        };
+        match outcome {
+            Ok(status) if stopped_cleanly(status) => {
+                println!("stopped {}", self.label);
+                true
+            }
+            Ok(_) if self.reported => false,
+            Ok(status) => {
+                eprintln!(
+                    "warning: {} exited with {}; see {}",
+                    self.label,
+                    describe(status),
+                    self.log.display()
+                );
+                false
+            }
+            Err(why) => {
+                eprintln!("warning: killing {}: {why}", self.label);
+                let _ = self.child.kill().await;
+                false
+            }
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    async fn terminate(&mut self, signals: &mut Signals) -> Result<ExitStatus, String> {
+        let grace = Duration::from_secs(20);
+        if let Some(pid) = self.child.id().and_then(|id| Pid::from_raw(id as i32)) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        tokio::select! {
+            r = tokio::time::timeout(grace, self.child.wait()) => match r {
+                Ok(Ok(status)) => Ok(status),
+                Ok(Err(e)) => Err(format!("cannot wait for it: {e}")),
+                Err(_) => Err(format!("it did not stop within {}", humantime::format_duration(grace))),
+            },
+            sig = signals.recv() => Err(format!("{sig} received again")),
+        }
+    }
+}
+
+/// Exit code 0, or ended by the SIGTERM (15) or SIGINT (2) it was sent.
+fn stopped_cleanly(status: ExitStatus) -> bool {
+    status.success() || matches!(status.signal(), Some(15 | 2))
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => status.to_string(),
+    }
+}
+
+// === signals ===
+
+/// SIGTERM and SIGINT, installed before any child starts.
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Self, Failure> {
+        let err =
+            |e: std::io::Error| Failure::Runtime(format!("cannot install signal handlers: {e}"));
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(err)?,
+            int: signal(SignalKind::interrupt()).map_err(err)?,
+        })
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+// === ports ===
+
+/// Picks the default port when free, else a free ephemeral one. Holds every
+/// picked port until dropped so no two picks collide.
+struct PortPicker {
+    random: bool,
+    held: Vec<std::net::TcpListener>,
+}
+
+impl PortPicker {
+    /// Binds `default` (or a free port) on 127.0.0.1 and returns the listener.
+    fn pick(&mut self, default: u16, what: &str) -> Result<std::net::TcpListener, Failure> {
+        let bind = |p: u16| std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, p)));
+        if !self.random {
+            match bind(default) {
+                Ok(l) => return Ok(l),
+                Err(e) => {
+                    let l = bind(0).map_err(|e| {
+                        Failure::Runtime(format!("cannot bind a free port on 127.0.0.1: {e}"))
+                    })?;
+                    println!(
+                        "port {default} ({what}) is not available ({e}); using {} instead",
+                        port_of(&l)
+                    );
+                    return Ok(l);
+                }
+            }
+        }
+        bind(0).map_err(|e| Failure::Runtime(format!("cannot bind a free port on 127.0.0.1: {e}")))
+    }
+
+    /// Like [`PortPicker::pick`] for a port another process will bind.
+    fn pick_port(&mut self, default: u16, what: &str) -> Result<u16, Failure> {
+        let l = self.pick(default, what)?;
+        let port = port_of(&l);
+        self.held.push(l);
+        Ok(port)
+    }
+}
+
+fn port_of(l: &std::net::TcpListener) -> u16 {
+    l.local_addr().map(|a| a.port()).unwrap_or(0)
+}
+
+fn into_tokio(l: std::net::TcpListener) -> Result<tokio::net::TcpListener, Failure> {
+    l.set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(l))
+        .map_err(|e| Failure::Runtime(format!("cannot serve an app: {e}")))
+}
+
+// === apps ===
+
+/// A tiny HTTP/1.1 server answering every request with `body`.
+async fn serve_app(listener: tokio::net::TcpListener, body: &'static str) {
+    let mut conns = JoinSet::new();
+    loop {
+        while conns.try_join_next().is_some() {}
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                conns.spawn(answer(stream, body));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// Reads one request head and answers it, then closes.
+async fn answer(mut stream: tokio::net::TcpStream, body: &'static str) {
+    let read_head = async {
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 1024];
+        loop {
+            let n = stream.read(&mut chunk).await?;
+            head.extend_from_slice(&chunk[..n]);
+            if n == 0 || head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() > 16 * 1024 {
+                return Ok::<_, std::io::Error>(());
+            }
+        }
+    };
+    if !matches!(
+        tokio::time::timeout(Duration::from_secs(10), read_head).await,
+        Ok(Ok(()))
+    ) {
+        return;
+    }
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+// === files and text ===
+
+/// The resources the demo applies (also written to `<data-dir>/demo.yaml`).
+fn demo_yaml(p: &Ports) -> String {
+    format!(
+        r#"# Applied by `meshlink demo`; apply it again to restore the demo's resources.
+apiVersion: meshlink.dev/v1alpha1
+kind: Mesh
+metadata: {{name: default}}
+spec:
+  mtls:
+    enabledBackend: ca-1
+    backends: [{{name: ca-1, type: builtin}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {{name: web, mesh: default}}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{{port: {wi}, servicePort: {wa}, tags: {{kuma.io/service: web}}}}]
+    outbound: [{{port: {wo}, tags: {{kuma.io/service: backend}}}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {{name: backend, mesh: default}}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{{port: {bi}, servicePort: {ba}, tags: {{kuma.io/service: backend}}}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: MeshTrafficPermission
+metadata: {{name: {MTP_NAME}, mesh: default}}
+spec:
+  targetRef: {{kind: MeshService, name: backend}}
+  from:
+    - targetRef: {{kind: MeshService, name: web}}
+      default: {{action: Allow}}
+"#,
+        wi = p.web_inbound,
+        wo = p.web_outbound,
+        bi = p.backend_inbound,
+        wa = p.web_app,
+        ba = p.backend_app,
+    )
+}
+
+/// Prints the commands to try; every one works as typed.
+fn print_try(dir: &Path, p: &Ports) {
+    let cli = cli_command();
+    let url = format!("http://127.0.0.1:{}/", p.web_outbound);
+    let token = sh_quote(&dir.join("admin-token").display().to_string());
+    let yaml = sh_quote(&dir.join("demo.yaml").display().to_string());
+    println!(
+        r#"
+The demo, all on 127.0.0.1 (logs in {logs}):
+  control plane  REST API :{api}, xDS :{xds}
+  web            app :{wapp}, sidecar inbound :{wi} (mTLS), outbound to backend :{wo}, admin :{wa}
+  backend        app :{bapp}, sidecar inbound :{bi} (mTLS), admin :{ba}
+
+Try this from another terminal:
+
+  # web's outbound: web's sidecar calls backend's sidecar over mTLS
+  curl {url}
+
+  # the CLI, pointed at the demo's control plane
+  export MESHLINK_SERVER=http://127.0.0.1:{api} MESHLINK_TOKEN="$(cat {token})"
+  {cli} get dataplanes
+  {cli} inspect dataplane web
+  curl -s http://127.0.0.1:{wa}/config_dump
+
+  # take the permission away: backend's sidecar now refuses web
+  {cli} delete mtp {MTP_NAME} -m default
+  curl {url}
+  curl -s http://127.0.0.1:{ba}/metrics | grep rbac
+
+  # allow it again
+  {cli} apply -f {yaml}
+"#,
+        logs = dir.join("logs").display(),
+        api = p.api,
+        xds = p.xds,
+        wapp = p.web_app,
+        bapp = p.backend_app,
+        wi = p.web_inbound,
+        wo = p.web_outbound,
+        bi = p.backend_inbound,
+        wa = p.web_admin,
+        ba = p.backend_admin,
+    );
+    println!(
+        "ready: curl {url} answers {:?}; press Ctrl-C to stop",
+        BACKEND_BODY.trim()
+    );
+}
+
+/// How to type this `meshlink`: its name when PATH finds this very file,
+/// else its path (relative to the working directory when inside it).
+fn cli_command() -> String {
+    let Ok(exe) = std::env::current_exe().and_then(|e| e.canonicalize()) else {
+        return "meshlink".into();
+    };
+    if on_path("meshlink")
+        .and_then(|p| p.canonicalize().ok())
+        .as_deref()
+        == Some(exe.as_path())
+    {
+        return "meshlink".into();
+    }
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| exe.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| exe.clone());
+    let shown = if shown.components().count() == 1 {
+        format!("./{}", shown.display())
+    } else {
+        shown.display().to_string()
+    };
+    sh_quote(&shown)
+}
+
+fn sh_quote(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The binary next to this executable, else on PATH.
+fn find_binary(name: &str) -> Result<PathBuf, Failure> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::Runtime(format!("cannot locate the meshlink executable: {e}")))?;
+    if let Some(p) = exe.parent().map(|d| d.join(name)).filter(|p| p.is_file()) {
+        return Ok(p);
+    }
+    on_path(name).ok_or_else(|| {
+        Failure::Runtime(format!(
+            "cannot find {name}: it is neither next to {} nor on PATH. Build every binary with \
+             `cargo build --release --bins` and run the meshlink built with it (target/release/meshlink demo)",
+            exe.display()
+        ))
+    })
+}
+
+/// Creates the data dir with `logs/` and `tokens/`; returns its absolute path.
+fn prepare_dir(dir: &Path) -> Result<PathBuf, Failure> {
+    for sub in ["logs", "tokens"] {
+        std::fs::create_dir_all(dir.join(sub)).map_err(|e| {
+            Failure::Runtime(format!(
+                "cannot create {}: {e}; pass another --data-dir",
+                dir.join(sub).display()
+            ))
+        })?;
+    }
+    dir.canonicalize()
+        .map_err(|e| Failure::Runtime(format!("cannot resolve {}: {e}", dir.display())))
+}
+
+/// Takes `<dir>/demo.lock` so two demos never share a data dir.
+fn lock_dir(dir: &Path) -> Result<std::fs::File, Failure> {
+    let path = dir.join("demo.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| Failure::Runtime(format!("cannot open {}: {e}", path.display())))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Failure::Runtime(format!(
+            "another meshlink demo is running with data dir {}; stop it (Ctrl-C in its terminal) or pass another --data-dir",
+            dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(Failure::Runtime(format!(
+            "cannot lock {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// `run` followed by each flag and its value.
+fn flags(pairs: &[(&str, String)]) -> Vec<String> {
+    let pairs = pairs.iter().flat_map(|(f, v)| [f.to_string(), v.clone()]);
+    std::iter::once("run".to_string()).chain(pairs).collect()
+}
+
+/// The last `n` lines of a log file.
+fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The innermost cause of a request error (e.g. "Connection refused").
+fn cause(e: &reqwest::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg = s.to_string();
+        src = s.source();
+    }
+    msg
+}
