@@ -15,8 +15,11 @@ pub fn init_tracing(default_filter: &str) {
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    use std::io::IsTerminal as _;
+    // Colour codes only for a terminal: logs redirected to files stay plain.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }
