@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+use crate::counted::Counted;
 use crate::dataplane::{ClusterRuntime, Dataplane};
 use crate::metrics::{ClusterLabels, ListenerLabels, NameLabels, ProxyMetrics};
 use crate::model::{Authorization, Direction, ListenerSpec, authorize};
@@ -209,7 +210,7 @@ async fn connect(cluster: &ClusterRuntime, metrics: &ProxyMetrics) -> Result<Tcp
 }
 
 async fn copy<A, B>(
-    mut a: A,
+    a: A,
     mut b: B,
     direction: Direction,
     metrics: &ProxyMetrics,
@@ -218,18 +219,16 @@ where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
-    let result =
-        tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER).await;
-    match result {
-        Ok((ab, ba)) => {
-            metrics
-                .bytes
-                .get_or_create(&ProxyMetrics::direction(direction))
-                .inc_by(ab + ba);
-            Ok(())
-        }
-        Err(e) => Err(format!("copy failed: {e}")),
-    }
+    // Counting the downstream side counts both directions once each.
+    let counter = metrics
+        .bytes
+        .get_or_create(&ProxyMetrics::direction(direction))
+        .clone();
+    let mut a = Counted::new(a, counter);
+    tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER)
+        .await
+        .map(drop)
+        .map_err(|e| format!("copy failed: {e}"))
 }
 
 /// A short metrics label for a handshake error.

@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod backoff;
 pub mod connection;
+pub mod counted;
 pub mod cp;
 pub mod dataplane;
 pub mod identity;

@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Data-plane proxy benchmark, three variants side by side in one run, all on
+# loopback:
+#   direct    client -> server (the physical limit)
+#   haproxy   client -> haproxy A -> mTLS (TLS 1.3, ECDSA P-256) -> haproxy B -> server
+#   meshlink  client -> meshlink-proxy A (outbound) -> mTLS -> meshlink-proxy B (inbound) -> server,
+#             configured by a real meshlink-cp (Mesh with mTLS, two Dataplanes,
+#             a MeshTrafficPermission allowing client -> server)
+# Figures, for each round and variant (rounds interleave the variants):
+#   - latency p50/p99/p99.9 at a fixed 1,000 req/s over 10 HTTP/1.1 keep-alive
+#     connections (`http-load latency`: open loop, measured from when each
+#     request was due, so stalls are not hidden),
+#   - new connections per second (`http-load connect`: 8 workers, one request
+#     per connection, `Connection: close`),
+#   - single-flow throughput (`iperf3 -P 1`, after all HTTP rounds),
+#   - proxy RSS (VmRSS) idle after start and max during the latency run, and
+#     proxy CPU (utime+stime from /proc/PID/stat) during the latency run
+#     (scaled to 1,000 req/s) and per connection during the connection run.
+# Prints a markdown table of medians over the rounds, with ratios.
+#
+#   bench/proxy-pair.sh
+#
+# Environment: ROUNDS (default 3), VARIANTS (default "direct haproxy meshlink"),
+# LAT_DURATION (20s), CONN_DURATION (10s), IPERF_SECONDS (10), RATE (1000),
+# PROXY_PAIR_OUT (copy the raw JSON lines there), PROXY_PAIR_KEEP=1 (keep
+# the work dir with certificates and logs). Needs haproxy, iperf3, jq and
+# openssl; installs the missing ones with apt-get. No figure is checked
+# against a threshold: this is a benchmark, not a test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS="${ROUNDS:-3}"
+read -r -a VARIANTS <<<"${VARIANTS:-direct haproxy meshlink}"
+LAT_DURATION="${LAT_DURATION:-20s}"
+CONN_DURATION="${CONN_DURATION:-10s}"
+IPERF_SECONDS="${IPERF_SECONDS:-10}"
+RATE="${RATE:-1000}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
+
+missing=()
+for tool in haproxy iperf3 jq openssl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [[ ${#missing[@]} -gt 0 ]]; then
+    echo "installing ${missing[*]} with apt-get" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [[ " ${VARIANTS[*]} " == *" meshlink "* ]]; then
+    cargo build --release -q --bins -p meshlink-bench -p meshlink-cp -p meshlink -p meshlink-proxy
+else
+    cargo build --release -q -p meshlink-bench --bin http-load
+fi
+BIN="$CARGO_TARGET_DIR/release"
+
+# Fixed ports below the ephemeral range (32768+): a port there can be taken by
+# a connection (even a TCP self-connect while polling a port not yet bound).
+APP_PORT=27830         # the app: http-load serve, later iperf3 -s
+HA_A_PORT=27831        # haproxy A, plain TCP from the client
+HA_B_PORT=27832        # haproxy B, mTLS from A
+ML_A_PORT=27833        # meshlink-proxy A outbound (plain TCP from the client)
+ML_B_PORT=27834        # meshlink-proxy B inbound (mTLS from A)
+ML_A_IN_PORT=27835     # meshlink-proxy A inbound (unused; a Dataplane has one)
+CP_API_PORT=27837
+CP_XDS_PORT=27838
+ML_A_ADMIN=127.0.0.1:27839
+ML_B_ADMIN=127.0.0.1:27840
+
+WORK="$(mktemp -d /tmp/proxy-pair.XXXXXX)"
+RESULTS="$WORK/results.jsonl"
+PIDS=()
+cleanup() {
+    local status=$?
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [[ "${PROXY_PAIR_KEEP:-0}" == 1 || $status -ne 0 ]]; then
+        echo "work dir (logs, certificates) kept: $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD...: runs CMD in the background with its output in
+# $WORK/NAME.log, and sets NAME_PID.
+start() {
+    local name="$1"
+    shift
+    "$@" >"$WORK/$name.log" 2>&1 &
+    PIDS+=($!)
+    printf -v "${name}_PID" '%s' $!
+}
+stop() {
+    local pid="$1"
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+# wait_for WHAT SECONDS CMD...: polls CMD every 0.1 s until it succeeds.
+wait_for() {
+    local what="$1" secs="$2"
+    shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)); then
+            echo "timed out after ${secs}s waiting for $what" >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+CLK_TCK=$(getconf CLK_TCK)
+cpu_ms() { awk -v hz="$CLK_TCK" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$1/stat"; }
+now_ms() { date +%s%3N; }
+emit() { echo "$1" >>"$RESULTS"; }
+
+# === the app ===
+start APP "$BIN/http-load" serve --addr "127.0.0.1:$APP_PORT"
+wait_for "the app on :$APP_PORT" 10 port_open "$APP_PORT"
+
+# === haproxy pair ===
+make_certs() {
+    local d="$WORK/certs"
+    mkdir -p "$d"
+    (
+        cd "$d"
+        openssl ecparam -name prime256v1 -genkey -noout -out ca.key
+        openssl req -x509 -new -key ca.key -sha256 -days 2 -subj "/CN=bench CA" -out ca.pem
+        for side in a b; do
+            openssl ecparam -name prime256v1 -genkey -noout -out "$side.key"
+            openssl req -new -key "$side.key" -subj "/CN=$side.bench.local" -out "$side.csr"
+            local ext="subjectAltName=DNS:$side.bench.local"
+            [[ $side == a ]] && ext+=$'\nextendedKeyUsage=clientAuth' || ext+=$'\nextendedKeyUsage=serverAuth'
+            openssl x509 -req -in "$side.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -sha256 \
+                -extfile <(printf '%s\n' "$ext") -out "$side.crt" 2>/dev/null
+            cat "$side.crt" "$side.key" >"$side.pem"
+        done
+    )
+}
+setup_haproxy() {
+    make_certs
+    export BENCH_CERTS="$WORK/certs" BENCH_HAPROXY_A_PORT=$HA_A_PORT BENCH_HAPROXY_B_PORT=$HA_B_PORT BENCH_APP_PORT=$APP_PORT
+    haproxy -c -q -f bench/haproxy/a.cfg
+    haproxy -c -q -f bench/haproxy/b.cfg
+    start HA_B haproxy -db -f bench/haproxy/b.cfg
+    start HA_A haproxy -db -f bench/haproxy/a.cfg
+    wait_for "haproxy B" 10 port_open "$HA_B_PORT"
+    wait_for "haproxy A" 10 port_open "$HA_A_PORT"
+    wait_for "a request through the haproxy pair" 10 curl -fs "http://127.0.0.1:$HA_A_PORT/"
+}
+
+# === meshlink pair ===
+ML_FAILED=""
+meshlink_setup_failed() {
+    ML_FAILED="$1"
+    echo "meshlink variant skipped: $1" >&2
+    for p in ML_A ML_B; do
+        local admin=$ML_A_ADMIN
+        [[ $p == ML_B ]] && admin=$ML_B_ADMIN
+        echo "--- $p /ready: $(curl -s "http://$admin/ready" || echo unreachable)" >&2
+        echo "--- $p log (last 40 lines):" >&2
+        tail -n 40 "$WORK/$p.log" >&2 2>/dev/null || true
+    done
+    echo "--- meshlink-cp log (last 20 lines):" >&2
+    tail -n 20 "$WORK/CP.log" >&2 || true
+    [[ -n "${ML_A_PID:-}" ]] && stop "$ML_A_PID"
+    [[ -n "${ML_B_PID:-}" ]] && stop "$ML_B_PID"
+    return 0
+}
+setup_meshlink() {
+    local dir="$WORK/cp-data"
+    RUST_LOG="${RUST_LOG:-warn}" start CP "$BIN/meshlink-cp" run --data-dir "$dir" \
+        --api-addr "127.0.0.1:$CP_API_PORT" --xds-addr "127.0.0.1:$CP_XDS_PORT" --grant-addr 127.0.0.1:0
+    wait_for "meshlink-cp /readyz" 30 curl -fs "http://127.0.0.1:$CP_API_PORT/readyz"
+    cat >"$WORK/mesh.yaml" <<EOF
+apiVersion: meshlink.dev/v1alpha1
+kind: Mesh
+metadata: {name: bench}
+spec:
+  mtls:
+    enabledBackend: ca-1
+    backends: [{name: ca-1, type: builtin}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: client-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $ML_A_IN_PORT, servicePort: $((ML_A_IN_PORT + 1)), tags: {kuma.io/service: client}}]
+    outbound: [{port: $ML_A_PORT, tags: {kuma.io/service: server}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: server-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $ML_B_PORT, servicePort: $APP_PORT, tags: {kuma.io/service: server}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: MeshTrafficPermission
+metadata: {name: client-to-server, mesh: bench}
+spec:
+  targetRef: {kind: MeshService, name: server}
+  from: [{targetRef: {kind: MeshService, name: client}, default: {action: Allow}}]
+EOF
+    local cli=("$BIN/meshlink" --server "http://127.0.0.1:$CP_API_PORT" --token "$(cat "$dir/admin-token")")
+    "${cli[@]}" apply -f "$WORK/mesh.yaml" >"$WORK/apply.log" 2>&1 || { cat "$WORK/apply.log" >&2; return 1; }
+    "${cli[@]}" token dataplane --mesh bench --name client-1 >"$WORK/client-1.token" 2>>"$WORK/apply.log"
+    "${cli[@]}" token dataplane --mesh bench --name server-1 >"$WORK/server-1.token" 2>>"$WORK/apply.log"
+    local common=(run --mode sidecar --cp "https://127.0.0.1:$CP_XDS_PORT" --cp-ca "$dir/cp-tls/ca.pem" --mesh bench)
+    RUST_LOG="${RUST_LOG:-warn}" start ML_B "$BIN/meshlink-proxy" "${common[@]}" --name server-1 \
+        --token-file "$WORK/server-1.token" --admin-addr "$ML_B_ADMIN"
+    RUST_LOG="${RUST_LOG:-warn}" start ML_A "$BIN/meshlink-proxy" "${common[@]}" --name client-1 \
+        --token-file "$WORK/client-1.token" --admin-addr "$ML_A_ADMIN"
+    wait_for "meshlink-proxy B /ready" 60 curl -fs "http://$ML_B_ADMIN/ready" || return 1
+    wait_for "meshlink-proxy A /ready" 60 curl -fs "http://$ML_A_ADMIN/ready" || return 1
+    wait_for "a request through the meshlink pair" 30 curl -fs "http://127.0.0.1:$ML_A_PORT/" || return 1
+}
+
+target_of() {
+    case "$1" in
+    direct) echo "127.0.0.1:$APP_PORT" ;;
+    haproxy) echo "127.0.0.1:$HA_A_PORT" ;;
+    meshlink) echo "127.0.0.1:$ML_A_PORT" ;;
+    esac
+}
+# proxy_pids VARIANT: "A_PID B_PID", or nothing for direct (start() sets them).
+# shellcheck disable=SC2153
+proxy_pids() {
+    case "$1" in
+    haproxy) echo "$HA_A_PID $HA_B_PID" ;;
+    meshlink) echo "$ML_A_PID $ML_B_PID" ;;
+    esac
+}
+enabled() { [[ " ${VARIANTS[*]} " == *" $1 "* && ! ($1 == meshlink && -n "$ML_FAILED") ]]; }
+
+# latency_round VARIANT ROUND: the latency run, with proxy RSS sampled every
+# 0.2 s (max kept) and proxy CPU over the whole run.
+latency_round() {
+    local v="$1" r="$2" a b
+    read -r a b <<<"$(proxy_pids "$v")"
+    local cpu_a0 cpu_b0 t0 max_a=0 max_b=0
+    [[ -n "$a" ]] && { cpu_a0=$(cpu_ms "$a"); cpu_b0=$(cpu_ms "$b"); }
+    t0=$(now_ms)
+    "$BIN/http-load" latency --target "$(target_of "$v")" --rate "$RATE" --duration "$LAT_DURATION" \
+        --tag "variant=$v" --tag "round=$r" >"$WORK/lat.json" &
+    local load=$!
+    PIDS+=("$load")
+    while kill -0 "$load" 2>/dev/null; do
+        if [[ -n "$a" ]]; then
+            local x y
+            x=$(rss_kb "$a") y=$(rss_kb "$b")
+            ((x > max_a)) && max_a=$x
+            ((y > max_b)) && max_b=$y
+        fi
+        sleep 0.2
+    done
+    if ! wait "$load"; then
+        echo "latency run through $v failed" >&2
+        return 0
+    fi
+    emit "$(cat "$WORK/lat.json")"
+    if [[ -n "$a" ]]; then
+        emit "{\"variant\":\"$v\",\"round\":$r,\"rss_load_a_kib\":$max_a,\"rss_load_b_kib\":$max_b,\"cpu_a_ms\":$(($(cpu_ms "$a") - cpu_a0)),\"cpu_b_ms\":$(($(cpu_ms "$b") - cpu_b0)),\"cpu_wall_ms\":$(($(now_ms) - t0))}"
+    fi
+}
+
+# connect_round VARIANT ROUND: the connection-rate run, with the proxies'
+# CPU per completed connection.
+connect_round() {
+    local v="$1" r="$2" a b cpu0
+    read -r a b <<<"$(proxy_pids "$v")"
+    [[ -n "$a" ]] && cpu0=$(($(cpu_ms "$a") + $(cpu_ms "$b")))
+    if ! "$BIN/http-load" connect --target "$(target_of "$v")" --duration "$CONN_DURATION" \
+        --tag "variant=$v" --tag "round=$r" >"$WORK/conn.json"; then
+        echo "connection run through $v failed" >&2
+        return 0
+    fi
+    emit "$(cat "$WORK/conn.json")"
+    if [[ -n "$a" ]]; then
+        local used=$(($(cpu_ms "$a") + $(cpu_ms "$b") - cpu0)) count
+        count=$(jq .conn_count "$WORK/conn.json")
+        emit "{\"variant\":\"$v\",\"round\":$r,\"cpu_per_conn_us\":$((used * 1000 / count))}"
+    fi
+}
+
+echo "# meshlink data-plane benchmark: $(nproc) cores, $(date -u +%FT%TZ), rounds $ROUNDS, variants ${VARIANTS[*]}"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+enabled haproxy && setup_haproxy
+if enabled meshlink; then
+    setup_meshlink || meshlink_setup_failed "setup failed (see above)"
+fi
+for v in haproxy meshlink; do
+    enabled "$v" || continue
+    read -r a b <<<"$(proxy_pids "$v")"
+    emit "{\"variant\":\"$v\",\"rss_idle_a_kib\":$(rss_kb "$a"),\"rss_idle_b_kib\":$(rss_kb "$b")}"
+done
+
+for r in $(seq 1 "$ROUNDS"); do
+    for v in "${VARIANTS[@]}"; do
+        enabled "$v" || continue
+        echo "round $r/$ROUNDS: $v (latency $LAT_DURATION at $RATE req/s, connections $CONN_DURATION)" >&2
+        latency_round "$v" "$r"
+        connect_round "$v" "$r"
+    done
+done
+
+# iperf3 replaces the HTTP app on the same port, so every proxy keeps its config.
+stop "$APP_PID"
+start IPERF iperf3 -s -p "$APP_PORT"
+wait_for "iperf3 -s on :$APP_PORT" 10 port_open "$APP_PORT"
+for r in $(seq 1 "$ROUNDS"); do
+    for v in "${VARIANTS[@]}"; do
+        enabled "$v" || continue
+        echo "round $r/$ROUNDS: $v (iperf3 ${IPERF_SECONDS}s)" >&2
+        target=$(target_of "$v")
+        if iperf3 -c 127.0.0.1 -p "${target##*:}" -P 1 -t "$IPERF_SECONDS" -J >"$WORK/iperf.json" 2>&1; then
+            emit "{\"variant\":\"$v\",\"round\":$r,\"iperf_bps\":$(jq '.end.sum_received.bits_per_second' "$WORK/iperf.json")}"
+        else
+            echo "iperf3 through $v failed: $(jq -r '.error // empty' "$WORK/iperf.json" 2>/dev/null | head -c 300)" >&2
+        fi
+    done
+done
+
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+[[ -n "$ML_FAILED" ]] && echo "# meshlink variant: $ML_FAILED"
+for p in ML_A ML_B HA_A HA_B; do
+    pid_var="${p}_PID"
+    if [[ -n "${!pid_var:-}" ]] && ! kill -0 "${!pid_var}" 2>/dev/null; then
+        echo "# $p exited during the run; last log lines:" && tail -n 20 "$WORK/$p.log"
+    fi
+    if [[ -f "$WORK/$p.log" ]] && grep -qiE "panic|ERROR" "$WORK/$p.log"; then
+        echo "# $p logged errors:" && grep -iE "panic|ERROR" "$WORK/$p.log" | sort | uniq -c | sort -rn | head -n 10
+    fi
+done
+# What the meshlink proxies counted: shows the traffic really went through
+# them (and through mTLS), and whether anything failed.
+if enabled meshlink; then
+    for p in A B; do
+        admin=$ML_A_ADMIN
+        [[ $p == B ]] && admin=$ML_B_ADMIN
+        echo "# meshlink-proxy $p: identity $(curl -s "http://$admin/config_dump" | jq -c '.identity | {spiffe_id, not_after}' 2>/dev/null)"
+        if ! curl -sS --max-time 5 "http://$admin/metrics" -o "$WORK/ML_$p.metrics" 2>"$WORK/ML_$p.metrics.err"; then
+            echo "#   GET /metrics failed: $(cat "$WORK/ML_$p.metrics.err")"
+        elif ! grep -E '^meshlink_proxy_(connections_total|handshake_failures_total|rbac_denied_total|upstream_connect_failures_total|bytes_total)' "$WORK/ML_$p.metrics" | sed 's/^/#   /'; then
+            echo "#   no traffic counters in /metrics ($(wc -l <"$WORK/ML_$p.metrics") lines):"
+            grep -v '^#' "$WORK/ML_$p.metrics" | head -n 10 | sed 's/^/#     /'
+        fi
+    done
+fi
+echo
+"$BIN/http-load" report <"$RESULTS"
+echo
+echo "# raw results (JSON lines)"
+cat "$RESULTS"
+[[ -n "${PROXY_PAIR_OUT:-}" ]] && cp "$RESULTS" "$PROXY_PAIR_OUT"
+true
