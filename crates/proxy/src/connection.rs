@@ -92,17 +92,7 @@ async fn inbound(
         .get(&tls.ca_secret)
         .ok_or_else(|| "no TLS server config".to_string())?;
     let accept = TlsAcceptor::from(server.clone()).accept(stream);
-    let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            metrics.handshake_failed(Direction::Inbound, failure_reason(&e));
-            return Err(format!("TLS handshake failed: {e}"));
-        }
-        Err(_) => {
-            metrics.handshake_failed(Direction::Inbound, "timeout");
-            return Err("TLS handshake timed out".into());
-        }
-    };
+    let tls_stream = handshake(accept, Direction::Inbound, metrics).await?;
     let peer_id = tls_stream
         .get_ref()
         .1
@@ -137,19 +127,33 @@ async fn outbound(
     // The SPIFFE verifier ignores the name; SNI carries the cluster name.
     let name = ServerName::try_from(sni(&cluster.spec.name))
         .unwrap_or_else(|_| ServerName::try_from("meshlink.local").expect("valid DNS name"));
-    let handshake = TlsConnector::from(client.clone()).connect(name, upstream);
-    let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(Ok(s)) => s,
+    let connect = TlsConnector::from(client.clone()).connect(name, upstream);
+    let tls_stream = handshake(connect, Direction::Outbound, metrics).await?;
+    copy(stream, tls_stream, Direction::Outbound, metrics).await
+}
+
+/// Runs a TLS handshake with [`HANDSHAKE_TIMEOUT`], counting a failure
+/// by reason.
+async fn handshake<S>(
+    tls: impl std::future::Future<Output = std::io::Result<S>>,
+    direction: Direction,
+    metrics: &ProxyMetrics,
+) -> Result<S, String> {
+    let side = match direction {
+        Direction::Inbound => "with the downstream",
+        Direction::Outbound => "with the upstream",
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls).await {
+        Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => {
-            metrics.handshake_failed(Direction::Outbound, failure_reason(&e));
-            return Err(format!("TLS handshake with the upstream failed: {e}"));
+            metrics.handshake_failed(direction, failure_reason(&e));
+            Err(format!("TLS handshake {side} failed: {e}"))
         }
         Err(_) => {
-            metrics.handshake_failed(Direction::Outbound, "timeout");
-            return Err("TLS handshake with the upstream timed out".into());
+            metrics.handshake_failed(direction, "timeout");
+            Err(format!("TLS handshake {side} timed out"))
         }
-    };
-    copy(stream, tls_stream, Direction::Outbound, metrics).await
+    }
 }
 
 /// A DNS-safe SNI for `cluster`.

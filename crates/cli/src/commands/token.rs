@@ -11,6 +11,24 @@ use serde_json::json;
 use crate::client::ApiClient;
 use crate::failure::Failure;
 
+/// `POST /api/v1/tokens/dataplane` with `body`; the response holds
+/// `token`, `id`, `services`, `expiresAt` (and `clientCertificate`).
+pub(crate) async fn request_dataplane_token(
+    client: &ApiClient,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, Failure> {
+    client
+        .call(
+            Method::POST,
+            "/api/v1/tokens/dataplane",
+            &[],
+            Some(body),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| e.into_failure())
+}
+
 /// Prints a dataplane token to stdout (details to stderr).
 pub(crate) async fn dataplane(
     client: &ApiClient,
@@ -24,16 +42,7 @@ pub(crate) async fn dataplane(
         .map_err(|e| Failure::BadInput(format!("--valid-for {valid_for:?}: {e} (e.g. 24h)")))?;
     let body = json!({ "mesh": mesh, "name": name, "services": services, "validFor": valid_for,
         "clientCertificate": cert_dir.is_some() });
-    let resp = client
-        .call(
-            Method::POST,
-            "/api/v1/tokens/dataplane",
-            &[],
-            Some(&body),
-            Duration::from_secs(30),
-        )
-        .await
-        .map_err(|e| e.into_failure())?;
+    let resp = request_dataplane_token(client, &body).await?;
     let token = resp["token"].as_str().unwrap_or_default();
     if let Some(dir) = cert_dir {
         write_cert_dir(dir, &resp["clientCertificate"])?;
