@@ -8,6 +8,7 @@
 //! [`RenewalDriver`]). It never exits because the control plane, the token
 //! or the CA file is missing: it waits and retries.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::cp::CpTarget;
 use crate::metrics::ProxyMetrics;
+use crate::model::{ProxyConfig, SecretSpec};
 
 /// A certificate from Certify and the private key it certifies.
 #[derive(Debug, Clone)]
@@ -141,23 +143,83 @@ pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, Identit
 }
 
 /// Runs the identity actor until `cancel`: first certificate (retrying
-/// with backoff forever), then renewal at 50% ± 10% of its lifetime.
+/// with backoff forever), then renewal at 50% ± 10% of its lifetime, and
+/// at once when the mesh trust bundle gains a root (a CA rotation: the
+/// new CA should sign this proxy's certificate before the old one leaves
+/// the bundle).
 pub async fn run(
     target: CpTarget,
     publish: watch::Sender<Option<Arc<WorkloadIdentity>>>,
     status: IdentityStatus,
     metrics: Arc<ProxyMetrics>,
+    config: watch::Receiver<Arc<ProxyConfig>>,
     cancel: CancellationToken,
 ) {
     let clock = WallClock::start();
+    let mut roots = RootWatch {
+        config,
+        known: None,
+    };
+    let Some(mut current) = obtain(&target, &status, &cancel).await else {
+        return;
+    };
+    loop {
+        status.set(None);
+        log_issued(&current);
+        publish.send_replace(Some(current.clone()));
+        metrics.cert_rotations.inc();
+
+        let (tx, mut rx) = watch::channel(current.clone());
+        let driver = RenewalDriver::new("workload identity", current.clone(), tx)
+            .with_clock(clock)
+            .with_obtained_at(clock.now())
+            .with_backoff(BackoffPolicy {
+                initial: Duration::from_millis(500),
+                // Retries are cheap for the control plane and a renewal
+                // missed during an outage should land soon after it returns.
+                max: Duration::from_secs(5),
+                min: Duration::from_millis(500),
+                ..BackoffPolicy::default()
+            })
+            .with_attempt_timeout(Duration::from_secs(10));
+        let issue = renewal_issuer(target.clone(), status.clone(), publish.subscribe(), clock);
+        let forward = async {
+            while rx.changed().await.is_ok() {
+                let fresh = rx.borrow_and_update().clone();
+                log_issued(&fresh);
+                metrics.cert_rotations.inc();
+                publish.send_replace(Some(fresh));
+            }
+        };
+        tokio::select! {
+            () = driver.run(issue, cancel.clone()) => return,
+            () = forward => return,
+            () = roots.new_root_added() => {
+                tracing::info!("the mesh trust bundle gained a root (CA rotation); renewing the identity certificate now");
+            }
+        }
+        let Some(fresh) = obtain(&target, &status, &cancel).await else {
+            return;
+        };
+        current = fresh;
+    }
+}
+
+/// Certify until it succeeds (backoff; at most a second apart while the
+/// control plane is unreachable), or `None` when cancelled.
+async fn obtain(
+    target: &CpTarget,
+    status: &IdentityStatus,
+    cancel: &CancellationToken,
+) -> Option<Arc<WorkloadIdentity>> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(15));
-    let first = loop {
+    loop {
         let attempt = tokio::select! {
-            () = cancel.cancelled() => return,
-            r = certify_once(&target) => r,
+            () = cancel.cancelled() => return None,
+            r = certify_once(target) => r,
         };
         match attempt {
-            Ok(identity) => break identity,
+            Ok(identity) => return Some(Arc::new(identity)),
             Err(e) => {
                 tracing::warn!(error = %e, "identity certificate not obtained yet");
                 status.set(Some(e.to_string()));
@@ -168,42 +230,31 @@ pub async fn run(
                     delay = delay.min(crate::cp::UNREACHABLE_RETRY_CAP);
                 }
                 tokio::select! {
-                    () = cancel.cancelled() => return,
+                    () = cancel.cancelled() => return None,
                     () = tokio::time::sleep(delay) => {}
                 }
             }
         }
-    };
-    status.set(None);
-    let first = Arc::new(first);
-    log_issued(&first);
-    publish.send_replace(Some(first.clone()));
-    metrics.cert_rotations.inc();
+    }
+}
 
-    let (tx, mut rx) = watch::channel(first.clone());
-    let driver = RenewalDriver::new("workload identity", first, tx)
-        .with_clock(clock)
-        .with_obtained_at(clock.now())
-        .with_backoff(BackoffPolicy {
-            initial: Duration::from_millis(500),
-            // Retries are cheap for the control plane and a renewal missed
-            // during an outage should land soon after it returns.
-            max: Duration::from_secs(5),
-            min: Duration::from_millis(500),
-            ..BackoffPolicy::default()
-        })
-        .with_attempt_timeout(Duration::from_secs(10));
-    let renew_status = status.clone();
-    let current = publish.subscribe();
-    let issue = move || {
+/// The renewal driver's issuer: one Certify call, logging on failure how
+/// long the current certificate still carries traffic.
+fn renewal_issuer(
+    target: CpTarget,
+    status: IdentityStatus,
+    current: watch::Receiver<Option<Arc<WorkloadIdentity>>>,
+    clock: WallClock,
+) -> impl FnMut() -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<WorkloadIdentity, IdentityError>> + Send>,
+> {
+    move || {
         let target = target.clone();
-        let status = renew_status.clone();
+        let status = status.clone();
         let current = current.clone();
-        async move {
+        Box::pin(async move {
             let r = certify_once(&target).await;
             if let Err(e) = &r {
-                // Operators need the clock: how long the current
-                // certificate still carries traffic without a renewal.
                 let left = current.borrow().as_ref().map(|id| {
                     id.cert.not_after.duration_since(clock.now()).map_or_else(
                         |_| "expired".to_owned(),
@@ -216,19 +267,48 @@ pub async fn run(
             }
             status.set(r.as_ref().err().map(|e| e.to_string()));
             r
+        })
+    }
+}
+
+/// Notices roots added to the trust bundles the control plane sends.
+struct RootWatch {
+    config: watch::Receiver<Arc<ProxyConfig>>,
+    /// The roots last seen; `None` until a bundle first arrives (the first
+    /// bundle is the baseline, not an addition).
+    known: Option<BTreeSet<String>>,
+}
+
+impl RootWatch {
+    /// Resolves when a bundle gains a root; pending forever if the
+    /// configuration channel closes. Cancellation-safe.
+    async fn new_root_added(&mut self) {
+        loop {
+            let roots: BTreeSet<String> = self
+                .config
+                .borrow_and_update()
+                .secrets
+                .values()
+                .filter_map(|s| match s.value.as_ref() {
+                    SecretSpec::TrustBundle(b) => Some(b.fingerprints()),
+                    SecretSpec::TlsCertificate => None,
+                })
+                .flatten()
+                .collect();
+            let added = match &self.known {
+                None => false,
+                Some(known) => roots.difference(known).next().is_some(),
+            };
+            if !roots.is_empty() || self.known.is_some() {
+                self.known = Some(roots);
+            }
+            if added {
+                return;
+            }
+            if self.config.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
-    };
-    let forward = async {
-        while rx.changed().await.is_ok() {
-            let fresh = rx.borrow_and_update().clone();
-            log_issued(&fresh);
-            metrics.cert_rotations.inc();
-            publish.send_replace(Some(fresh));
-        }
-    };
-    tokio::select! {
-        () = driver.run(issue, cancel.clone()) => {}
-        () = forward => {}
     }
 }
 

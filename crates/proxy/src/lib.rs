@@ -96,6 +96,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
         identity_tx,
         identity_status.clone(),
         metrics.clone(),
+        config_rx.clone(),
         tasks.clone(),
     ));
     background.spawn(
