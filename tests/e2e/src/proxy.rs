@@ -89,6 +89,16 @@ pub fn write_token(cp: &ControlPlane, path: &Path, name: &str) {
     std::fs::write(path, token).expect("write token file");
 }
 
+/// Starts the pair's two sidecars, web-1 and backend-1, on `cp` (tokens
+/// written into `dir`) and waits until both are ready.
+pub fn start_pair_sidecars(cp: &ControlPlane, dir: &Path, ready: Duration) -> (Sidecar, Sidecar) {
+    let mut web = Sidecar::start(cp, dir, "web-1");
+    let mut backend = Sidecar::start(cp, dir, "backend-1");
+    web.wait_ready(ready);
+    backend.wait_ready(ready);
+    (web, backend)
+}
+
 // === impl SidecarOptions ===
 
 /// The command line of one sidecar.

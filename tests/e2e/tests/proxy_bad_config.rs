@@ -59,10 +59,7 @@ fn an_unbindable_listener_is_nacked_and_everything_else_keeps_serving() {
     let page = format!("backend {}\n", uuid::Uuid::new_v4());
     let _backend_app = PythonApp::start(ports.backend_app, &[("page.txt", &page)]);
     let tokens = tempfile::tempdir().expect("tempdir");
-    let mut web = Sidecar::start(&cp, tokens.path(), "web-1");
-    let mut backend = Sidecar::start(&cp, tokens.path(), "backend-1");
-    web.wait_ready(READY);
-    backend.wait_ready(READY);
+    let (mut web, _backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     assert_eq!(
         http_get(ports.web_outbound, "/page.txt")
             .expect("request")

@@ -24,10 +24,7 @@ fn requests_flow_over_mtls_while_permitted_and_stop_when_the_permission_is_delet
     let _backend_app = PythonApp::start(ports.backend_app, &[("page.txt", &backend_page)]);
     let _web_app = PythonApp::start(ports.web_app, &[("page.txt", &web_page)]);
     let tokens = tempfile::tempdir().expect("tempdir");
-    let mut web = Sidecar::start(&cp, tokens.path(), "web-1");
-    let mut backend = Sidecar::start(&cp, tokens.path(), "backend-1");
-    web.wait_ready(READY);
-    backend.wait_ready(READY);
+    let (mut web, mut backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
 
     // Both directions reach the other app, byte for byte.
     let r = http_get(ports.web_outbound, "/page.txt").expect("web -> backend");

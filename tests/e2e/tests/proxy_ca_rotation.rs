@@ -44,10 +44,7 @@ fn a_ca_rotation_renews_every_sidecar_at_once_without_failed_requests() {
     let _backend_app = HttpApp::start_on("backend app", ports.backend_app);
     let _web_app = HttpApp::start_on("web app", ports.web_app);
     let tokens = tempfile::tempdir().expect("tempdir");
-    let mut web = Sidecar::start(&cp, tokens.path(), "web-1");
-    let mut backend = Sidecar::start(&cp, tokens.path(), "backend-1");
-    web.wait_ready(READY);
-    backend.wait_ready(READY);
+    let (mut web, mut backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     let before = [web.serial(), backend.serial()];
     assert_eq!(roots(&web).len(), 1, "{}", web.config_dump());
 

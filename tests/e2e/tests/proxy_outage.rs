@@ -42,10 +42,7 @@ fn cp_outage_under_traffic_drops_nothing_and_rotation_resumes_after_restart() {
     let _backend_app = HttpApp::start_on("backend app", ports.backend_app);
     let _web_app = HttpApp::start_on("web app", ports.web_app);
     let tokens = tempfile::tempdir().expect("tempdir");
-    let mut web = Sidecar::start(&cp, tokens.path(), "web-1");
-    let mut backend = Sidecar::start(&cp, tokens.path(), "backend-1");
-    web.wait_ready(READY);
-    backend.wait_ready(READY);
+    let (mut web, mut backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     let to_backend = Traffic::start(ports.web_outbound, "/name", b"backend app\n");
     let to_web = Traffic::start(ports.backend_outbound, "/name", b"web app\n");
     let traffic_start = Instant::now();

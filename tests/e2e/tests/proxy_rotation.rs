@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use meshlink_e2e::app::{HttpApp, HttpConn, Traffic};
-use meshlink_e2e::proxy::{self, PairPorts, Sidecar};
+use meshlink_e2e::proxy::{self, PairPorts};
 use meshlink_e2e::{ControlPlane, StoreKind};
 
 const READY: Duration = Duration::from_secs(30);
@@ -32,10 +32,7 @@ fn rotation_under_continuous_traffic_drops_nothing() {
     let _backend_app = HttpApp::start_on("backend app", ports.backend_app);
     let _web_app = HttpApp::start_on("web app", ports.web_app);
     let tokens = tempfile::tempdir().expect("tempdir");
-    let mut web = Sidecar::start(&cp, tokens.path(), "web-1");
-    let mut backend = Sidecar::start(&cp, tokens.path(), "backend-1");
-    web.wait_ready(READY);
-    backend.wait_ready(READY);
+    let (mut web, mut backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
 
     let to_backend = Traffic::start(ports.web_outbound, "/name", b"backend app\n");
     let to_web = Traffic::start(ports.backend_outbound, "/name", b"web app\n");
