@@ -2,8 +2,9 @@
 //! data dir, runs the real `meshlink` CLI against it, and talks to the REST
 //! API directly.
 //!
-//! Binaries are taken from the cargo target dir next to the test executable;
-//! `scripts/test` builds them first (`cargo build --bins`).
+//! Binaries are taken from the cargo target dir next to the test executable
+//! (or from `MESHLINK_BIN_DIR` when set, for a cargo `build-dir` kept apart
+//! from the target dir); `scripts/test` builds them first (`cargo build --bins`).
 
 pub mod ads;
 pub mod app;
@@ -22,12 +23,17 @@ use std::time::{Duration, Instant};
 
 /// Path of a workspace binary (`meshlink-cp`, `meshlink`, ...).
 pub fn bin_path(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/<test>-<hash>  ->  target/<profile>/<name>
-    let profile_dir = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .expect("test binary lives in target/<profile>/deps");
+    let profile_dir = match std::env::var_os("MESHLINK_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let exe = std::env::current_exe().expect("current exe");
+            // target/<profile>/deps/<test>-<hash>  ->  target/<profile>/<name>
+            exe.parent()
+                .and_then(|p| p.parent())
+                .expect("test binary lives in target/<profile>/deps")
+                .to_path_buf()
+        }
+    };
     let p = profile_dir.join(name);
     assert!(
         p.exists(),
