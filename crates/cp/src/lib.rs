@@ -218,7 +218,10 @@ impl XdsParts {
         let source = Arc::new(ads::StoreSource::new(resources.clone()));
         let hub = meshlink_xds::hub::Hub::spawn(source, owners.clone(), clock, cancel);
         let metrics = AdsMetrics::default();
-        registry.register_with("xds", |r| metrics.register(r));
+        registry.register_with("xds", |r| {
+            metrics.register(r);
+            hub.metrics().register(r);
+        });
         let inspector = Inspector::default();
         let instance = format!(
             "{}/{}",

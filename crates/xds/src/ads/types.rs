@@ -5,6 +5,7 @@
 //! type on one stream. It must never decide *what* to send: the engines do.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -15,7 +16,8 @@ use tonic::Status;
 
 use super::subscription::Subscription;
 use crate::translate::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE, TYPE_ORDER, Versioned,
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, Resources, SECRET_TYPE, TYPE_ORDER,
+    Versioned,
 };
 
 /// The type URL as one of the served constants, or a clear error.
@@ -174,11 +176,11 @@ impl Nonces {
 
 /// The resources of one type a client wants, from a snapshot.
 pub(crate) fn wanted<'a>(
-    resources: &'a BTreeMap<String, Versioned>,
+    resources: &'a Resources,
     sub: &'a Subscription,
-) -> impl Iterator<Item = (&'a String, &'a Versioned)> + 'a {
+) -> impl Iterator<Item = (&'a String, &'a Arc<Versioned>)> + 'a {
     let all = sub.is_wildcard();
-    let names: Box<dyn Iterator<Item = (&'a String, &'a Versioned)> + 'a> = if all {
+    let names: Box<dyn Iterator<Item = (&'a String, &'a Arc<Versioned>)> + 'a> = if all {
         Box::new(resources.iter())
     } else {
         Box::new(
@@ -206,7 +208,7 @@ pub(crate) fn version_over<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) 
 /// Names in `sent` that are no longer wanted or no longer exist.
 pub(crate) fn gone(
     sent: &BTreeMap<String, String>,
-    resources: &BTreeMap<String, Versioned>,
+    resources: &Resources,
     sub: &Subscription,
 ) -> BTreeSet<String> {
     sent.keys()

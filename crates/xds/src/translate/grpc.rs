@@ -23,14 +23,17 @@ use envoy_types::util::pack_any;
 use meshlink_api::spec::DataplaneSpec;
 
 use super::endpoints::service_assignment;
+use super::memo::{ClusterKey, Memo};
 use super::sidecar::eds_cluster;
+use super::snapshot::Versioned;
 use super::{MeshView, Snapshot, names, tls};
 
 /// Envoy's name of the HTTP router filter (gRPC requires it last).
 const ROUTER_FILTER: &str = "envoy.filters.http.router";
 
-/// Emits the API listeners, clusters and load assignments of a gRPC client.
-pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec) {
+/// Emits the API listeners, clusters and load assignments of a gRPC client
+/// (clusters and load assignments shared through `memo`).
+pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, memo: &mut Memo) {
     let services: BTreeSet<&str> = dp
         .networking
         .outbound
@@ -40,14 +43,22 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec) {
     for service in services {
         let cluster = names::service_cluster(service);
         snap.insert(service.to_owned(), &api_listener(service, &cluster));
-        let transport = view
-            .mtls_enabled()
-            .then(|| tls::upstream_cert_provider(names::spiffe_id(view.trust_domain(), service)));
-        snap.insert(cluster.clone(), &eds_cluster(cluster, transport));
-        snap.insert(
-            names::service_cluster(service),
-            &service_assignment(view, service),
-        );
+        let key = ClusterKey {
+            service: service.to_owned(),
+            identity: None,
+            grpc: true,
+        };
+        let encoded = memo.cluster(key, || {
+            let transport = view.mtls_enabled().then(|| {
+                tls::upstream_cert_provider(names::spiffe_id(view.trust_domain(), service))
+            });
+            Versioned::encode(&eds_cluster(cluster.clone(), transport))
+        });
+        snap.insert_shared(cluster, encoded);
+        let cla = memo.assignment(service, || {
+            Versioned::encode(&service_assignment(view, service))
+        });
+        snap.insert_shared(names::service_cluster(service), cla);
     }
 }
 

@@ -12,22 +12,25 @@
 
 mod endpoints;
 mod grpc;
+mod memo;
 pub mod names;
 mod rbac;
 mod sidecar;
 mod snapshot;
 mod tls;
+mod view;
 
-use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use envoy_types::pb::google::protobuf::{Struct, value::Kind as ValueKind};
-use meshlink_api::Resource;
-use meshlink_api::spec::{DataplaneSpec, MeshSpec};
 
+pub use memo::Memo;
+pub use rbac::uses_subset_sources;
 pub use snapshot::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE, Snapshot, TYPE_ORDER,
-    Versioned,
+    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, Resources, SECRET_TYPE, Snapshot,
+    TYPE_ORDER, Versioned,
 };
+pub use view::{MeshView, endpoint_contributions};
 
 /// Node metadata key that selects the [`ClientKind`].
 pub const CLIENT_METADATA_KEY: &str = "meshlink.dev/client";
@@ -118,119 +121,35 @@ pub struct ProxyContext {
     pub secrets: SecretsInput,
 }
 
-/// What the translator sees of one mesh; the control plane fills it from
-/// the store. Order of the input vectors does not matter.
-///
-/// Built once per change and shared by every proxy of the mesh, so it
-/// indexes what translation looks up per proxy: dataplanes by name and
-/// endpoints by service (both would otherwise be linear scans, making a
-/// mesh-wide recompute quadratic).
-#[derive(Debug, Clone)]
-pub struct MeshView {
-    mesh: Resource,
-    dataplanes: Vec<Resource>,
-    permissions: Vec<Resource>,
-    by_name: HashMap<String, usize>,
-    endpoints: HashMap<String, BTreeSet<(String, u16)>>,
+/// Secret resources encoded ahead of translation, so a caller that keeps
+/// them (per issued certificate, per trust bundle) hashes and encodes each
+/// once instead of once per translation.
+#[derive(Debug, Clone, Default)]
+pub struct EncodedSecrets {
+    /// The identity secret, as [`EncodedSecrets::identity`] builds it.
+    pub identity: Option<(String, Arc<Versioned>)>,
+    /// The trust-bundle secret, as [`EncodedSecrets::trust_bundle`] builds it.
+    pub trust_bundle: Option<(String, Arc<Versioned>)>,
 }
 
-// === impl MeshView ===
+// === impl EncodedSecrets ===
 
-impl MeshView {
-    /// Builds the view of `mesh` from its Dataplanes and
-    /// MeshTrafficPermissions (resources of other kinds are ignored).
-    pub fn new(mesh: Resource, dataplanes: Vec<Resource>, permissions: Vec<Resource>) -> Self {
-        let mut by_name = HashMap::with_capacity(dataplanes.len());
-        let mut endpoints: HashMap<String, BTreeSet<(String, u16)>> = HashMap::new();
-        for (i, r) in dataplanes.iter().enumerate() {
-            let Some(dp) = r.spec.as_dataplane() else {
-                continue;
-            };
-            by_name.insert(r.name().to_owned(), i);
-            for inbound in &dp.networking.inbound {
-                if let Some(service) = inbound.service() {
-                    endpoints
-                        .entry(service.to_owned())
-                        .or_default()
-                        .insert((dp.networking.address.clone(), inbound.port.get()));
-                }
-            }
-        }
-        Self {
-            mesh,
-            dataplanes,
-            permissions,
-            by_name,
-            endpoints,
-        }
+impl EncodedSecrets {
+    /// The identity secret of `service` (chain and key, PEM), named as
+    /// [`names::identity_secret`].
+    pub fn identity(service: &str, chain_pem: &str, key_pem: &str) -> (String, Arc<Versioned>) {
+        let name = names::identity_secret(service);
+        let secret = tls::identity_secret(name.clone(), chain_pem, key_pem);
+        (name, Arc::new(Versioned::encode(&secret)))
     }
 
-    /// The same view with its MeshTrafficPermissions replaced.
-    pub fn with_permissions(mut self, permissions: Vec<Resource>) -> Self {
-        self.permissions = permissions;
-        self
-    }
-
-    /// The Mesh resource.
-    pub fn mesh(&self) -> &Resource {
-        &self.mesh
-    }
-
-    /// Every Dataplane of the mesh, in input order.
-    pub fn dataplanes(&self) -> &[Resource] {
-        &self.dataplanes
-    }
-
-    /// Every MeshTrafficPermission of the mesh.
-    pub fn permissions(&self) -> &[Resource] {
-        &self.permissions
-    }
-
-    /// The mesh name.
-    pub fn mesh_name(&self) -> &str {
-        self.mesh.name()
-    }
-
-    fn mesh_spec(&self) -> Option<&MeshSpec> {
-        self.mesh.spec.as_mesh()
-    }
-
-    /// The trust domain of the mesh (default: the mesh name).
-    pub fn trust_domain(&self) -> &str {
-        match self.mesh_spec() {
-            Some(m) => m.trust_domain(self.mesh.name()),
-            None => self.mesh.name(),
-        }
-    }
-
-    /// Whether mTLS is on (an enabled CA backend exists).
-    pub fn mtls_enabled(&self) -> bool {
-        self.mesh_spec()
-            .and_then(MeshSpec::enabled_backend)
-            .is_some()
-    }
-
-    /// The Dataplane named `name`.
-    pub fn dataplane(&self, name: &str) -> Option<&DataplaneSpec> {
-        let i = *self.by_name.get(name)?;
-        self.dataplanes[i].spec.as_dataplane()
-    }
-
-    /// Number of Dataplanes in the view.
-    pub fn dataplane_count(&self) -> usize {
-        self.by_name.len()
-    }
-
-    /// `(address, port)` of every inbound tagged with `service`, sorted.
-    pub(crate) fn endpoints_of(&self, service: &str) -> impl Iterator<Item = &(String, u16)> {
-        self.endpoints.get(service).into_iter().flatten()
-    }
-
-    /// Every Dataplane's name and spec.
-    fn dataplane_specs(&self) -> impl Iterator<Item = (&str, &DataplaneSpec)> {
-        self.dataplanes
-            .iter()
-            .filter_map(|r| Some((r.name(), r.spec.as_dataplane()?)))
+    /// The trust-bundle secret of `mesh`, named as [`names::mesh_ca_secret`].
+    pub fn trust_bundle(mesh: &str, bundle_pem: &str) -> (String, Arc<Versioned>) {
+        let secret = tls::trust_bundle_secret(mesh, bundle_pem);
+        (
+            names::mesh_ca_secret(mesh),
+            Arc::new(Versioned::encode(&secret)),
+        )
     }
 }
 
@@ -239,17 +158,39 @@ impl MeshView {
 /// A proxy whose Dataplane is not in the view gets an empty snapshot (all
 /// of its resources are removed). Pure: no I/O, no clock.
 pub fn translate(proxy: &ProxyContext, view: &MeshView) -> Snapshot {
+    translate_shared(proxy, view, &mut Memo::default(), &EncodedSecrets::default())
+}
+
+/// [`translate`], sharing what every proxy of the mesh can use through
+/// `memo` (which must belong to this `view`), and adding the pre-encoded
+/// `encoded` secrets (sidecars with mTLS on) besides those of
+/// `proxy.secrets`. The output equals [`translate`]'s for the same inputs.
+pub fn translate_shared(
+    proxy: &ProxyContext,
+    view: &MeshView,
+    memo: &mut Memo,
+    encoded: &EncodedSecrets,
+) -> Snapshot {
     let mut snap = Snapshot::new();
     let Some(dp) = view.dataplane(&proxy.name) else {
         return snap;
     };
     match proxy.client {
-        ClientKind::Grpc => grpc::build(&mut snap, view, dp),
+        ClientKind::Grpc => grpc::build(&mut snap, view, dp, memo),
         ClientKind::Envoy | ClientKind::MeshlinkProxy => {
             if view.mtls_enabled() {
+                let own = tls::identity_secret_name(dp);
+                if let Some((name, secret)) = &encoded.identity
+                    && own.as_ref() == Some(name)
+                {
+                    snap.insert_shared(name.clone(), secret.clone());
+                }
+                if let Some((name, secret)) = &encoded.trust_bundle {
+                    snap.insert_shared(name.clone(), secret.clone());
+                }
                 tls::secrets(&mut snap, view, dp, &proxy.secrets);
             }
-            sidecar::build(&mut snap, view, dp);
+            sidecar::build(&mut snap, view, dp, memo);
         }
     }
     snap
@@ -257,6 +198,8 @@ pub fn translate(proxy: &ProxyContext, view: &MeshView) -> Snapshot {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use envoy_types::pb::google::protobuf::Value;
 
     use super::*;

@@ -36,17 +36,18 @@ enum Source {
     Service(String),
 }
 
-/// The RBAC filters for an inbound with `tags`: an optional DENY filter,
-/// then the ALLOW filter (empty = deny all).
-pub(super) fn inbound_filters(
-    view: &MeshView,
-    tags: &BTreeMap<String, String>,
-    stat_prefix: &str,
-) -> Vec<Filter> {
-    let mut allow = BTreeSet::new();
-    let mut deny = BTreeSet::new();
+/// Who an inbound's rules allow and deny (before filters are built).
+#[derive(Debug, Default)]
+pub(crate) struct RbacSources {
+    allow: BTreeSet<Source>,
+    deny: BTreeSet<Source>,
+}
+
+/// The allow and deny sources for an inbound with `tags`.
+pub(super) fn inbound_sources(view: &MeshView, tags: &BTreeMap<String, String>) -> RbacSources {
+    let mut out = RbacSources::default();
     let mut mtps: Vec<_> = view
-        .permissions
+        .permissions()
         .iter()
         .filter_map(|r| Some((r.name(), r.spec.as_mesh_traffic_permission()?)))
         .filter(|(_, mtp)| mtp.effective_target_ref().matches(tags))
@@ -55,19 +56,40 @@ pub(super) fn inbound_filters(
     for (_, mtp) in mtps {
         for rule in &mtp.from {
             let into = match rule.default_.action {
-                Action::Allow | Action::AllowWithShadowDeny => &mut allow,
-                Action::Deny => &mut deny,
+                Action::Allow | Action::AllowWithShadowDeny => &mut out.allow,
+                Action::Deny => &mut out.deny,
                 Action::Unknown(_) => continue,
             };
             into.extend(sources(view, &rule.target_ref));
         }
     }
+    out
+}
+
+/// The RBAC filters for an inbound from its `sources`: an optional DENY
+/// filter, then the ALLOW filter (empty = deny all).
+pub(super) fn inbound_filters(sources: &RbacSources, stat_prefix: &str) -> Vec<Filter> {
     let mut filters = Vec::new();
-    if !deny.is_empty() {
-        filters.push(filter(RbacAction::Deny, "deny", &deny, stat_prefix));
+    if !sources.deny.is_empty() {
+        filters.push(filter(RbacAction::Deny, "deny", &sources.deny, stat_prefix));
     }
-    filters.push(filter(RbacAction::Allow, "allow", &allow, stat_prefix));
+    filters.push(filter(
+        RbacAction::Allow,
+        "allow",
+        &sources.allow,
+        stat_prefix,
+    ));
     filters
+}
+
+/// Whether any MeshTrafficPermission of `view` selects sources by
+/// `MeshSubset` (then the inbounds of every Dataplane are an input of RBAC).
+pub fn uses_subset_sources(view: &MeshView) -> bool {
+    view.permissions()
+        .iter()
+        .filter_map(|r| r.spec.as_mesh_traffic_permission())
+        .flat_map(|mtp| &mtp.from)
+        .any(|rule| rule.target_ref.kind == TargetRefKind::MeshSubset)
 }
 
 /// The identities a `from[].targetRef` selects.

@@ -22,6 +22,8 @@ use envoy_types::util::pack_any;
 use meshlink_api::spec::{DataplaneSpec, Inbound};
 
 use super::endpoints::{assignment, service_assignment, socket_address};
+use super::memo::{ClusterKey, Memo};
+use super::snapshot::Versioned;
 use super::{MeshView, Snapshot, names, rbac, tls};
 
 /// Envoy's name of the TCP proxy filter.
@@ -33,11 +35,13 @@ const CONNECT_TIMEOUT: Duration = Duration {
     nanos: 0,
 };
 
-/// Emits the listeners, clusters and load assignments of a sidecar.
-pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec) {
+/// Emits the listeners, clusters and load assignments of a sidecar;
+/// destination clusters, load assignments and RBAC principals come from
+/// (and go into) `memo`.
+pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, memo: &mut Memo) {
     let identity = tls::identity_secret_name(dp).filter(|_| view.mtls_enabled());
     for inbound in &dp.networking.inbound {
-        inbound_resources(snap, view, dp, inbound, identity.as_deref());
+        inbound_resources(snap, view, dp, inbound, identity.as_deref(), memo);
     }
     let mut destinations = BTreeSet::new();
     for outbound in &dp.networking.outbound {
@@ -60,13 +64,24 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec) {
         destinations.insert(service);
     }
     for service in destinations {
-        let transport = identity.as_ref().map(|id| {
-            let spiffe = names::spiffe_id(view.trust_domain(), service);
-            tls::upstream_sds(id.clone(), view.mesh_name(), spiffe)
-        });
+        let key = ClusterKey {
+            service: service.to_owned(),
+            identity: identity.clone(),
+            grpc: false,
+        };
         let name = names::service_cluster(service);
-        snap.insert(name.clone(), &eds_cluster(name.clone(), transport));
-        snap.insert(name, &service_assignment(view, service));
+        let cluster = memo.cluster(key, || {
+            let transport = identity.as_ref().map(|id| {
+                let spiffe = names::spiffe_id(view.trust_domain(), service);
+                tls::upstream_sds(id.clone(), view.mesh_name(), spiffe)
+            });
+            Versioned::encode(&eds_cluster(name.clone(), transport))
+        });
+        snap.insert_shared(name.clone(), cluster);
+        let cla = memo.assignment(service, || {
+            Versioned::encode(&service_assignment(view, service))
+        });
+        snap.insert_shared(name, cla);
     }
 }
 
@@ -76,6 +91,7 @@ fn inbound_resources(
     dp: &DataplaneSpec,
     inbound: &Inbound,
     identity: Option<&str>,
+    memo: &mut Memo,
 ) {
     let Some(service) = inbound.service() else {
         return;
@@ -89,7 +105,8 @@ fn inbound_resources(
     let mut filters = Vec::new();
     let mut transport_socket = None;
     if let Some(identity) = identity {
-        filters.extend(rbac::inbound_filters(view, &inbound.tags, &name));
+        let sources = memo.rbac(&inbound.tags, || rbac::inbound_sources(view, &inbound.tags));
+        filters.extend(rbac::inbound_filters(&sources, &name));
         transport_socket = Some(tls::downstream_sds(identity.to_owned(), view.mesh_name()));
     }
     filters.push(tcp_proxy(&name, local.clone()));

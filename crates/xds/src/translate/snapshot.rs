@@ -5,6 +5,7 @@
 //! hold per-stream state (what was sent or acknowledged): stream owners do.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
@@ -46,13 +47,34 @@ pub struct Versioned {
     pub resource: Any,
 }
 
+/// Resources of one type by name. Values are shared: a resource built
+/// once (a service's Cluster or load assignment, a Secret per issuance) is
+/// the same allocation in every proxy's snapshot.
+pub type Resources = BTreeMap<String, Arc<Versioned>>;
+
 /// All resources of one proxy: type URL → name → versioned resource.
 ///
 /// Every type of [`TYPE_ORDER`] is present (possibly empty), so an empty
 /// type means "remove everything of this type".
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
-    types: BTreeMap<&'static str, BTreeMap<String, Versioned>>,
+    types: BTreeMap<&'static str, Resources>,
+}
+
+// === impl Versioned ===
+
+impl Versioned {
+    /// Encodes `msg` and hashes the encoding.
+    pub fn encode<M: Message + Name>(msg: &M) -> Versioned {
+        let value = msg.encode_to_vec();
+        Versioned {
+            version: hash_hex(&value),
+            resource: Any {
+                type_url: M::type_url(),
+                value,
+            },
+        }
+    }
 }
 
 // === impl Snapshot ===
@@ -74,7 +96,16 @@ impl Snapshot {
     /// Adds `msg` under `name`; the type URL comes from the message type.
     /// A second insert under the same name keeps the first (deterministic).
     pub(crate) fn insert<M: Message + Name>(&mut self, name: String, msg: &M) {
-        let type_url = M::type_url();
+        if self.contains(&M::type_url(), &name) {
+            return;
+        }
+        self.insert_shared(name, Arc::new(Versioned::encode(msg)));
+    }
+
+    /// Adds an already encoded resource under `name` (its type URL says
+    /// where). A second insert under the same name keeps the first.
+    pub fn insert_shared(&mut self, name: String, resource: Arc<Versioned>) {
+        let type_url = resource.resource.type_url.as_str();
         let Some(map) = self
             .types
             .iter_mut()
@@ -84,23 +115,22 @@ impl Snapshot {
             debug_assert!(false, "unexpected resource type {type_url}");
             return;
         };
-        let value = msg.encode_to_vec();
-        let version = hash_hex(&value);
-        map.entry(name).or_insert(Versioned {
-            version,
-            resource: Any { type_url, value },
-        });
+        map.entry(name).or_insert(resource);
+    }
+
+    fn contains(&self, type_url: &str, name: &str) -> bool {
+        self.types.get(type_url).is_some_and(|m| m.contains_key(name))
     }
 
     /// Resources of `type_url` by name (empty for an unknown type).
-    pub fn resources(&self, type_url: &str) -> &BTreeMap<String, Versioned> {
-        static EMPTY: BTreeMap<String, Versioned> = BTreeMap::new();
+    pub fn resources(&self, type_url: &str) -> &Resources {
+        static EMPTY: Resources = BTreeMap::new();
         self.types.get(type_url).unwrap_or(&EMPTY)
     }
 
     /// One resource by type URL and name.
     pub fn get(&self, type_url: &str, name: &str) -> Option<&Versioned> {
-        self.resources(type_url).get(name)
+        self.resources(type_url).get(name).map(|r| &**r)
     }
 
     /// Name → version of every resource of `type_url`.

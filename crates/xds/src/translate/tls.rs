@@ -140,6 +140,31 @@ fn inline(pem: &str) -> Option<DataSource> {
     })
 }
 
+/// The SDS secret `name` holding an identity chain and its key.
+pub(super) fn identity_secret(name: String, chain: &str, key: &str) -> Secret {
+    Secret {
+        name,
+        r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: inline(chain),
+            private_key: inline(key),
+            ..Default::default()
+        })),
+    }
+}
+
+/// The SDS secret of `mesh`'s trust bundle.
+pub(super) fn trust_bundle_secret(mesh: &str, bundle: &str) -> Secret {
+    Secret {
+        name: names::mesh_ca_secret(mesh),
+        r#type: Some(secret::Type::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: inline(bundle),
+                ..Default::default()
+            },
+        )),
+    }
+}
+
 /// Emits the SDS secrets whose contents are given.
 pub(super) fn secrets(
     snap: &mut Snapshot,
@@ -148,27 +173,10 @@ pub(super) fn secrets(
     input: &SecretsInput,
 ) {
     if let (Some((chain, key)), Some(name)) = (&input.identity, identity_secret_name(dp)) {
-        let secret = Secret {
-            name: name.clone(),
-            r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
-                certificate_chain: inline(chain),
-                private_key: inline(key),
-                ..Default::default()
-            })),
-        };
-        snap.insert(name, &secret);
+        snap.insert(name.clone(), &identity_secret(name, chain, key));
     }
     if let Some(bundle) = &input.trust_bundle_pem {
         let name = names::mesh_ca_secret(view.mesh_name());
-        let secret = Secret {
-            name: name.clone(),
-            r#type: Some(secret::Type::ValidationContext(
-                CertificateValidationContext {
-                    trusted_ca: inline(bundle),
-                    ..Default::default()
-                },
-            )),
-        };
-        snap.insert(name, &secret);
+        snap.insert(name, &trust_bundle_secret(view.mesh_name(), bundle));
     }
 }

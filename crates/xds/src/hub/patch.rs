@@ -1,0 +1,359 @@
+//! One mesh as the hub caches it, and what a change to it affects.
+//!
+//! Owns [`MeshCtx`]: the cached view patched from the change feed, the
+//! trust material and its encoded Secret, the shared resource memo, and
+//! the index service → connected proxies with an outbound to it. Patching
+//! returns the [`Affected`] proxies; it must never translate, publish or do
+//! I/O (the reconciler does, for the proxies returned).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use meshlink_api::Resource;
+use meshlink_api::spec::{DataplaneSpec, TargetRef};
+use tokio::time::Instant;
+
+use super::{MeshTrust, Update};
+use crate::translate::{
+    EncodedSecrets, Memo, MeshView, Versioned, endpoint_contributions, uses_subset_sources,
+};
+
+/// The proxies a change can affect.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct Affected {
+    /// Every proxy of the mesh.
+    pub(super) all: bool,
+    /// These proxies (by Dataplane name; not necessarily connected).
+    pub(super) names: HashSet<String>,
+}
+
+// === impl Affected ===
+
+impl Affected {
+    pub(super) fn all() -> Self {
+        Self {
+            all: true,
+            names: HashSet::new(),
+        }
+    }
+
+    pub(super) fn merge(&mut self, other: Affected) {
+        self.all |= other.all;
+        if !self.all {
+            self.names.extend(other.names);
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        !self.all && self.names.is_empty()
+    }
+}
+
+/// What the hub caches for one mesh.
+#[derive(Default)]
+pub(super) struct MeshCtx {
+    /// `None`: the Mesh does not exist (or was never loaded).
+    pub(super) view: Option<MeshView>,
+    pub(super) trust: Option<MeshTrust>,
+    /// The trust-bundle Secret, encoded once per bundle.
+    pub(super) trust_secret: Option<(String, Arc<Versioned>)>,
+    pub(super) memo: Memo,
+    /// service → connected proxies with an outbound to it.
+    refs: HashMap<String, HashSet<String>>,
+    /// Connected proxy → the services it is indexed under.
+    outbounds: HashMap<String, BTreeSet<String>>,
+    /// Since when no proxy of the mesh is connected.
+    pub(super) idle_since: Option<Instant>,
+}
+
+fn outbound_services(dp: Option<&DataplaneSpec>) -> BTreeSet<String> {
+    dp.into_iter()
+        .flat_map(|dp| &dp.networking.outbound)
+        .filter_map(|o| o.service().map(str::to_owned))
+        .collect()
+}
+
+fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&BTreeMap<String, String>> {
+    dp.into_iter()
+        .flat_map(|dp| &dp.networking.inbound)
+        .map(|i| &i.tags)
+        .collect()
+}
+
+/// Whether `new` is an older write than `old` (both from the store).
+fn is_older(new: &Resource, old: Option<&Resource>) -> bool {
+    let rev = |r: &Resource| r.resource_version().and_then(|v| v.parse::<u64>().ok());
+    matches!((rev(new), old.and_then(rev)), (Some(n), Some(o)) if n < o)
+}
+
+// === impl MeshCtx ===
+
+impl MeshCtx {
+    /// Number of connected proxies indexed.
+    pub(super) fn connected(&self) -> usize {
+        self.outbounds.len()
+    }
+
+    /// Indexes connected proxy `name` under the services its Dataplane
+    /// reaches (call again whenever the Dataplane may have changed).
+    pub(super) fn index(&mut self, name: &str) {
+        let dp = self.view.as_ref().and_then(|v| v.dataplane(name));
+        let new = outbound_services(dp);
+        let old = self.outbounds.insert(name.to_owned(), new.clone());
+        for s in old.iter().flatten().filter(|s| !new.contains(*s)) {
+            if let Some(set) = self.refs.get_mut(s) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.refs.remove(s);
+                }
+            }
+        }
+        for s in new {
+            self.refs.entry(s).or_default().insert(name.to_owned());
+        }
+        self.idle_since = None;
+    }
+
+    /// Removes disconnected proxy `name` from the index.
+    pub(super) fn unindex(&mut self, name: &str, now: Instant) {
+        for s in self.outbounds.remove(name).into_iter().flatten() {
+            if let Some(set) = self.refs.get_mut(&s) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.refs.remove(&s);
+                }
+            }
+        }
+        if self.outbounds.is_empty() {
+            self.idle_since.get_or_insert(now);
+        }
+    }
+
+    fn reindex_all(&mut self) {
+        let names: Vec<String> = self.outbounds.keys().cloned().collect();
+        self.refs.clear();
+        for name in names {
+            self.index(&name);
+        }
+    }
+
+    /// The trust-bundle Secret for `trust`, encoded once per bundle.
+    pub(super) fn set_trust(&mut self, mesh: &str, trust: Option<MeshTrust>) -> bool {
+        if trust == self.trust {
+            return false;
+        }
+        self.trust_secret = trust
+            .as_ref()
+            .map(|t| EncodedSecrets::trust_bundle(mesh, &t.bundle_pem));
+        self.trust = trust;
+        true
+    }
+
+    /// Applies one changed object and returns who it affects. `relist`
+    /// is set when the change needs a fresh listing (a Mesh appeared).
+    pub(super) fn apply(&mut self, update: Update, relist: &mut bool) -> Affected {
+        let (resource, deleted) = match update {
+            Update::Upserted(r) => (r, false),
+            Update::Deleted(r) => (r, true),
+        };
+        if resource.spec.as_mesh().is_some() {
+            return self.apply_mesh(resource, deleted, relist);
+        }
+        let Some(view) = self.view.as_mut() else {
+            // No Mesh: nothing to patch; its creation re-lists.
+            return Affected::default();
+        };
+        let name = resource.name().to_owned();
+        if resource.spec.as_dataplane().is_some() {
+            if !deleted && is_older(&resource, view.dataplane_resource(&name)) {
+                return Affected::default();
+            }
+            let old = if deleted {
+                view.remove_dataplane(&name)
+            } else {
+                view.upsert_dataplane(resource)
+            };
+            self.dataplane_changed(&name, old)
+        } else if resource.spec.as_mesh_traffic_permission().is_some() {
+            if !deleted && is_older(&resource, view.permission(&name)) {
+                return Affected::default();
+            }
+            let old = if deleted {
+                view.remove_permission(&name)
+            } else {
+                view.upsert_permission(resource)
+            };
+            let new = self.view.as_ref().and_then(|v| v.permission(&name)).cloned();
+            self.permission_changed(old.as_ref(), new.as_ref())
+        } else {
+            Affected::default()
+        }
+    }
+
+    fn apply_mesh(&mut self, mesh: Resource, deleted: bool, relist: &mut bool) -> Affected {
+        if deleted {
+            if self.view.take().is_none() {
+                return Affected::default();
+            }
+            self.trust = None;
+            self.trust_secret = None;
+            self.memo.clear();
+            self.reindex_all();
+            return Affected::all();
+        }
+        let Some(view) = self.view.as_mut() else {
+            *relist = true;
+            return Affected::default();
+        };
+        if is_older(&mesh, Some(view.mesh())) {
+            return Affected::default();
+        }
+        let old = view.set_mesh(mesh);
+        if old.spec == view.mesh().spec {
+            return Affected::default();
+        }
+        // mTLS or the trust domain may have changed: everything shared is
+        // stale, and the trust material must be reloaded.
+        self.memo.clear();
+        *relist = true;
+        Affected::all()
+    }
+
+    /// Dataplane `name` changed from `old` to what the view now holds.
+    fn dataplane_changed(&mut self, name: &str, old: Option<Resource>) -> Affected {
+        let Some(view) = self.view.as_ref() else {
+            return Affected::default();
+        };
+        let old = old.as_ref().and_then(|r| r.spec.as_dataplane());
+        let new = view.dataplane(name);
+        if old == new {
+            return Affected::default();
+        }
+        let mut affected = Affected::default();
+        affected.names.insert(name.to_owned());
+        let before = old.map(endpoint_contributions).unwrap_or_default();
+        let after = new.map(endpoint_contributions).unwrap_or_default();
+        let services: BTreeSet<String> = before
+            .symmetric_difference(&after)
+            .map(|(s, _, _)| s.clone())
+            .collect();
+        for s in &services {
+            self.memo.forget_service(s);
+            affected
+                .names
+                .extend(self.refs.get(s).into_iter().flatten().cloned());
+        }
+        if inbound_tags(old) != inbound_tags(new) && uses_subset_sources(view) {
+            // A MeshSubset source selects services by inbound tags: the
+            // proxies such permissions target may gain or lose a principal.
+            self.memo.forget_permissions();
+            let targets: Vec<TargetRef> = view
+                .permissions()
+                .iter()
+                .filter_map(|r| r.spec.as_mesh_traffic_permission())
+                .map(|m| m.effective_target_ref())
+                .collect();
+            affected.merge(self.targeted(&targets));
+        }
+        if self.outbounds.contains_key(name) {
+            self.index(name);
+        }
+        affected
+    }
+
+    fn permission_changed(&mut self, old: Option<&Resource>, new: Option<&Resource>) -> Affected {
+        let old = old.and_then(|r| r.spec.as_mesh_traffic_permission());
+        let new = new.and_then(|r| r.spec.as_mesh_traffic_permission());
+        if old == new {
+            return Affected::default();
+        }
+        self.memo.forget_permissions();
+        if !self.view.as_ref().is_some_and(MeshView::mtls_enabled) {
+            // Without mTLS no RBAC is emitted.
+            return Affected::default();
+        }
+        let targets: Vec<TargetRef> = old
+            .into_iter()
+            .chain(new)
+            .map(|m| m.effective_target_ref())
+            .collect();
+        self.targeted(&targets)
+    }
+
+    /// Connected proxies with an inbound one of `targets` selects.
+    fn targeted(&self, targets: &[TargetRef]) -> Affected {
+        let mut affected = Affected::default();
+        let Some(view) = self.view.as_ref() else {
+            return affected;
+        };
+        for name in self.outbounds.keys() {
+            let hit = inbound_tags(view.dataplane(name))
+                .into_iter()
+                .any(|tags| targets.iter().any(|t| t.matches(tags)));
+            if hit {
+                affected.names.insert(name.clone());
+            }
+        }
+        affected
+    }
+
+    /// Applies a fresh listing as a diff against the cached view; returns
+    /// who the differences affect.
+    pub(super) fn relisted(&mut self, fresh: Option<MeshView>) -> Affected {
+        let (Some(view), Some(fresh)) = (self.view.as_ref(), fresh.as_ref()) else {
+            let changed = self.view.is_some() || fresh.is_some();
+            self.view = fresh;
+            self.memo.clear();
+            self.reindex_all();
+            return if changed {
+                Affected::all()
+            } else {
+                Affected::default()
+            };
+        };
+        if view.mesh().spec != fresh.mesh().spec {
+            self.view = Some(fresh.clone());
+            self.memo.clear();
+            self.reindex_all();
+            return Affected::all();
+        }
+        let mut updates = Vec::new();
+        for r in fresh.dataplanes() {
+            let same = view
+                .dataplane_resource(r.name())
+                .is_some_and(|o| o.spec == r.spec);
+            if !same {
+                updates.push(Update::Upserted(r.clone()));
+            }
+        }
+        for r in view.dataplanes() {
+            if fresh.dataplane_resource(r.name()).is_none() {
+                updates.push(Update::Deleted(r.clone()));
+            }
+        }
+        for r in fresh.permissions() {
+            if view.permission(r.name()).is_none_or(|o| o.spec != r.spec) {
+                updates.push(Update::Upserted(r.clone()));
+            }
+        }
+        for r in view.permissions() {
+            if fresh.permission(r.name()).is_none() {
+                updates.push(Update::Deleted(r.clone()));
+            }
+        }
+        let mut affected = Affected::default();
+        let mut relist = false;
+        for u in updates {
+            // A listing is current: never skip it as older.
+            let u = match u {
+                Update::Upserted(mut r) => {
+                    r.set_resource_version(None);
+                    Update::Upserted(r)
+                }
+                d => d,
+            };
+            affected.merge(self.apply(u, &mut relist));
+        }
+        affected
+    }
+}

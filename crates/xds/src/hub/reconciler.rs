@@ -1,0 +1,543 @@
+//! The hub's task: handles events, patches mesh caches, recomputes the
+//! affected proxies after a debounce, issues identities, and evicts state
+//! of proxies and meshes that are gone.
+//!
+//! Owns every map the hub keeps (see the `hub` module doc). It must never
+//! publish without the owner id recorded at connect time (I1), nor hold a
+//! lock across an await (there are none: the task owns its state).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use meshlink_identity::{WallClock, random_jitter, renewal_time_from};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use super::patch::{Affected, MeshCtx};
+use super::{
+    DEBOUNCE, EVICT_AFTER, Event, HubMetrics, HubStats, IssuedIdentity, MAX_DELAY, MeshSource,
+    MeshTrust, RESYNC_EVERY,
+};
+use crate::ads::ProxyState;
+use crate::owner::{OwnerId, OwnerRegistry, ProxyKey};
+use crate::translate::{
+    ClientKind, EncodedSecrets, ProxyContext, SecretsInput, Snapshot, Versioned, translate_shared,
+};
+
+/// Events handled back to back before the loop looks at its timers again.
+const MAX_BATCH: usize = 100_000;
+
+/// How long to wait before retrying a mesh whose source call failed.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+struct Entry {
+    owner: OwnerId,
+    client: ClientKind,
+    last: Option<Arc<ProxyState>>,
+}
+
+struct CachedIdentity {
+    issued: IssuedIdentity,
+    renew_at: SystemTime,
+    /// The identity Secret, encoded once per issuance.
+    secret: (String, Arc<Versioned>),
+}
+
+/// What a mesh is waiting for at the next flush.
+struct Pending {
+    since: Instant,
+    affected: Affected,
+    trust: bool,
+    relist: bool,
+}
+
+pub(super) struct Reconciler<S> {
+    source: Arc<S>,
+    registry: OwnerRegistry<ProxyState>,
+    clock: WallClock,
+    metrics: HubMetrics,
+    /// mesh → proxy name → entry.
+    proxies: HashMap<String, HashMap<String, Entry>>,
+    identities: HashMap<ProxyKey, CachedIdentity>,
+    /// Disconnected proxies whose identity is kept until `EVICT_AFTER`.
+    gone: HashMap<ProxyKey, Instant>,
+    meshes: HashMap<String, MeshCtx>,
+    pending: HashMap<String, Pending>,
+    deadline: Option<Instant>,
+}
+
+impl<S: MeshSource> Reconciler<S> {
+    pub(super) fn new(
+        source: Arc<S>,
+        registry: OwnerRegistry<ProxyState>,
+        clock: WallClock,
+        metrics: HubMetrics,
+    ) -> Self {
+        Self {
+            source,
+            registry,
+            clock,
+            metrics,
+            proxies: HashMap::new(),
+            identities: HashMap::new(),
+            gone: HashMap::new(),
+            meshes: HashMap::new(),
+            pending: HashMap::new(),
+            deadline: None,
+        }
+    }
+
+    pub(super) async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Event>,
+        cancel: CancellationToken,
+    ) {
+        let mut resync = tokio::time::interval_at(Instant::now() + RESYNC_EVERY, RESYNC_EVERY);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let sweep_every = EVICT_AFTER / 4;
+        let mut sweep = tokio::time::interval_at(Instant::now() + sweep_every, sweep_every);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                ev = rx.recv() => match ev {
+                    Some(ev) => {
+                        self.handle(ev).await;
+                        // Coalesce a burst (a bulk apply queues one event per
+                        // write) before the debounce deadline can fire.
+                        for _ in 0..MAX_BATCH {
+                            match rx.try_recv() {
+                                Ok(ev) => self.handle(ev).await,
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    None => return,
+                },
+                () = sleep_until(self.deadline.unwrap_or_else(Instant::now)), if self.deadline.is_some() => {
+                    self.flush().await;
+                }
+                _ = resync.tick() => {
+                    self.relist_all(Instant::now());
+                    self.flush().await;
+                }
+                _ = sweep.tick() => self.evict(Instant::now()),
+            }
+        }
+    }
+
+    async fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Connected { key, owner, client } => self.connect(key, owner, client).await,
+            Event::Disconnected { key, owner } => self.disconnect(&key, owner),
+            Event::Renew { key, owner } => {
+                let owns = self
+                    .proxies
+                    .get(&key.mesh)
+                    .and_then(|m| m.get(&key.name))
+                    .is_some_and(|e| e.owner == owner);
+                if owns {
+                    self.recompute(&key, Instant::now(), true).await;
+                }
+            }
+            Event::Changed { mesh, update, at } => {
+                if let super::Update::Deleted(r) = &update
+                    && r.spec.as_dataplane().is_some()
+                {
+                    // Its private key must not outlive the Dataplane.
+                    let key = ProxyKey::new(mesh.clone(), r.name());
+                    self.identities.remove(&key);
+                    self.gone.remove(&key);
+                }
+                let mesh_deleted =
+                    matches!(&update, super::Update::Deleted(r) if r.spec.as_mesh().is_some());
+                let Some(ctx) = self.meshes.get_mut(&mesh) else {
+                    return; // nobody connected: loaded on first connect
+                };
+                let mut relist = false;
+                let affected = ctx.apply(update, &mut relist);
+                if mesh_deleted && ctx.connected() == 0 {
+                    self.meshes.remove(&mesh);
+                    self.pending.remove(&mesh);
+                    return;
+                }
+                self.schedule(mesh, at, affected, false, relist, None);
+            }
+            Event::TrustChanged { mesh, at } => {
+                if self.meshes.contains_key(&mesh) {
+                    self.schedule(mesh, at, Affected::default(), true, false, None);
+                }
+            }
+            Event::Relist { mesh: Some(mesh), at } => {
+                if self.meshes.contains_key(&mesh) {
+                    self.schedule(mesh, at, Affected::default(), true, true, None);
+                }
+            }
+            Event::Relist { mesh: None, at } => self.relist_all(at),
+            Event::Sync { resync, done } => {
+                if resync {
+                    self.relist_all(Instant::now());
+                }
+                if !self.pending.is_empty() {
+                    self.flush().await;
+                }
+                let _ = done.send(());
+            }
+            Event::Stats { reply } => {
+                let _ = reply.send(self.stats());
+            }
+        }
+    }
+
+    fn stats(&self) -> HubStats {
+        HubStats {
+            proxies: self.proxies.values().map(HashMap::len).sum(),
+            identities: self.identities.len(),
+            meshes: self.meshes.len(),
+            disconnected: self.gone.len(),
+            recomputed: self.metrics.recomputed(),
+        }
+    }
+
+    async fn connect(&mut self, key: ProxyKey, owner: OwnerId, client: ClientKind) {
+        if self.registry.owner(&key) != Some(owner) {
+            tracing::debug!(proxy = %key, %owner, "connect from a stream that was taken over; ignored");
+            return;
+        }
+        let entry = Entry {
+            owner,
+            client,
+            last: None,
+        };
+        self.proxies
+            .entry(key.mesh.clone())
+            .or_default()
+            .insert(key.name.clone(), entry);
+        self.gone.remove(&key);
+        if !self.meshes.contains_key(&key.mesh) {
+            self.meshes.insert(key.mesh.clone(), MeshCtx::default());
+            let now = Instant::now();
+            if !self.relist(&key.mesh).await {
+                self.schedule(key.mesh.clone(), now, Affected::all(), true, true, Some(now + RETRY_AFTER));
+            }
+        }
+        if let Some(ctx) = self.meshes.get_mut(&key.mesh) {
+            ctx.index(&key.name);
+        }
+        self.recompute(&key, Instant::now(), false).await;
+    }
+
+    fn disconnect(&mut self, key: &ProxyKey, owner: OwnerId) {
+        let Some(mesh) = self.proxies.get_mut(&key.mesh) else {
+            return;
+        };
+        if !mesh.get(&key.name).is_some_and(|e| e.owner == owner) {
+            return;
+        }
+        mesh.remove(&key.name);
+        if mesh.is_empty() {
+            self.proxies.remove(&key.mesh);
+        }
+        let now = Instant::now();
+        if let Some(ctx) = self.meshes.get_mut(&key.mesh) {
+            ctx.unindex(&key.name, now);
+        }
+        if self.identities.contains_key(key) {
+            self.gone.insert(key.clone(), now);
+        }
+    }
+
+    /// Records work for `mesh` at the next flush, no later than `deadline`
+    /// (default: the debounce).
+    fn schedule(
+        &mut self,
+        mesh: String,
+        at: Instant,
+        affected: Affected,
+        trust: bool,
+        relist: bool,
+        deadline: Option<Instant>,
+    ) {
+        if affected.is_empty() && !trust && !relist {
+            return;
+        }
+        let p = self.pending.entry(mesh).or_insert(Pending {
+            since: at,
+            affected: Affected::default(),
+            trust: false,
+            relist: false,
+        });
+        p.affected.merge(affected);
+        p.trust |= trust;
+        p.relist |= relist;
+        let oldest = self.pending.values().map(|p| p.since).min().unwrap_or(at);
+        let next = deadline.unwrap_or_else(|| (Instant::now() + DEBOUNCE).min(oldest + MAX_DELAY));
+        self.deadline = Some(self.deadline.map_or(next, |d| d.min(next)));
+    }
+
+    fn relist_all(&mut self, at: Instant) {
+        let meshes: Vec<String> = self.meshes.keys().cloned().collect();
+        for mesh in meshes {
+            self.schedule(mesh, at, Affected::default(), true, true, None);
+        }
+    }
+
+    /// Recomputes the proxies every pending change affects.
+    async fn flush(&mut self) {
+        self.deadline = None;
+        let pending: Vec<(String, Pending)> = self.pending.drain().collect();
+        for (mesh, mut p) in pending {
+            if !self.meshes.contains_key(&mesh) {
+                continue;
+            }
+            if p.relist {
+                if !self.relist(&mesh).await {
+                    let retry = Some(Instant::now() + RETRY_AFTER);
+                    self.schedule(mesh, p.since, p.affected, true, true, retry);
+                    continue;
+                }
+                p.trust = false; // relist reloads the trust too
+            } else if p.trust {
+                match self.reload_trust(&mesh).await {
+                    Some(a) => p.affected.merge(a),
+                    None => {
+                        let retry = Some(Instant::now() + RETRY_AFTER);
+                        self.schedule(mesh, p.since, p.affected, true, false, retry);
+                        continue;
+                    }
+                }
+            }
+            let connected: Vec<String> = match self.proxies.get(&mesh) {
+                Some(m) if p.affected.all => m.keys().cloned().collect(),
+                Some(m) => p
+                    .affected
+                    .names
+                    .iter()
+                    .filter(|n| m.contains_key(*n))
+                    .cloned()
+                    .collect(),
+                None => Vec::new(),
+            };
+            for name in connected {
+                let key = ProxyKey::new(mesh.clone(), name);
+                self.recompute(&key, p.since, false).await;
+            }
+        }
+    }
+
+    /// Lists `mesh` from the source, applies it as a diff and schedules the
+    /// proxies it affects. Returns false (keeping the cache) on failure.
+    async fn relist(&mut self, mesh: &str) -> bool {
+        let fresh = match self.source.view(mesh).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(mesh, error = %e, "cannot load mesh; keeping the last view and retrying");
+                return false;
+            }
+        };
+        let Some(ctx) = self.meshes.get_mut(mesh) else {
+            return true;
+        };
+        let mut affected = ctx.relisted(fresh);
+        match self.reload_trust(mesh).await {
+            Some(a) => affected.merge(a),
+            None => return false,
+        }
+        if !affected.is_empty() {
+            let now = Instant::now();
+            let p = self.pending.entry(mesh.to_owned()).or_insert(Pending {
+                since: now,
+                affected: Affected::default(),
+                trust: false,
+                relist: false,
+            });
+            p.affected.merge(affected);
+            self.deadline = Some(self.deadline.map_or(now, |d| d.min(now)));
+        }
+        true
+    }
+
+    /// Reloads the trust of `mesh`; every proxy is affected if it changed.
+    /// `None` if the source failed.
+    async fn reload_trust(&mut self, mesh: &str) -> Option<Affected> {
+        let mtls = self
+            .meshes
+            .get(mesh)
+            .and_then(|c| c.view.as_ref())
+            .is_some_and(|v| v.mtls_enabled());
+        let trust: Option<MeshTrust> = if mtls {
+            match self.source.trust(mesh).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(mesh, error = %e, "cannot load the mesh CA; keeping the last trust bundle and retrying");
+                    return None;
+                }
+            }
+        } else {
+            None
+        };
+        let ctx = self.meshes.get_mut(mesh)?;
+        Some(if ctx.set_trust(mesh, trust) {
+            Affected::all()
+        } else {
+            Affected::default()
+        })
+    }
+
+    /// Drops identities of proxies gone for `EVICT_AFTER` and caches of
+    /// meshes unused for as long.
+    fn evict(&mut self, now: Instant) {
+        let expired: Vec<ProxyKey> = self
+            .gone
+            .iter()
+            .filter(|(_, since)| now.saturating_duration_since(**since) >= EVICT_AFTER)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in expired {
+            self.gone.remove(&key);
+            self.identities.remove(&key);
+        }
+        let proxies = &self.proxies;
+        let pending = &mut self.pending;
+        self.meshes.retain(|mesh, ctx| {
+            let idle = ctx.connected() == 0
+                && !proxies.contains_key(mesh)
+                && ctx
+                    .idle_since
+                    .is_none_or(|s| now.saturating_duration_since(s) >= EVICT_AFTER);
+            if idle {
+                pending.remove(mesh);
+            }
+            !idle
+        });
+    }
+
+    /// Recomputes one proxy's state and publishes it if anything changed.
+    async fn recompute(&mut self, key: &ProxyKey, changed_at: Instant, renew: bool) {
+        let Some(entry) = self.proxies.get(&key.mesh).and_then(|m| m.get(&key.name)) else {
+            return;
+        };
+        let (owner, client) = (entry.owner, entry.client);
+        self.metrics.inc_recomputed();
+        let mut encoded = EncodedSecrets::default();
+        let mut identity = None;
+        let mut renew_at = None;
+        let ctx = self.meshes.get(&key.mesh);
+        let view_and_trust = ctx.and_then(|c| Some((c.view.as_ref()?, c.trust.clone()?)));
+        if let Some((view, trust)) = view_and_trust {
+            if client != ClientKind::Grpc {
+                encoded.trust_bundle = ctx.and_then(|c| c.trust_secret.clone());
+            }
+            let service = view
+                .dataplane(&key.name)
+                .and_then(|dp| dp.services().first().map(|s| s.to_string()));
+            if let (ClientKind::Envoy, Some(service)) = (client, service) {
+                let expected = crate::translate::names::spiffe_id(view.trust_domain(), &service);
+                self.ensure_identity(key, &service, &expected, &trust, renew)
+                    .await;
+                if let Some(c) = self.identities.get(key) {
+                    encoded.identity = Some(c.secret.clone());
+                    identity = Some(c.issued.info.clone());
+                    renew_at = Some(c.renew_at);
+                }
+            }
+        }
+        let snapshot = match self.meshes.get_mut(&key.mesh) {
+            Some(ctx) => match ctx.view.as_ref() {
+                Some(view) => {
+                    let proxy = ProxyContext {
+                        mesh: key.mesh.clone(),
+                        name: key.name.clone(),
+                        client,
+                        secrets: SecretsInput::default(),
+                    };
+                    translate_shared(&proxy, view, &mut ctx.memo, &encoded)
+                }
+                None => Snapshot::new(),
+            },
+            None => Snapshot::new(),
+        };
+        let Some(entry) = self
+            .proxies
+            .get_mut(&key.mesh)
+            .and_then(|m| m.get_mut(&key.name))
+        else {
+            return;
+        };
+        if let Some(last) = &entry.last
+            && last.snapshot.same_versions(&snapshot)
+            && last.identity == identity
+        {
+            return;
+        }
+        let state = Arc::new(ProxyState {
+            snapshot,
+            identity,
+            renew_at,
+            changed_at,
+        });
+        match self.registry.publish_as(key, owner, state.clone()) {
+            Ok(()) => entry.last = Some(state),
+            Err(e) => {
+                // The stream lost the key; its successor's connect follows.
+                tracing::debug!(error = %e, "not publishing to a former owner");
+                if let Some(m) = self.proxies.get_mut(&key.mesh) {
+                    m.remove(&key.name);
+                    if m.is_empty() {
+                        self.proxies.remove(&key.mesh);
+                    }
+                }
+                if let Some(ctx) = self.meshes.get_mut(&key.mesh) {
+                    ctx.unindex(&key.name, Instant::now());
+                }
+            }
+        }
+    }
+
+    /// Makes sure the cached identity of `key` is current: issued by the
+    /// current CA, for `expected`, and not due for renewal.
+    async fn ensure_identity(
+        &mut self,
+        key: &ProxyKey,
+        service: &str,
+        expected: &str,
+        trust: &MeshTrust,
+        renew: bool,
+    ) {
+        let now = self.clock.now();
+        let current = self.identities.get(key).is_some_and(|c| {
+            c.issued.info.ca_fingerprint == trust.ca_fingerprint
+                && c.issued.info.spiffe_id == expected
+                && now < c.renew_at
+        });
+        if current && !renew {
+            return;
+        }
+        match self.source.issue(key, service, now).await {
+            Ok(issued) => {
+                let renew_at = renewal_time_from(
+                    now,
+                    issued.info.not_before,
+                    issued.info.not_after,
+                    random_jitter(),
+                );
+                tracing::debug!(proxy = %key, serial = %issued.info.serial, "issued identity certificate");
+                let secret = EncodedSecrets::identity(service, &issued.chain_pem, &issued.key_pem);
+                self.identities.insert(
+                    key.clone(),
+                    CachedIdentity {
+                        issued,
+                        renew_at,
+                        secret,
+                    },
+                );
+            }
+            Err(e) => {
+                tracing::warn!(proxy = %key, error = %e, "cannot issue identity certificate; keeping the current one and retrying on the next change");
+            }
+        }
+    }
+}
+

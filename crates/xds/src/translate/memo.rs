@@ -1,0 +1,104 @@
+//! Resources shared by every proxy of a mesh, built and encoded once.
+//!
+//! Owns the memo a caller may keep across translations of one mesh: the
+//! load assignment of each destination service, the Cluster of each
+//! `(service, identity secret, client shape)`, and the RBAC principals of
+//! each inbound tag set. Entries are keyed by their inputs within one
+//! view; the caller must forget what a view change invalidates
+//! ([`Memo::forget_service`], [`Memo::forget_permissions`], [`Memo::clear`]).
+//! It must never hold anything specific to one proxy (names with an
+//! address, secrets with a key).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::rbac::RbacSources;
+use super::snapshot::Versioned;
+
+/// What identifies a destination Cluster besides the mesh.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ClusterKey {
+    /// Destination service.
+    pub(crate) service: String,
+    /// The SDS identity secret a sidecar presents (`None`: plaintext or gRPC).
+    pub(crate) identity: Option<String>,
+    /// Proxyless gRPC shape (certificate providers instead of SDS).
+    pub(crate) grpc: bool,
+}
+
+/// Shared, encoded resources of one mesh view (see the module doc).
+#[derive(Debug, Default)]
+pub struct Memo {
+    assignments: HashMap<String, Arc<Versioned>>,
+    clusters: HashMap<ClusterKey, Arc<Versioned>>,
+    rbac: HashMap<BTreeMap<String, String>, Arc<RbacSources>>,
+}
+
+// === impl Memo ===
+
+impl Memo {
+    /// Forgets what depends on the endpoints of `service`.
+    pub fn forget_service(&mut self, service: &str) {
+        self.assignments.remove(service);
+    }
+
+    /// Forgets what depends on MeshTrafficPermissions (or on the services
+    /// a `MeshSubset` source selects).
+    pub fn forget_permissions(&mut self) {
+        self.rbac.clear();
+    }
+
+    /// Forgets everything (the Mesh spec changed, or the view was rebuilt).
+    pub fn clear(&mut self) {
+        self.assignments.clear();
+        self.clusters.clear();
+        self.rbac.clear();
+    }
+
+    /// Number of memoized resources.
+    pub fn len(&self) -> usize {
+        self.assignments.len() + self.clusters.len() + self.rbac.len()
+    }
+
+    /// Whether nothing is memoized.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn assignment(
+        &mut self,
+        service: &str,
+        build: impl FnOnce() -> Versioned,
+    ) -> Arc<Versioned> {
+        if let Some(r) = self.assignments.get(service) {
+            return r.clone();
+        }
+        let r = Arc::new(build());
+        self.assignments.insert(service.to_owned(), r.clone());
+        r
+    }
+
+    pub(crate) fn cluster(
+        &mut self,
+        key: ClusterKey,
+        build: impl FnOnce() -> Versioned,
+    ) -> Arc<Versioned> {
+        self.clusters
+            .entry(key)
+            .or_insert_with(|| Arc::new(build()))
+            .clone()
+    }
+
+    pub(crate) fn rbac(
+        &mut self,
+        tags: &BTreeMap<String, String>,
+        build: impl FnOnce() -> RbacSources,
+    ) -> Arc<RbacSources> {
+        if let Some(r) = self.rbac.get(tags) {
+            return r.clone();
+        }
+        let r = Arc::new(build());
+        self.rbac.insert(tags.clone(), r.clone());
+        r
+    }
+}

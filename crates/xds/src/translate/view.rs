@@ -1,0 +1,237 @@
+//! The translator's input: one mesh as the store has it (Mesh, Dataplanes,
+//! MeshTrafficPermissions), indexed for what translation looks up per
+//! proxy and patchable one object at a time.
+//!
+//! Owns the indexes (dataplanes by name, endpoints by service) and keeps
+//! them consistent under patches. It must never do I/O or decide who is
+//! affected by a patch: the hub does that from what a patch returns.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use meshlink_api::Resource;
+use meshlink_api::spec::{DataplaneSpec, MeshSpec};
+
+/// What the translator sees of one mesh; the control plane fills it from
+/// the store and the hub patches it from the change feed. Order of the
+/// input does not matter.
+///
+/// Shared by every proxy of the mesh, so it indexes what translation looks
+/// up per proxy: dataplanes by name and endpoints by service (both would
+/// otherwise be linear scans, making a mesh-wide recompute quadratic).
+#[derive(Debug, Clone)]
+pub struct MeshView {
+    mesh: Resource,
+    dataplanes: Vec<Resource>,
+    permissions: Vec<Resource>,
+    by_name: HashMap<String, usize>,
+    /// service → endpoint → number of inbounds that contribute it (two
+    /// dataplanes may share an address and port).
+    endpoints: HashMap<String, BTreeMap<(String, u16), usize>>,
+}
+
+/// `(service, address, port)` of every inbound of a Dataplane: what it
+/// contributes to the endpoints of the services it serves.
+pub fn endpoint_contributions(dp: &DataplaneSpec) -> BTreeSet<(String, String, u16)> {
+    dp.networking
+        .inbound
+        .iter()
+        .filter_map(|i| {
+            let service = i.service()?;
+            Some((
+                service.to_owned(),
+                dp.networking.address.clone(),
+                i.port.get(),
+            ))
+        })
+        .collect()
+}
+
+// === impl MeshView ===
+
+impl MeshView {
+    /// Builds the view of `mesh` from its Dataplanes and
+    /// MeshTrafficPermissions (resources of other kinds are ignored).
+    pub fn new(mesh: Resource, dataplanes: Vec<Resource>, permissions: Vec<Resource>) -> Self {
+        let mut view = Self {
+            mesh,
+            dataplanes: Vec::with_capacity(dataplanes.len()),
+            permissions: Vec::new(),
+            by_name: HashMap::with_capacity(dataplanes.len()),
+            endpoints: HashMap::new(),
+        };
+        for r in dataplanes {
+            view.upsert_dataplane(r);
+        }
+        view.with_permissions(permissions)
+    }
+
+    /// The same view with its MeshTrafficPermissions replaced.
+    pub fn with_permissions(mut self, permissions: Vec<Resource>) -> Self {
+        self.permissions = permissions
+            .into_iter()
+            .filter(|r| r.spec.as_mesh_traffic_permission().is_some())
+            .collect();
+        self
+    }
+
+    /// The Mesh resource.
+    pub fn mesh(&self) -> &Resource {
+        &self.mesh
+    }
+
+    /// Every Dataplane of the mesh (in no particular order).
+    pub fn dataplanes(&self) -> &[Resource] {
+        &self.dataplanes
+    }
+
+    /// Every MeshTrafficPermission of the mesh (in no particular order).
+    pub fn permissions(&self) -> &[Resource] {
+        &self.permissions
+    }
+
+    /// The mesh name.
+    pub fn mesh_name(&self) -> &str {
+        self.mesh.name()
+    }
+
+    fn mesh_spec(&self) -> Option<&MeshSpec> {
+        self.mesh.spec.as_mesh()
+    }
+
+    /// The trust domain of the mesh (default: the mesh name).
+    pub fn trust_domain(&self) -> &str {
+        match self.mesh_spec() {
+            Some(m) => m.trust_domain(self.mesh.name()),
+            None => self.mesh.name(),
+        }
+    }
+
+    /// Whether mTLS is on (an enabled CA backend exists).
+    pub fn mtls_enabled(&self) -> bool {
+        self.mesh_spec()
+            .and_then(MeshSpec::enabled_backend)
+            .is_some()
+    }
+
+    /// The Dataplane named `name`.
+    pub fn dataplane(&self, name: &str) -> Option<&DataplaneSpec> {
+        self.dataplane_resource(name)?.spec.as_dataplane()
+    }
+
+    /// The Dataplane resource named `name`.
+    pub fn dataplane_resource(&self, name: &str) -> Option<&Resource> {
+        let i = *self.by_name.get(name)?;
+        self.dataplanes.get(i)
+    }
+
+    /// The MeshTrafficPermission named `name`.
+    pub fn permission(&self, name: &str) -> Option<&Resource> {
+        self.permissions.iter().find(|r| r.name() == name)
+    }
+
+    /// Number of Dataplanes in the view.
+    pub fn dataplane_count(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// `(address, port)` of every inbound tagged with `service`, sorted.
+    pub(crate) fn endpoints_of(&self, service: &str) -> impl Iterator<Item = &(String, u16)> {
+        self.endpoints.get(service).into_iter().flat_map(|m| m.keys())
+    }
+
+    /// Every Dataplane's name and spec.
+    pub(crate) fn dataplane_specs(&self) -> impl Iterator<Item = (&str, &DataplaneSpec)> {
+        self.dataplanes
+            .iter()
+            .filter_map(|r| Some((r.name(), r.spec.as_dataplane()?)))
+    }
+
+    /// Replaces the Mesh resource; returns the previous one.
+    pub fn set_mesh(&mut self, mesh: Resource) -> Resource {
+        std::mem::replace(&mut self.mesh, mesh)
+    }
+
+    /// Adds or replaces a Dataplane (ignored unless it is one); returns
+    /// the previous one.
+    pub fn upsert_dataplane(&mut self, r: Resource) -> Option<Resource> {
+        let Some(dp) = r.spec.as_dataplane() else {
+            return None;
+        };
+        self.add_endpoints(dp);
+        match self.by_name.get(r.name()) {
+            Some(&i) => {
+                let old = std::mem::replace(&mut self.dataplanes[i], r);
+                if let Some(dp) = old.spec.as_dataplane() {
+                    self.remove_endpoints(&endpoint_contributions(dp));
+                }
+                Some(old)
+            }
+            None => {
+                self.by_name.insert(r.name().to_owned(), self.dataplanes.len());
+                self.dataplanes.push(r);
+                None
+            }
+        }
+    }
+
+    /// Removes the Dataplane `name`; returns it.
+    pub fn remove_dataplane(&mut self, name: &str) -> Option<Resource> {
+        let i = self.by_name.remove(name)?;
+        let old = self.dataplanes.swap_remove(i);
+        if let Some(moved) = self.dataplanes.get(i) {
+            self.by_name.insert(moved.name().to_owned(), i);
+        }
+        if let Some(dp) = old.spec.as_dataplane() {
+            self.remove_endpoints(&endpoint_contributions(dp));
+        }
+        Some(old)
+    }
+
+    /// Adds or replaces a MeshTrafficPermission (ignored unless it is
+    /// one); returns the previous one.
+    pub fn upsert_permission(&mut self, r: Resource) -> Option<Resource> {
+        r.spec.as_mesh_traffic_permission()?;
+        match self.permissions.iter().position(|p| p.name() == r.name()) {
+            Some(i) => Some(std::mem::replace(&mut self.permissions[i], r)),
+            None => {
+                self.permissions.push(r);
+                None
+            }
+        }
+    }
+
+    /// Removes the MeshTrafficPermission `name`; returns it.
+    pub fn remove_permission(&mut self, name: &str) -> Option<Resource> {
+        let i = self.permissions.iter().position(|p| p.name() == name)?;
+        Some(self.permissions.swap_remove(i))
+    }
+
+    fn add_endpoints(&mut self, dp: &DataplaneSpec) {
+        for (service, address, port) in endpoint_contributions(dp) {
+            *self
+                .endpoints
+                .entry(service)
+                .or_default()
+                .entry((address, port))
+                .or_default() += 1;
+        }
+    }
+
+    fn remove_endpoints(&mut self, contributions: &BTreeSet<(String, String, u16)>) {
+        for (service, address, port) in contributions {
+            let Some(m) = self.endpoints.get_mut(service) else {
+                continue;
+            };
+            let key = (address.clone(), *port);
+            if let Some(n) = m.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&key);
+                }
+            }
+            if m.is_empty() {
+                self.endpoints.remove(service);
+            }
+        }
+    }
+}
