@@ -39,8 +39,7 @@ impl StoreSource {
             Err(ResourceError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(SourceError(e.to_string())),
         };
-        let store = self.resources.store().as_ref();
-        let identity = match self.ca.load(store, &resource).await {
+        let identity = match self.ca.load(&self.resources, &resource).await {
             Ok(i) => Arc::new(i),
             Err(MeshCaError::MtlsDisabled(_)) => {
                 self.lock().remove(mesh);

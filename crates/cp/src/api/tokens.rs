@@ -166,7 +166,7 @@ pub(super) async fn mesh_ca(
     let mesh = st.resources.get(Kind::Mesh, None, &name).await?;
     let id = st
         .ca
-        .load(st.resources.store().as_ref(), &mesh)
+        .load(&st.resources, &mesh)
         .await
         .map_err(|e| ApiError::new(axum::http::StatusCode::CONFLICT, "NoCA", e.to_string()))?;
     let rotation = id.rotation(st.ca.proxies_on_previous(&name).await.unwrap_or(0));

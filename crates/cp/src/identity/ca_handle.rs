@@ -17,12 +17,12 @@
 
 use std::time::{Duration, SystemTime};
 
-use meshlink_api::Resource;
+use meshlink_api::{Kind, Resource};
 use meshlink_identity::{IssuedCert, WallClock};
-use meshlink_store::Store;
 use tokio::sync::{mpsc, oneshot};
 
 use super::mesh_ca::{self, IssuedRecord, MeshCaError, MeshIdentity};
+use crate::resources::ResourceService;
 
 /// The longest an issuer waits for the controller to store a CA state
 /// matching the Mesh spec.
@@ -102,13 +102,18 @@ impl CaHandle {
     /// The identity to issue with for `mesh`, read from the store. If the
     /// stored CA state does not match the Mesh spec yet, asks the controller
     /// to reconcile and waits up to [`LOAD_WAIT`]. Never writes.
+    /// `mesh` is the Mesh as the caller read it; after the controller
+    /// answers, it is read again, since the spec may have moved on.
     pub async fn load(
         &self,
-        store: &dyn Store,
+        resources: &ResourceService,
         mesh: &Resource,
     ) -> Result<MeshIdentity, MeshCaError> {
+        let store = resources.store().as_ref();
         let deadline = tokio::time::Instant::now() + LOAD_WAIT;
+        let mut fresh: Option<Resource> = None;
         loop {
+            let mesh = fresh.as_ref().unwrap_or(mesh);
             if let Some(id) = mesh_ca::read_identity(store, mesh).await? {
                 return Ok(id);
             }
@@ -140,11 +145,12 @@ impl CaHandle {
                 Ok(Err(_)) | Err(_) => {}
             }
             if tokio::time::Instant::now() >= deadline {
-                // One last read: the controller may have just written it.
-                return mesh_ca::read_identity(store, mesh)
-                    .await?
-                    .ok_or_else(|| MeshCaError::NotReady(mesh.name().to_string()));
+                return Err(MeshCaError::NotReady(mesh.name().to_string()));
             }
+            fresh = match resources.get(Kind::Mesh, None, mesh.name()).await {
+                Ok(m) => Some(m),
+                Err(_) => return Err(MeshCaError::NotReady(mesh.name().to_string())),
+            };
         }
     }
 

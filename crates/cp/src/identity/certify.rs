@@ -196,7 +196,7 @@ impl CertifyService {
             }
             Err(e) => return Err(Status::unavailable(e.to_string())),
         };
-        let identity = self.ca.load(store, &mesh).await.map_err(|e| match e {
+        let identity = self.ca.load(&self.resources, &mesh).await.map_err(|e| match e {
             e @ MeshCaError::MtlsDisabled(_) => Status::failed_precondition(e.to_string()),
             e @ MeshCaError::Invalid { .. } => Status::failed_precondition(e.to_string()),
             e @ (MeshCaError::Store(_) | MeshCaError::NotReady(_)) => {

@@ -183,7 +183,7 @@ async fn certify_reads_the_ca_state_and_never_writes_anything() {
     let shutdown = Shutdown::new();
     let task = tokio::spawn(controller.run(shutdown.clone()));
     let mesh = f.resources.get(Kind::Mesh, None, "default").await.unwrap();
-    ca.load(f.store.as_ref(), &mesh).await.expect("the controller creates the state");
+    ca.load(&f.resources, &mesh).await.expect("the controller creates the state");
     assert_eq!(f.store.writes(MESH_CA_STATE), 1, "created once, by the controller");
     shutdown.trigger();
     task.await.unwrap();
@@ -262,4 +262,86 @@ async fn issuance_events_end_a_rotation_with_writes_linear_in_proxies() {
         .find(|c| c.type_ == "CARotation")
         .expect("CARotation condition");
     assert_eq!(rotation.reason, "Stable", "{rotation:?}");
+}
+
+/// CPU time of thread `tid` of this process (`schedstat`, ns).
+fn thread_cpu(tid: &str) -> Duration {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap_or_default();
+    let ns = s.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    Duration::from_nanos(ns)
+}
+
+/// CPU time of the whole process (`/proc/self/stat` utime + stime).
+fn process_cpu() -> Duration {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// The measure row "CA rotation over 1,000 proxies": N dataplanes hold a
+/// ca-1 certificate, the backend switches to ca-2, every dataplane renews
+/// through Certify, until the controller ends the rotation. Prints store
+/// writes by kind, the controller thread's CPU and the process CPU.
+/// `MESHLINK_BENCH_N` (default 1000). Run with `--run-ignored only`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark; see docs/BENCHMARKS.md"]
+async fn bench_rotation_cost() {
+    let n: usize = std::env::var("MESHLINK_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let f = Fixture::new().await;
+    let (ca, controller) = controller::new(f.resources.clone(), WallClock::start());
+    let shutdown = Shutdown::new();
+    // The controller on its own thread, so its CPU can be read alone.
+    let sd = shutdown.clone();
+    let rt = tokio::runtime::Handle::current();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let ctl = std::thread::spawn(move || {
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        tid_tx.send(me.file_name().unwrap().to_string_lossy().to_string()).unwrap();
+        let local = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let _guard = rt.enter();
+        local.block_on(controller.run(sd));
+    });
+    let tid = tid_rx.recv().unwrap();
+    let svc = f.certify_service(ca.clone());
+    let first: Vec<_> = (0..n).map(|i| f.request(&format!("dp-{i}"))).collect();
+    let second: Vec<_> = (0..n).map(|i| f.request(&format!("dp-{i}"))).collect();
+    for r in first {
+        svc.certify(r).await.expect("issued on ca-1");
+    }
+    // Let the first round's bookkeeping settle before measuring.
+    tokio::time::sleep(2 * controller::TICK).await;
+    let before = f.store.all_writes();
+    let cpu0 = process_cpu();
+    let ctl0 = thread_cpu(&tid);
+    let t0 = tokio::time::Instant::now();
+    f.apply_mesh("ca-2").await;
+    for r in second {
+        svc.certify(r).await.expect("issued on ca-2");
+    }
+    let certify_wall = t0.elapsed();
+    let store = f.store.clone();
+    wait_for("the rotation to end", async || {
+        let (s, _) = mesh_ca::read_state(store.as_ref(), "default").await.unwrap()?;
+        s.previous.is_none().then_some(())
+    })
+    .await;
+    let wall = t0.elapsed();
+    let cpu = process_cpu() - cpu0;
+    let ctl_cpu = thread_cpu(&tid) - ctl0;
+    shutdown.trigger();
+    ctl.join().unwrap();
+    let after = f.store.all_writes();
+    let delta: BTreeMap<_, _> = after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect();
+    println!(
+        "N={n}: writes during rotation {delta:?}; controller thread CPU during rotation {ctl_cpu:?}; process CPU during rotation {cpu:?}; Certify round {certify_wall:?}; rotation ended after {wall:?}"
+    );
 }
