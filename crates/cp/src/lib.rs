@@ -134,7 +134,10 @@ impl ControlPlane {
             .clone()
             .unwrap_or_else(cp_tls::default_advertised_host);
         let tls = cp_tls::ensure(data_dir.path(), &advertised)?;
-        let xds = XdsParts::new(&config, &resources, &tokens, &registry, &shutdown);
+        // One wall clock for every certificate time (hub SDS and Certify).
+        let clock = meshlink_identity::WallClock::start();
+        let (ca, ca_controller) = identity::controller::new(resources.clone(), clock);
+        let xds = XdsParts::new(&config, &resources, &tokens, &registry, &shutdown, &ca);
         tasks.spawn(ads::follow_changes(
             store.clone(),
             start_rev,
@@ -149,13 +152,14 @@ impl ControlPlane {
             xds.server.clone(),
             &registry,
             shutdown.clone(),
+            ca.clone(),
         )
         .await?;
         let xds = xds.inspect;
         tasks.spawn(xds_serve);
-        let (res, sd) = (resources.clone(), shutdown.clone());
+        let sd = shutdown.clone();
         tasks.spawn(async move {
-            identity::controller::run(res, sd).await;
+            ca_controller.run(sd).await;
             Ok(())
         });
 
@@ -170,6 +174,7 @@ impl ControlPlane {
             registry,
             token_hint: Arc::from(data_dir.path().join("admin-token").display().to_string()),
             xds,
+            ca,
         };
         let app = api::router(state);
         let sd = shutdown.clone();
@@ -205,17 +210,18 @@ impl XdsParts {
         tokens: &Arc<identity::tokens::TokenService>,
         registry: &MetricsRegistry,
         shutdown: &Shutdown,
+        ca: &identity::CaHandle,
     ) -> Self {
         use meshlink_xds::ads::{AdsMetrics, AdsParts, AdsServer, Inspector};
         let owners = meshlink_xds::owner::OwnerRegistry::new();
-        let clock = meshlink_identity::WallClock::start();
+        let clock = ca.clock();
         let cancel = tokio_util::sync::CancellationToken::new();
         let on_shutdown = (shutdown.clone(), cancel.clone());
         tokio::spawn(async move {
             on_shutdown.0.wait().await;
             on_shutdown.1.cancel();
         });
-        let source = Arc::new(ads::StoreSource::new(resources.clone()));
+        let source = Arc::new(ads::StoreSource::new(resources.clone(), ca.clone()));
         let hub = meshlink_xds::hub::Hub::spawn(source, owners.clone(), clock, cancel);
         let metrics = AdsMetrics::default();
         registry.register_with("xds", |r| {

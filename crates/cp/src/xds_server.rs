@@ -31,6 +31,7 @@ pub(crate) async fn start(
     ads: AdsServer,
     registry: &meshlink_runtime::MetricsRegistry,
     shutdown: Shutdown,
+    ca: crate::identity::CaHandle,
 ) -> Result<
     (
         std::net::SocketAddr,
@@ -45,7 +46,7 @@ pub(crate) async fn start(
         .client_auth_optional(true);
     let limiter = KeyedRateLimiter::new(CERTIFY_BURST, CERTIFY_PER_SECOND)
         .expect("static rate-limit settings are valid");
-    let certify = CertifyService::new(resources, tokens, limiter, registry);
+    let certify = CertifyService::new(resources, tokens, limiter, registry, ca);
     let router = Server::builder()
         .tls_config(tls_config)
         .map_err(|e| CpError::Serve(format!("xDS TLS configuration: {e}")))?

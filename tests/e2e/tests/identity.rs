@@ -151,14 +151,17 @@ fn rotation_keeps_old_and_new_roots_until_every_proxy_moved() {
         );
     }
 
-    // web-1 renews from the new CA: nobody is left on the old one.
+    // web-1 renews from the new CA: nobody is left on the old one, and the
+    // controller ends the rotation (the bundle drops the old root).
     let renewed = certify(&cp, Some(&web), "default", "web-1", "", csr(&key, None)).unwrap();
-    assert_eq!(
-        renewed.trust_bundle_pem,
-        vec![moved.trust_bundle_pem[0].clone()]
-    );
+    assert_eq!(renewed.trust_bundle_pem[0], moved.trust_bundle_pem[0]);
     wait(&cp, "mesh/default", "condition=CARotation=False");
-    assert_eq!(ca(&cp, "default")["rotation"]["phase"], "stable");
+    let after = ca(&cp, "default");
+    assert_eq!(after["rotation"]["phase"], "stable");
+    assert_eq!(
+        after["trustBundle"],
+        serde_json::json!([moved.trust_bundle_pem[0].clone()])
+    );
 }
 
 #[test]

@@ -11,20 +11,24 @@ use meshlink_xds::hub::{IdentityInfo, IssuedIdentity, MeshSource, MeshTrust, Sou
 use meshlink_xds::owner::ProxyKey;
 use meshlink_xds::translate::MeshView;
 
-use crate::identity::mesh_ca::{self, IssuedRecord, MeshCaError, MeshIdentity};
+use crate::identity::CaHandle;
+use crate::identity::mesh_ca::{MeshCaError, MeshIdentity};
 use crate::resources::{ResourceError, ResourceService};
 
 /// Reads meshes from the store and issues identities from their CAs.
 pub(crate) struct StoreSource {
     resources: ResourceService,
+    /// Reads the CA state (never writes it) and takes issuance events.
+    ca: CaHandle,
     /// The last CA state loaded per mesh by [`MeshSource::trust`].
     identities: Mutex<HashMap<String, Arc<MeshIdentity>>>,
 }
 
 impl StoreSource {
-    pub(crate) fn new(resources: ResourceService) -> Self {
+    pub(crate) fn new(resources: ResourceService, ca: CaHandle) -> Self {
         Self {
             resources,
+            ca,
             identities: Mutex::new(HashMap::new()),
         }
     }
@@ -35,8 +39,7 @@ impl StoreSource {
             Err(ResourceError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(SourceError(e.to_string())),
         };
-        let store = self.resources.store().as_ref();
-        let identity = match mesh_ca::ensure(store, &resource).await {
+        let identity = match self.ca.load(&self.resources, &resource).await {
             Ok(i) => Arc::new(i),
             Err(MeshCaError::MtlsDisabled(_)) => {
                 self.lock().remove(mesh);
@@ -82,7 +85,7 @@ impl MeshSource for StoreSource {
 
     async fn trust(&self, mesh: &str) -> Result<Option<MeshTrust>, SourceError> {
         Ok(self.load_identity(mesh).await?.map(|i| MeshTrust {
-            bundle_pem: i.rotation.bundle.roots_pem.join(""),
+            bundle_pem: i.bundle().roots_pem.join(""),
             ca_fingerprint: i.ca.fingerprint(),
         }))
     }
@@ -109,21 +112,9 @@ impl MeshSource for StoreSource {
             .ca
             .issue_with_key(&id, identity.lifetime, now)
             .map_err(|e| SourceError(format!("cannot issue for {id}: {e}")))?;
-        let record = IssuedRecord {
-            ca_fingerprint: cert.ca_fingerprint.clone(),
-            serial: cert.serial_hex.clone(),
-            spiffe_id: cert.spiffe_id.clone(),
-            not_after: mesh_ca::unix_seconds(cert.not_after),
-        };
-        // Rotation bookkeeping only; the reconciler must not wait for a
-        // store write per certificate.
-        let store = self.resources.store().clone();
-        let (mesh, name) = (key.mesh.clone(), key.name.clone());
-        tokio::spawn(async move {
-            if let Err(e) = mesh_ca::record_issued(store.as_ref(), &mesh, &name, &record).await {
-                tracing::warn!(mesh, dataplane = name, error = %e, "cannot record issued certificate");
-            }
-        });
+        // Rotation progress: an event to the CA controller, which stores
+        // it coalesced; the hub never waits for a store write.
+        self.ca.issued(&key.mesh, &key.name, &cert);
         let mut chain_pem = cert.cert_pem.clone();
         for c in &cert.chain_pem {
             chain_pem.push_str(c);

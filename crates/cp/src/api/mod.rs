@@ -53,6 +53,8 @@ pub struct ApiState {
     pub token_hint: Arc<str>,
     /// xDS stream reports, for `/api/v1/dataplanes/{name}/xds`.
     pub xds: XdsInspect,
+    /// The mesh CA controller's handle, for `/api/v1/meshes/{name}/ca`.
+    pub ca: crate::identity::CaHandle,
 }
 
 /// What the API reads about xDS streams.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::resources::{body_json, kind_of};
 use super::{ApiError, ApiState};
-use crate::identity::{mesh_ca, tokens};
+use crate::identity::tokens;
 use crate::resources::ResourceError;
 
 /// Longest token lifetime the API issues.
@@ -164,16 +164,19 @@ pub(super) async fn mesh_ca(
         return Err(ApiError::not_found("only meshes have a /ca endpoint"));
     }
     let mesh = st.resources.get(Kind::Mesh, None, &name).await?;
-    let id = mesh_ca::ensure(st.resources.store().as_ref(), &mesh)
+    let id = st
+        .ca
+        .load(&st.resources, &mesh)
         .await
         .map_err(|e| ApiError::new(axum::http::StatusCode::CONFLICT, "NoCA", e.to_string()))?;
+    let rotation = id.rotation(st.ca.proxies_on_previous(&name).await.unwrap_or(0));
     Ok(Json(json!({
         "mesh": name,
         "backend": id.backend,
         "fingerprint": id.ca.fingerprint(),
         "notAfter": humantime::format_rfc3339_seconds(id.ca.not_after()).to_string(),
         "trustDomain": id.trust_domain,
-        "trustBundle": id.rotation.bundle.roots_pem,
-        "rotation": id.rotation.phase,
+        "trustBundle": rotation.bundle.roots_pem,
+        "rotation": rotation.phase,
     })))
 }

@@ -18,7 +18,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tonic::{Code, Request, Response, Status};
 
-use super::mesh_ca::{self, IssuedRecord, MeshCaError};
+use super::CaHandle;
+use super::mesh_ca::MeshCaError;
 use super::tokens::{TokenService, TokenServiceError};
 use crate::resources::{ResourceError, ResourceService};
 
@@ -28,6 +29,8 @@ pub struct CertifyService {
     tokens: Arc<TokenService>,
     limiter: KeyedRateLimiter,
     requests: Family<ResultLabel, Counter>,
+    /// Reads the CA state, reports issuances, and gives the shared clock.
+    ca: CaHandle,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -37,12 +40,14 @@ struct ResultLabel {
 
 impl CertifyService {
     /// Builds the service and registers `meshlink_identity_certify_requests_total{result}`.
-    /// `limiter` bounds requests per token id.
+    /// `limiter` bounds requests per token id; `ca` reaches the mesh CA
+    /// controller (Certify only reads the CA state and reports issuances).
     pub fn new(
         resources: ResourceService,
         tokens: Arc<TokenService>,
         limiter: KeyedRateLimiter,
         registry: &MetricsRegistry,
+        ca: CaHandle,
     ) -> Self {
         let requests = Family::<ResultLabel, Counter>::default();
         registry.register_with("identity", |r| {
@@ -57,6 +62,7 @@ impl CertifyService {
             tokens,
             limiter,
             requests,
+            ca,
         }
     }
 
@@ -190,10 +196,12 @@ impl CertifyService {
             }
             Err(e) => return Err(Status::unavailable(e.to_string())),
         };
-        let identity = mesh_ca::ensure(store, &mesh).await.map_err(|e| match e {
+        let identity = self.ca.load(&self.resources, &mesh).await.map_err(|e| match e {
             e @ MeshCaError::MtlsDisabled(_) => Status::failed_precondition(e.to_string()),
             e @ MeshCaError::Invalid { .. } => Status::failed_precondition(e.to_string()),
-            e @ MeshCaError::Store(_) => Status::unavailable(e.to_string()),
+            e @ (MeshCaError::Store(_) | MeshCaError::NotReady(_)) => {
+                Status::unavailable(e.to_string())
+            }
         })?;
         let id = SpiffeId::new(&identity.trust_domain, &service)
             .map_err(|e| Status::invalid_argument(format!("service {service:?}: {e}")))?;
@@ -205,28 +213,11 @@ impl CertifyService {
         }
         let cert = identity
             .ca
-            .issue_from_csr(
-                &req.csr,
-                &id,
-                identity.lifetime,
-                std::time::SystemTime::now(),
-            )
+            .issue_from_csr(&req.csr, &id, identity.lifetime, self.ca.now())
             .map_err(|e| Status::invalid_argument(format!("cannot issue: {e}")))?;
-        let record = IssuedRecord {
-            ca_fingerprint: cert.ca_fingerprint.clone(),
-            serial: cert.serial_hex.clone(),
-            spiffe_id: cert.spiffe_id.clone(),
-            not_after: mesh_ca::unix_seconds(cert.not_after),
-        };
-        mesh_ca::record_issued(store, &req.mesh, &req.dataplane, &record)
-            .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
-        // The bundle reflects this issuance: if this dataplane was the last
-        // one on the previous CA, the rotation ends now and the old root goes.
-        let bundle = match mesh_ca::ensure(store, &mesh).await {
-            Ok(after) => after.rotation.bundle.roots_pem,
-            Err(_) => identity.rotation.bundle.roots_pem,
-        };
+        // Rotation progress: an event to the controller, no store write here.
+        self.ca.issued(&req.mesh, &req.dataplane, &cert);
+        let bundle = identity.bundle().roots_pem;
         tracing::info!(mesh = %req.mesh, dataplane = %req.dataplane, spiffe_id = %cert.spiffe_id,
             serial = %cert.serial_hex, "issued workload certificate");
         let secs = |t: std::time::SystemTime| {

@@ -1,8 +1,16 @@
 //! The control plane's identity side: mesh CAs in the store, proxy tokens,
-//! the Certify RPC and the mesh identity controller.
+//! the Certify RPC and the mesh CA controller (the only writer of the CA
+//! rotation state), reached by issuers through [`CaHandle`].
 
+mod ca_handle;
 pub mod certify;
 pub mod controller;
 pub mod mesh_ca;
+pub mod rotation;
 pub mod secrets;
 pub mod tokens;
+
+pub use ca_handle::{CaHandle, Issuance, LOAD_WAIT};
+
+#[cfg(test)]
+mod tests;
