@@ -19,13 +19,16 @@ pub(crate) struct StoreSource {
     resources: ResourceService,
     /// The last CA state loaded per mesh by [`MeshSource::trust`].
     identities: Mutex<HashMap<String, Arc<MeshIdentity>>>,
+    /// Owns the background record writes, so shutdown waits for them.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl StoreSource {
-    pub(crate) fn new(resources: ResourceService) -> Self {
+    pub(crate) fn new(resources: ResourceService, tasks: tokio_util::task::TaskTracker) -> Self {
         Self {
             resources,
             identities: Mutex::new(HashMap::new()),
+            tasks,
         }
     }
 
@@ -119,7 +122,7 @@ impl MeshSource for StoreSource {
         // store write per certificate.
         let store = self.resources.store().clone();
         let (mesh, name) = (key.mesh.clone(), key.name.clone());
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             if let Err(e) = mesh_ca::record_issued(store.as_ref(), &mesh, &name, &record).await {
                 tracing::warn!(mesh, dataplane = name, error = %e, "cannot record issued certificate");
             }

@@ -35,6 +35,7 @@ use meshlink_identity::{WallClock, random_jitter, renewal_time_from};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use source::{IdentityInfo, IssuedIdentity, MeshSource, MeshTrust, SourceError};
 
@@ -100,6 +101,18 @@ impl Hub {
         clock: WallClock,
         cancel: CancellationToken,
     ) -> Hub {
+        Self::spawn_on(&TaskTracker::new(), source, registry, clock, cancel)
+    }
+
+    /// Like [`Hub::spawn`], with the reconciler task owned by `tasks`, so a
+    /// shutdown can wait for it to end.
+    pub fn spawn_on<S: MeshSource>(
+        tasks: &TaskTracker,
+        source: Arc<S>,
+        registry: OwnerRegistry<ProxyState>,
+        clock: WallClock,
+        cancel: CancellationToken,
+    ) -> Hub {
         let (tx, rx) = mpsc::unbounded_channel();
         let reconciler = Reconciler {
             source,
@@ -111,7 +124,7 @@ impl Hub {
             dirty: HashMap::new(),
             deadline: None,
         };
-        tokio::spawn(reconciler.run(rx, cancel));
+        tasks.spawn(reconciler.run(rx, cancel));
         Hub { tx }
     }
 
