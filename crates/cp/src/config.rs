@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -25,10 +26,25 @@ pub struct ConfigOverrides {
     pub grant_addr: Option<SocketAddr>,
     /// Host name or IP that other sites and proxies use to reach this CP.
     pub advertised_host: Option<String>,
+    /// How long shutdown waits for streams and requests, e.g. `10s`.
+    pub drain_timeout: Option<String>,
+    /// New ADS streams admitted at once after a quiet period.
+    pub xds_stream_burst: Option<u32>,
+    /// New ADS streams admitted per second once the burst is spent.
+    pub xds_streams_per_second: Option<f64>,
 }
 
+/// Default `--drain-timeout`.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default `--xds-stream-burst` (see docs/operations.md "Admission").
+pub const DEFAULT_XDS_STREAM_BURST: u32 = 2_000;
+
+/// Default `--xds-streams-per-second` (see docs/operations.md "Admission").
+pub const DEFAULT_XDS_STREAMS_PER_SECOND: f64 = 1_000.0;
+
 /// The effective control-plane configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CpConfig {
     /// Where the admin token, the lock file, TLS material and the default
     /// SQLite store live.
@@ -43,6 +59,13 @@ pub struct CpConfig {
     pub grant_addr: SocketAddr,
     /// Advertised host; `None` means "detect at start-up".
     pub advertised_host: Option<String>,
+    /// How long shutdown waits for streams and in-flight requests before
+    /// forcing the exit (default 10 s).
+    pub drain_timeout: Duration,
+    /// New ADS streams admitted at once (token-bucket size).
+    pub xds_stream_burst: u32,
+    /// New ADS streams admitted per second (token-bucket refill).
+    pub xds_streams_per_second: f64,
 }
 
 /// Why the configuration cannot be used.
@@ -101,6 +124,9 @@ impl ConfigOverrides {
             xds_addr: self.xds_addr.or(lower.xds_addr),
             grant_addr: self.grant_addr.or(lower.grant_addr),
             advertised_host: self.advertised_host.or(lower.advertised_host),
+            drain_timeout: self.drain_timeout.or(lower.drain_timeout),
+            xds_stream_burst: self.xds_stream_burst.or(lower.xds_stream_burst),
+            xds_streams_per_second: self.xds_streams_per_second.or(lower.xds_streams_per_second),
         }
     }
 
@@ -131,7 +157,35 @@ impl ConfigOverrides {
                 message: format!("{h:?} is not a host name or IP address"),
             });
         }
+        let drain_timeout = match &self.drain_timeout {
+            None => DEFAULT_DRAIN_TIMEOUT,
+            Some(s) => humantime::parse_duration(s).map_err(|e| ConfigError::Invalid {
+                field: "--drain-timeout",
+                message: format!("{s:?}: {e}; give a duration such as 10s or 1m"),
+            })?,
+        };
+        let xds_stream_burst = self.xds_stream_burst.unwrap_or(DEFAULT_XDS_STREAM_BURST);
+        if xds_stream_burst == 0 {
+            return Err(ConfigError::Invalid {
+                field: "--xds-stream-burst",
+                message: "0 would refuse every stream; give at least 1".to_owned(),
+            });
+        }
+        let xds_streams_per_second = self
+            .xds_streams_per_second
+            .unwrap_or(DEFAULT_XDS_STREAMS_PER_SECOND);
+        if !(xds_streams_per_second.is_finite() && xds_streams_per_second > 0.0) {
+            return Err(ConfigError::Invalid {
+                field: "--xds-streams-per-second",
+                message: format!(
+                    "{xds_streams_per_second} is not a positive number of streams per second"
+                ),
+            });
+        }
         Ok(CpConfig {
+            drain_timeout,
+            xds_stream_burst,
+            xds_streams_per_second,
             data_dir,
             store,
             api_addr: self.api_addr.unwrap_or(([127, 0, 0, 1], 5681).into()),
@@ -153,6 +207,33 @@ mod tests {
         assert_eq!(c.xds_addr.to_string(), "0.0.0.0:5678");
         assert_eq!(c.grant_addr.to_string(), "0.0.0.0:9090");
         assert_eq!(c.store, "sqlite://./meshlink-data/store.db");
+        assert_eq!(c.drain_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn drain_timeout_and_admission_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cp.yaml");
+        std::fs::write(&f, "drainTimeout: 3s\nxdsStreamBurst: 5\n").unwrap();
+        let c = ConfigOverrides::from_file(&f).unwrap().resolve().unwrap();
+        assert_eq!(c.drain_timeout, Duration::from_secs(3));
+        assert_eq!(c.xds_stream_burst, 5);
+        let err = ConfigOverrides {
+            drain_timeout: Some("soon".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--drain-timeout") && err.contains("10s"), "{err}");
+        let err = ConfigOverrides {
+            xds_streams_per_second: Some(0.0),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--xds-streams-per-second"), "{err}");
     }
 
     #[test]

@@ -3,6 +3,18 @@
 //! Wires the data dir, the store and the REST API together and owns their
 //! lifecycle. [`ControlPlane::start`] returns once every listener is bound;
 //! [`RunningControlPlane::stop`] drains them.
+//!
+//! # Lifecycle
+//!
+//! Every task the control plane starts is owned: servers and feed followers
+//! by a `JoinSet`, the reconciler and background store writes by a
+//! `TaskTracker`, ADS streams by the ADS server's own tracker, per-proxy
+//! timers by their owner lease. Shutdown (SIGTERM, SIGINT or
+//! [`Shutdown::trigger`]) stops the listeners, ends every ADS stream with
+//! `UNAVAILABLE`, lets in-flight REST and Certify requests finish, and waits
+//! for all of the above up to the drain timeout; past it, the remaining
+//! tasks are aborted and [`RunningControlPlane::wait`] returns
+//! [`CpError::DrainTimeout`].
 
 mod ads;
 pub mod api;
@@ -16,9 +28,12 @@ mod xds_server;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use futures::StreamExt;
 use meshlink_runtime::{MetricsRegistry, Shutdown};
 use tokio::task::JoinSet;
+use tokio_util::task::TaskTracker;
 
 pub use config::{ConfigError, ConfigOverrides, CpConfig};
 use data_dir::{DataDir, DataDirError};
@@ -61,6 +76,18 @@ pub enum CpError {
     /// The token signing key cannot be loaded or created.
     #[error("cannot load the proxy-token signing key: {0}")]
     Tokens(#[from] identity::tokens::TokenServiceError),
+    /// Shutdown did not finish within the drain timeout; the rest was
+    /// aborted.
+    #[error(
+        "shutdown did not finish within the drain timeout ({timeout:?}): {pending}; \
+         forced the exit (raise --drain-timeout to wait longer)"
+    )]
+    DrainTimeout {
+        /// The drain timeout.
+        timeout: Duration,
+        /// What was still running.
+        pending: String,
+    },
 }
 
 /// Entry point for starting a control plane.
@@ -78,6 +105,10 @@ pub struct RunningControlPlane {
     /// Shared shutdown; SIGTERM/SIGINT trigger it in the binary.
     pub shutdown: Shutdown,
     tasks: JoinSet<Result<(), CpError>>,
+    /// The reconciler and background store writes.
+    background: TaskTracker,
+    ads: meshlink_xds::ads::AdsServer,
+    drain_timeout: Duration,
     _data_dir: DataDir,
 }
 
@@ -111,6 +142,7 @@ impl ControlPlane {
         let registry = MetricsRegistry::new();
         let shutdown = Shutdown::new();
         let mut tasks = JoinSet::new();
+        let background = TaskTracker::new();
 
         let start_rev = store
             .current_revision()
@@ -120,14 +152,10 @@ impl ControlPlane {
                 source,
             })?;
         let (rev_tx, rev_rx) = tokio::sync::watch::channel(start_rev);
-        tasks.spawn(follow_revisions(
-            store.clone(),
-            start_rev,
-            rev_tx,
-            shutdown.clone(),
-        ));
 
         let resources = ResourceService::new(store.clone());
+        // Loaded after `start_rev` was read: a revocation between the two is
+        // both listed and replayed by the feed (noting it twice is harmless).
         let tokens = Arc::new(identity::tokens::TokenService::load(store.as_ref()).await?);
         let advertised = config
             .advertised_host
@@ -137,7 +165,26 @@ impl ControlPlane {
         // One wall clock for every certificate time (hub SDS and Certify).
         let clock = meshlink_identity::WallClock::start();
         let (ca, ca_controller) = identity::controller::new(resources.clone(), clock);
-        let xds = XdsParts::new(&config, &resources, &tokens, &registry, &shutdown, &ca);
+        let xds = XdsParts::new(
+            &config,
+            &resources,
+            &tokens,
+            &registry,
+            &shutdown,
+            &ca,
+            &background,
+        );
+        let ads_server = xds.server.clone();
+        tasks.spawn(follow_revisions(
+            store.clone(),
+            start_rev,
+            rev_tx,
+            Revocations {
+                tokens: tokens.clone(),
+                ads: ads_server.clone(),
+            },
+            shutdown.clone(),
+        ));
         tasks.spawn(ads::follow_changes(
             store.clone(),
             start_rev,
@@ -191,6 +238,9 @@ impl ControlPlane {
             admin_token,
             shutdown,
             tasks,
+            background,
+            ads: ads_server,
+            drain_timeout: config.drain_timeout,
             _data_dir: data_dir,
         })
     }
@@ -211,18 +261,21 @@ impl XdsParts {
         registry: &MetricsRegistry,
         shutdown: &Shutdown,
         ca: &identity::CaHandle,
+        background: &TaskTracker,
     ) -> Self {
-        use meshlink_xds::ads::{AdsMetrics, AdsParts, AdsServer, Inspector};
+        use meshlink_xds::ads::{
+            AdmissionConfig, AdsMetrics, AdsOptions, AdsParts, AdsServer, Inspector,
+        };
         let owners = meshlink_xds::owner::OwnerRegistry::new();
         let clock = ca.clock();
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let on_shutdown = (shutdown.clone(), cancel.clone());
-        tokio::spawn(async move {
-            on_shutdown.0.wait().await;
-            on_shutdown.1.cancel();
-        });
         let source = Arc::new(ads::StoreSource::new(resources.clone(), ca.clone()));
-        let hub = meshlink_xds::hub::Hub::spawn(source, owners.clone(), clock, cancel);
+        let hub = meshlink_xds::hub::Hub::spawn_on(
+            background,
+            source,
+            owners.clone(),
+            clock,
+            shutdown.token(),
+        );
         let metrics = AdsMetrics::default();
         registry.register_with("xds", |r| {
             metrics.register(r);
@@ -234,18 +287,26 @@ impl XdsParts {
             cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
             config.xds_addr
         );
-        let server = AdsServer::new(AdsParts {
-            registry: owners.clone(),
-            hub: hub.clone(),
-            auth: Arc::new(ads::ProxyAuth {
-                tokens: tokens.clone(),
-                store: resources.store().clone(),
+        let options = AdsOptions {
+            admission: Some(AdmissionConfig {
+                burst: config.xds_stream_burst,
+                per_second: config.xds_streams_per_second,
             }),
-            inspector: inspector.clone(),
-            metrics,
-            clock,
-            instance,
-        });
+        };
+        let server = AdsServer::with_options(
+            AdsParts {
+                registry: owners.clone(),
+                hub: hub.clone(),
+                auth: Arc::new(ads::ProxyAuth {
+                    tokens: tokens.clone(),
+                }),
+                inspector: inspector.clone(),
+                metrics,
+                clock,
+                instance,
+            },
+            options,
+        );
         Self {
             hub,
             server,
@@ -260,27 +321,65 @@ pub(crate) async fn bind(
     what: &'static str,
     flag: &'static str,
 ) -> Result<(tokio::net::TcpListener, SocketAddr), CpError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| CpError::Bind {
-            what,
-            addr,
-            flag,
-            source,
-        })?;
+    bind_with_backlog(addr, what, flag, 1024)
+}
+
+/// Binds a listener with an accept backlog of `backlog` connections (the
+/// kernel caps it at `net.core.somaxconn`).
+pub(crate) fn bind_with_backlog(
+    addr: SocketAddr,
+    what: &'static str,
+    flag: &'static str,
+    backlog: u32,
+) -> Result<(tokio::net::TcpListener, SocketAddr), CpError> {
+    let bind_error = |source| CpError::Bind {
+        what,
+        addr,
+        flag,
+        source,
+    };
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(bind_error)?;
+    socket.set_reuseaddr(true).map_err(bind_error)?;
+    socket.bind(addr).map_err(bind_error)?;
+    let listener = socket.listen(backlog).map_err(bind_error)?;
     let bound = listener
         .local_addr()
         .map_err(|e| CpError::Serve(e.to_string()))?;
     Ok((listener, bound))
 }
 
-/// Follows the store's change feed and publishes the newest revision, which
-/// wakes long-poll watchers. Writes by other control planes sharing a
+/// Where token revocations from the change feed go.
+struct Revocations {
+    tokens: Arc<identity::tokens::TokenService>,
+    ads: meshlink_xds::ads::AdsServer,
+}
+
+impl Revocations {
+    fn on_change(&self, change: &meshlink_store::Change) {
+        let key = &change.object.key;
+        if key.kind == identity::secrets::REVOKED_TOKEN
+            && change.change_type != meshlink_store::ChangeType::Deleted
+        {
+            self.tokens.note_revoked(&key.name);
+            self.ads.revoke_token(&key.name);
+        }
+    }
+}
+
+/// Follows the store's change feed: publishes the newest revision, which
+/// wakes long-poll watchers, and applies token revocations (cache, then the
+/// open streams of the token). Writes by other control planes sharing a
 /// PostgreSQL store arrive here too.
 async fn follow_revisions(
     store: Arc<dyn meshlink_store::Store>,
     from: u64,
     tx: tokio::sync::watch::Sender<u64>,
+    revocations: Revocations,
     shutdown: Shutdown,
 ) -> Result<(), CpError> {
     let mut after = from;
@@ -292,6 +391,7 @@ async fn follow_revisions(
                 next = feed.next() => match next {
                     Some(Ok(change)) => {
                         after = change.revision;
+                        revocations.on_change(&change);
                         tx.send_replace(after);
                     }
                     Some(Err(e)) => {
@@ -302,6 +402,10 @@ async fn follow_revisions(
                 }
             }
         }
+        // Revocations are idempotent: re-read them all after a gap.
+        if let Err(e) = revocations.tokens.reload_revoked(store.as_ref()).await {
+            tracing::warn!(error = %e, "cannot reload revoked tokens; keeping the cache");
+        }
         tokio::select! {
             _ = shutdown.wait() => return Ok(()),
             _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
@@ -310,18 +414,44 @@ async fn follow_revisions(
 }
 
 impl RunningControlPlane {
-    /// Waits until shutdown is triggered and every server has drained.
+    /// Waits until shutdown is triggered (or a server fails, which triggers
+    /// it), then for every task to end, for at most the drain timeout.
     pub async fn wait(mut self) -> Result<(), CpError> {
         let mut result = Ok(());
-        while let Some(joined) = self.tasks.join_next().await {
-            let r = joined.unwrap_or_else(|e| Err(CpError::Serve(format!("task panicked: {e}"))));
-            if let Err(e) = r {
-                tracing::error!(error = %e, "control plane task failed");
-                self.shutdown.trigger();
-                if result.is_ok() {
-                    result = Err(e);
-                }
+        while !self.shutdown.is_triggered() {
+            tokio::select! {
+                () = self.shutdown.wait() => {}
+                joined = self.tasks.join_next() => match joined {
+                    Some(joined) => note_task_end(joined, &self.shutdown, &mut result),
+                    None => self.shutdown.trigger(),
+                },
             }
+        }
+        tracing::info!(drain_timeout = ?self.drain_timeout, "draining: ADS streams end with UNAVAILABLE, in-flight requests finish");
+        // The xDS server's shutdown future drains the ADS streams too; this
+        // covers a server that already stopped.
+        self.ads.drain();
+        self.background.close();
+        let drained = tokio::time::timeout(self.drain_timeout, async {
+            while let Some(joined) = self.tasks.join_next().await {
+                note_task_end(joined, &self.shutdown, &mut result);
+            }
+            self.ads.wait_streams().await;
+            self.background.wait().await;
+        })
+        .await;
+        if drained.is_err() {
+            let pending = format!(
+                "{} servers, {} ADS streams, {} background tasks still running",
+                self.tasks.len(),
+                self.ads.live_streams(),
+                self.background.len()
+            );
+            self.tasks.abort_all();
+            return Err(CpError::DrainTimeout {
+                timeout: self.drain_timeout,
+                pending,
+            });
         }
         result
     }
@@ -330,6 +460,22 @@ impl RunningControlPlane {
     pub async fn stop(self) -> Result<(), CpError> {
         self.shutdown.trigger();
         self.wait().await
+    }
+}
+
+/// Records a finished server task; a failure starts shutdown.
+fn note_task_end(
+    joined: Result<Result<(), CpError>, tokio::task::JoinError>,
+    shutdown: &Shutdown,
+    result: &mut Result<(), CpError>,
+) {
+    let r = joined.unwrap_or_else(|e| Err(CpError::Serve(format!("task panicked: {e}"))));
+    if let Err(e) = r {
+        tracing::error!(error = %e, "control plane task failed");
+        shutdown.trigger();
+        if result.is_ok() {
+            *result = Err(e);
+        }
     }
 }
 

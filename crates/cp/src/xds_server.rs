@@ -18,6 +18,11 @@ use crate::identity::tokens::TokenService;
 use crate::resources::ResourceService;
 use crate::{CpConfig, CpError, cp_tls::CpTls};
 
+/// Accept backlog of the xDS listener: a reconnect storm of thousands of
+/// proxies must queue in the kernel, not be dropped (tokio's default is
+/// 1,024, which the storm benchmark saw overflow).
+pub(crate) const XDS_BACKLOG: u32 = 4096;
+
 /// Certify requests allowed per token in a burst, and refilled per second.
 const CERTIFY_BURST: u32 = 10;
 const CERTIFY_PER_SECOND: f64 = 1.0;
@@ -39,7 +44,8 @@ pub(crate) async fn start(
     ),
     CpError,
 > {
-    let (listener, addr) = crate::bind(config.xds_addr, "xDS/Certify", "--xds-addr").await?;
+    let (listener, addr) =
+        crate::bind_with_backlog(config.xds_addr, "xDS/Certify", "--xds-addr", XDS_BACKLOG)?;
     let tls_config = ServerTlsConfig::new()
         .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
         .client_ca_root(Certificate::from_pem(&tls.ca_pem))
@@ -54,11 +60,17 @@ pub(crate) async fn start(
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .add_service(CertifyServer::new(certify))
-        .add_service(AggregatedDiscoveryServiceServer::new(ads));
+        .add_service(AggregatedDiscoveryServiceServer::new(ads.clone()));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let fut = async move {
         router
-            .serve_with_incoming_shutdown(incoming, async move { shutdown.wait().await })
+            .serve_with_incoming_shutdown(incoming, async move {
+                shutdown.wait().await;
+                // Stop accepting (tonic) and end every open stream with
+                // UNAVAILABLE, so the graceful shutdown has nothing to wait
+                // for but in-flight Certify calls.
+                ads.drain();
+            })
             .await
             .map_err(|e| CpError::Serve(format!("xDS server failed: {e}")))
     };

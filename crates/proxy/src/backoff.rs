@@ -39,6 +39,12 @@ impl Backoff {
     }
 }
 
+/// The wait before retrying after a server's retry hint: the hint plus up
+/// to 50% jitter (never less than the hint).
+pub fn after_hint(hint: Duration) -> Duration {
+    hint.mul_f64(rand::rng().random_range(1.0..1.5))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,5 +64,13 @@ mod tests {
         );
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(12));
+    }
+
+    #[test]
+    fn a_server_hint_is_never_undercut() {
+        for _ in 0..100 {
+            let d = after_hint(Duration::from_millis(200));
+            assert!(d >= Duration::from_millis(200) && d < Duration::from_millis(300));
+        }
     }
 }

@@ -7,6 +7,11 @@ use clap::{Parser, Subcommand};
 use meshlink_proxy::options::RunArgs;
 use meshlink_runtime::Shutdown;
 
+/// jemalloc returns freed memory to the OS (background purging threads and a
+/// few seconds of decay, set at build time in `.cargo/config.toml`).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "meshlink-proxy", version, about = "meshlink data-plane proxy")]
 struct Cli {

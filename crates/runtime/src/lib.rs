@@ -7,7 +7,7 @@ mod metrics;
 mod shutdown;
 
 pub use metrics::MetricsRegistry;
-pub use shutdown::{Shutdown, shutdown_signal};
+pub use shutdown::{FORCED_EXIT_CODE, Shutdown, shutdown_signal};
 
 /// Initialises `tracing` to stderr. `RUST_LOG` overrides `default_filter`
 /// (e.g. `info`).

@@ -1,64 +1,72 @@
-//! One shutdown path: SIGTERM, SIGINT and programmatic triggers all resolve
-//! the same [`Shutdown`] future.
+//! One shutdown path (STYLE habit 5): SIGTERM, SIGINT and programmatic
+//! triggers all resolve the same [`Shutdown`], and a second signal forces
+//! the exit.
+//!
+//! It owns only the trigger and the signal listener. It never decides how
+//! long a drain may take; the binaries pass their `--drain-timeout` to
+//! whatever waits for their tasks.
 
-use std::sync::Arc;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use tokio::sync::watch;
+/// Exit code of a process whose drain was cut short by a second signal
+/// (128 + SIGINT, as shells report an interrupted command).
+pub const FORCED_EXIT_CODE: i32 = 130;
 
 /// A cloneable shutdown trigger and waiter. Every server and task that must
-/// stop with the process holds a clone and awaits [`Shutdown::wait`].
-#[derive(Clone, Debug)]
+/// stop with the process holds a clone and awaits [`Shutdown::wait`], or
+/// selects on the [`CancellationToken`] from [`Shutdown::token`].
+#[derive(Clone, Debug, Default)]
 pub struct Shutdown {
-    tx: Arc<watch::Sender<bool>>,
-    rx: watch::Receiver<bool>,
-}
-
-impl Default for Shutdown {
-    fn default() -> Self {
-        Self::new()
-    }
+    token: CancellationToken,
 }
 
 impl Shutdown {
     /// A new, untriggered shutdown.
     pub fn new() -> Self {
-        let (tx, rx) = watch::channel(false);
-        Shutdown {
-            tx: Arc::new(tx),
-            rx,
-        }
+        Self::default()
     }
 
     /// Starts shutdown; every waiter wakes. Idempotent.
     pub fn trigger(&self) {
-        self.tx.send_replace(true);
+        self.token.cancel();
     }
 
     /// Whether shutdown has started.
     pub fn is_triggered(&self) -> bool {
-        *self.rx.borrow()
+        self.token.is_cancelled()
     }
 
     /// Resolves once shutdown has started.
-    pub async fn wait(&self) {
-        let mut rx = self.rx.clone();
-        // An error means the sender is gone, which only happens when every
-        // clone is dropped: nothing can trigger any more, so treat as shut down.
-        let _ = rx.wait_for(|v| *v).await;
+    pub fn wait(&self) -> WaitForCancellationFuture<'_> {
+        self.token.cancelled()
     }
 
-    /// Triggers this shutdown when the process gets SIGTERM or SIGINT.
-    /// The listener lives until the signal or until shutdown starts otherwise.
+    /// The token cancelled when shutdown starts, for libraries that take a
+    /// [`CancellationToken`] (no bridging task needed).
+    pub fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+
+    /// Triggers this shutdown on the first SIGTERM or SIGINT. A second
+    /// signal during the drain ends the process at once with
+    /// [`FORCED_EXIT_CODE`]: an operator who signals twice wants it gone.
     pub fn trigger_on_signals(&self) {
         let this = self.clone();
         tokio::spawn(async move {
             tokio::select! {
                 sig = shutdown_signal() => {
-                    tracing::info!(signal = sig, "shutting down");
+                    tracing::info!(signal = sig, "shutting down; a second SIGTERM or SIGINT forces the exit");
                     this.trigger();
                 }
-                _ = this.wait() => {}
+                () = this.wait() => {}
             }
+            let sig = shutdown_signal().await;
+            tracing::warn!(
+                signal = sig,
+                code = FORCED_EXIT_CODE,
+                "second signal during the drain; exiting now"
+            );
+            std::process::exit(FORCED_EXIT_CODE);
         });
     }
 }
@@ -93,5 +101,6 @@ mod tests {
             w.await.unwrap();
         }
         assert!(s.is_triggered());
+        assert!(s.token().is_cancelled());
     }
 }

@@ -2,10 +2,11 @@
 //! for every interleaving of {S1 open, S1 request, S1 close+cleanup,
 //! S2 open, S2 request, reconcile tick}.
 //!
-//! After the interleaving the CA is rotated. Whichever stream was opened
-//! last owns the proxy (a newer stream takes over at once). If that is S2,
+//! After the interleaving the CA is rotated. Whichever stream sent its
+//! first request last owns the proxy (a stream takes over at once, but only
+//! after its first request's node.id matched). If that is S2,
 //! S2 must receive the new identity Secret. If it is S1 (the interleaving
-//! opened S2 first), S2 must have been ended with ABORTED — never left
+//! had S2 request first), S2 must have been ended with ABORTED — never left
 //! silently orphaned — and the proxy's reconnect S3 must receive it. In
 //! every case no owner record or per-proxy task outlives the streams.
 
@@ -91,23 +92,19 @@ async fn run(order: &[Step]) {
     let h = Harness::new(MemorySource::new(1, Duration::from_secs(3600)));
     let mut s1 = None;
     let mut s2 = None;
-    let mut opened_last = None;
+    let mut requested_last = None;
     let mut s2_result = None;
     for step in order {
         match step {
-            Step::S1Open => {
-                s1 = Some(h.open("web-0"));
-                opened_last = Some(1);
-            }
-            Step::S2Open => {
-                s2 = Some(h.open("web-0"));
-                opened_last = Some(2);
-            }
+            Step::S1Open => s1 = Some(h.open("web-0")),
+            Step::S2Open => s2 = Some(h.open("web-0")),
             Step::S1Request => {
                 let _ = request(s1.as_mut().unwrap()).await;
+                requested_last = Some(1);
             }
             Step::S2Request => {
                 s2_result = Some(request(s2.as_mut().unwrap()).await);
+                requested_last = Some(2);
             }
             Step::S1Close => s1.as_mut().unwrap().close_and_cleanup().await,
             Step::Tick => h.hub.sync(true).await,
@@ -116,7 +113,7 @@ async fn run(order: &[Step]) {
     let new_ca = h.source.rotate();
     h.hub.mesh_changed(ads_support::MESH);
     let mut s2 = s2.unwrap();
-    if opened_last == Some(2) {
+    if requested_last == Some(2) {
         assert_eq!(s2_result, Some(Ok(())), "{order:?}: S2 is served");
         receives_identity_from(&h, &mut s2, &new_ca).await;
         s2.close_and_cleanup().await;

@@ -1,10 +1,13 @@
 //! Who is on an ADS stream: a proxy token, or a client certificate from
 //! `meshlink token dataplane --cert-dir` (DESIGN.md §5 "xDS authentication").
+//!
+//! A token stream is bound to its token id, so revoking the token ends it;
+//! a client-certificate stream is not bound to any token (its certificate
+//! stays valid until it expires).
 
 use std::sync::Arc;
 
-use meshlink_store::Store;
-use meshlink_xds::ads::Authenticate;
+use meshlink_xds::ads::{Authenticate, Credential};
 use meshlink_xds::owner::ProxyKey;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -18,7 +21,6 @@ use crate::identity::tokens::TokenService;
 /// Checks proxy tokens and client certificates.
 pub(crate) struct ProxyAuth {
     pub(crate) tokens: Arc<TokenService>,
-    pub(crate) store: Arc<dyn Store>,
 }
 
 #[tonic::async_trait]
@@ -28,17 +30,24 @@ impl Authenticate for ProxyAuth {
         metadata: &MetadataMap,
         peer_certs: Option<&[CertificateDer<'static>]>,
     ) -> Result<ProxyKey, Status> {
+        self.credential(metadata, peer_certs).await.map(|c| c.key)
+    }
+
+    async fn credential(
+        &self,
+        metadata: &MetadataMap,
+        peer_certs: Option<&[CertificateDer<'static>]>,
+    ) -> Result<Credential, Status> {
         if metadata.get("authorization").is_some() {
             let token = bearer_from(metadata)?;
-            let claims = self
-                .tokens
-                .verify(self.store.as_ref(), token)
-                .await
-                .map_err(token_status)?;
-            return Ok(ProxyKey::new(claims.mesh, claims.name));
+            let claims = self.tokens.verify(token).map_err(token_status)?;
+            return Ok(Credential {
+                key: ProxyKey::new(claims.mesh, claims.name),
+                token_id: Some(claims.jti),
+            });
         }
         if let Some(leaf) = peer_certs.and_then(<[_]>::first) {
-            return key_from_client_cert(leaf);
+            return key_from_client_cert(leaf).map(Credential::untokened);
         }
         Err(Status::unauthenticated(
             "missing proxy credential: send gRPC metadata 'authorization: Bearer <token>' \

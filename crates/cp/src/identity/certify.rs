@@ -149,8 +149,7 @@ impl CertifyService {
         let store = self.resources.store().as_ref();
         let claims = self
             .tokens
-            .verify(store, bearer_token(&request)?)
-            .await
+            .verify(bearer_token(&request)?)
             .map_err(token_status)?;
         if let Err(retry) = self.limiter.check(&claims.jti) {
             return Err(Status::resource_exhausted(format!(

@@ -1,13 +1,19 @@
 //! Proxy tokens in the control plane: the signing key (created once and
 //! stored like a CA), issuing, verifying and revoking.
+//!
+//! Revocations are cached in memory: loaded once at start-up and then kept
+//! current from the store's change feed (`internal.RevokedToken` objects,
+//! written by this or any other control plane on the same store), so a
+//! stream open or Certify call costs one Ed25519 verify and no store read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
 use meshlink_identity::{
     TokenClaims, TokenError, TokenKeyMaterial, TokenSigningKey, TokenVerifier,
 };
-use meshlink_store::{ObjectKey, Store, StoreError};
+use meshlink_store::{ListQuery, ObjectKey, Store, StoreError};
 
 use super::secrets::{self, REVOKED_TOKEN, SecretError, TOKEN_KEY};
 
@@ -26,6 +32,8 @@ pub enum TokenServiceError {
 pub struct TokenService {
     key: TokenSigningKey,
     verifier: TokenVerifier,
+    /// Revoked token ids (from the store, then the change feed).
+    revoked: RwLock<HashSet<String>>,
 }
 
 impl TokenService {
@@ -36,7 +44,45 @@ impl TokenService {
             secrets::get_or_create(store, &key, TokenSigningKey::generate).await??;
         let key = TokenSigningKey::load(&material)?;
         let verifier = key.verifier();
-        Ok(TokenService { key, verifier })
+        let service = TokenService {
+            key,
+            verifier,
+            revoked: RwLock::new(HashSet::new()),
+        };
+        service.reload_revoked(store).await?;
+        Ok(service)
+    }
+
+    /// Replaces the revocation cache with the store's list (at start-up and
+    /// after a change-feed gap).
+    pub async fn reload_revoked(&self, store: &dyn Store) -> Result<(), TokenServiceError> {
+        let listed = store
+            .list(&ListQuery {
+                kind: REVOKED_TOKEN.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .map_err(SecretError::Store)?;
+        let ids: HashSet<String> = listed.into_iter().map(|o| o.key.name).collect();
+        *self.revoked.write().unwrap_or_else(PoisonError::into_inner) = ids;
+        Ok(())
+    }
+
+    /// Records a revocation seen on the change feed. Returns whether it was
+    /// new to this cache.
+    pub fn note_revoked(&self, jti: &str) -> bool {
+        self.revoked
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(jti.to_owned())
+    }
+
+    /// Whether `jti` is revoked, from the cache.
+    pub fn is_revoked(&self, jti: &str) -> bool {
+        self.revoked
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(jti)
     }
 
     /// Issues a dataplane token.
@@ -51,27 +97,13 @@ impl TokenService {
         (self.key.issue(&claims), claims)
     }
 
-    /// Verifies signature, kind and validity window, then revocation.
-    pub async fn verify(
-        &self,
-        store: &dyn Store,
-        token: &str,
-    ) -> Result<TokenClaims, TokenServiceError> {
-        let claims = self.verifier.verify(token, SystemTime::now(), |_| false)?;
-        if is_revoked(store, &claims.jti).await? {
-            return Err(TokenError::Revoked { jti: claims.jti }.into());
-        }
-        Ok(claims)
+    /// Verifies signature, kind and validity window, then revocation
+    /// (from the cache; no store read).
+    pub fn verify(&self, token: &str) -> Result<TokenClaims, TokenServiceError> {
+        Ok(self
+            .verifier
+            .verify(token, SystemTime::now(), |jti| self.is_revoked(jti))?)
     }
-}
-
-/// Whether a token id is revoked.
-pub async fn is_revoked(store: &dyn Store, jti: &str) -> Result<bool, SecretError> {
-    Ok(store
-        .get(&ObjectKey::new(REVOKED_TOKEN, "", jti))
-        .await
-        .map_err(SecretError::Store)?
-        .is_some())
 }
 
 /// Revokes a token id (idempotent). Returns false if it was revoked already.

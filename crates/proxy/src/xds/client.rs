@@ -1,5 +1,8 @@
 //! The delta ADS client: one stream to the control plane at a time,
-//! reconnecting with jittered exponential backoff.
+//! reconnecting with jittered exponential backoff. A control plane at its
+//! admission limit refuses the stream with `RESOURCE_EXHAUSTED` and a
+//! `retry-after-ms` hint; the client then waits at least the hint, plus
+//! jitter, so refused proxies do not come back in lockstep.
 //!
 //! Owns the xDS session. Each response goes through validation
 //! ([`super::apply`]); the accepted configuration is published on a
@@ -85,6 +88,9 @@ impl XdsClient {
             if failure.unreachable {
                 delay = delay.min(crate::cp::UNREACHABLE_RETRY_CAP);
             }
+            if let Some(hint) = failure.retry_after {
+                delay = delay.max(crate::backoff::after_hint(hint));
+            }
             let error = failure.why;
             tracing::warn!(error = %error, "xDS stream to the control plane lost; keeping the last good configuration and reconnecting");
             {
@@ -119,6 +125,7 @@ impl XdsClient {
             healthy: false,
             unreachable: e.is_unreachable(),
             why: e.to_string(),
+            retry_after: None,
         };
         let token = self.target.credentials().map_err(unreachable)?;
         let channel = self.target.connect().await.map_err(unreachable)?;
@@ -140,7 +147,10 @@ impl XdsClient {
         let mut responses = client
             .delta_aggregated_resources(request)
             .await
-            .map_err(|s| Failure::answered(false, status_text(&s)))?
+            .map_err(|s| Failure {
+                retry_after: retry_after(&s),
+                ..Failure::answered(false, status_text(&s))
+            })?
             .into_inner();
         let mut healthy = false;
         let mut rejected: HashMap<String, Vec<Rejected>> = HashMap::new();
@@ -226,6 +236,8 @@ struct Failure {
     unreachable: bool,
     /// What happened.
     why: String,
+    /// The control plane's admission hint: come back no sooner than this.
+    retry_after: Option<Duration>,
 }
 
 impl Failure {
@@ -234,10 +246,48 @@ impl Failure {
             healthy,
             unreachable: false,
             why,
+            retry_after: None,
         }
     }
 }
 
+/// The `retry-after-ms` hint of a `RESOURCE_EXHAUSTED` refusal (capped at
+/// a minute, so a bad hint cannot park the proxy).
+fn retry_after(s: &tonic::Status) -> Option<Duration> {
+    if s.code() != tonic::Code::ResourceExhausted {
+        return None;
+    }
+    let ms: u64 = s
+        .metadata()
+        .get(meshlink_xds::ads::RETRY_AFTER_MS)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(Duration::from_millis(ms).min(Duration::from_secs(60)))
+}
+
 fn status_text(s: &tonic::Status) -> String {
     format!("{:?}: {}", s.code(), s.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_refusal_hint_is_read_and_capped() {
+        let mut s = tonic::Status::resource_exhausted("at the limit");
+        s.metadata_mut()
+            .insert(meshlink_xds::ads::RETRY_AFTER_MS, "1500".parse().unwrap());
+        assert_eq!(retry_after(&s), Some(Duration::from_millis(1500)));
+        s.metadata_mut()
+            .insert(meshlink_xds::ads::RETRY_AFTER_MS, "999999999".parse().unwrap());
+        assert_eq!(retry_after(&s), Some(Duration::from_secs(60)));
+        let mut other = tonic::Status::unavailable("down");
+        other
+            .metadata_mut()
+            .insert(meshlink_xds::ads::RETRY_AFTER_MS, "5".parse().unwrap());
+        assert_eq!(retry_after(&other), None, "only admission refusals carry a hint");
+    }
 }

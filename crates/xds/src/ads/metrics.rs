@@ -24,6 +24,24 @@ struct TypeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// Every `reason` label value of the rejected-streams counter, exported at 0
+/// from start-up so alerts see the series before the first refusal.
+pub const REJECT_REASONS: [&str; 8] = [
+    "unauthenticated",
+    "admission",
+    "node_id_mismatch",
+    "invalid_request",
+    "takeover",
+    "revoked",
+    "shutdown",
+    "other",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProxyLabel {
     mesh: String,
     dataplane: String,
@@ -35,7 +53,7 @@ pub struct AdsMetrics {
     streams: Family<ProtocolLabel, Gauge>,
     pushes: Family<TypeLabel, Counter>,
     nacks: Family<TypeLabel, Counter>,
-    rejected: Counter,
+    rejected: Family<ReasonLabel, Counter>,
     push_latency: Histogram,
     cert_expiry: Family<ProxyLabel, Gauge>,
 }
@@ -46,7 +64,7 @@ impl Default for AdsMetrics {
             streams: Family::default(),
             pushes: Family::default(),
             nacks: Family::default(),
-            rejected: Counter::default(),
+            rejected: Family::default(),
             // 1 ms .. ~33 s
             push_latency: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             cert_expiry: Family::default(),
@@ -77,9 +95,12 @@ impl AdsMetrics {
         );
         registry.register(
             "rejected_streams",
-            "ADS streams refused or ended with an error status (bad credentials, node.id mismatch, unknown type URL, takeover)",
+            "ADS streams refused or ended with an error status, by reason (unauthenticated, admission, node_id_mismatch, invalid_request, takeover, revoked, shutdown, other)",
             self.rejected.clone(),
         );
+        for reason in REJECT_REASONS {
+            let _ = self.rejected.get_or_create(&ReasonLabel { reason });
+        }
         registry.register(
             "push_latency_seconds",
             "Time from a change reaching the control plane to the proxy's ACK of the response carrying it",
@@ -104,8 +125,8 @@ impl AdsMetrics {
             .dec();
     }
 
-    pub(crate) fn rejected(&self) {
-        self.rejected.inc();
+    pub(crate) fn rejected(&self, reason: &'static str) {
+        self.rejected.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     pub(crate) fn pushed(&self, r#type: &'static str) {

@@ -11,20 +11,31 @@
 //!
 //! # Lifecycle of a stream
 //!
-//! 1. The credential (token or client certificate) names a proxy key; the
-//!    stream registers as its owner at once, taking over from any older
-//!    stream, which ends with `ABORTED`.
-//! 2. The first request must carry `node.id == "<mesh>.<name>"` of that key;
-//!    then the hub is told the proxy connected, and it publishes state.
+//! 0. Admission: a token bucket ([`Admission`]) refuses streams beyond what
+//!    this instance can take now with `RESOURCE_EXHAUSTED` and a
+//!    `retry-after-ms` hint, before any credential is checked.
+//! 1. The credential (token or client certificate) names a proxy key. A
+//!    token-authenticated stream is bound to its token id, so revoking the
+//!    token ([`AdsServer::revoke_token`]) ends it with `PERMISSION_DENIED`.
+//! 2. The first request must carry `node.id == "<mesh>.<name>"` of that key.
+//!    Only then does the stream register as the key's owner, taking over
+//!    from any older stream (which ends with `ABORTED`), and the hub is told
+//!    the proxy connected. A stream with a wrong node.id never disturbs the
+//!    current owner.
 //! 3. Requests (subscriptions, ACKs, NACKs) and new states are handled in
 //!    one loop; responses follow make-before-break order.
 //! 4. When the stream ends, its lease is released (compare-and-delete) and
 //!    the hub is told, naming the owner id so a newer stream is untouched.
+//! 5. [`AdsServer::drain`] ends every stream with `UNAVAILABLE` ("control
+//!    plane shutting down; reconnect"); every stream task is tracked, so
+//!    [`AdsServer::wait_streams`] returns once all of them ran their cleanup.
 
+mod admission;
 mod delta;
 mod dump;
 mod inspect;
 mod metrics;
+mod revocation;
 mod sotw;
 mod stream;
 mod subscription;
@@ -42,13 +53,16 @@ use futures::Stream;
 use meshlink_identity::WallClock;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::metadata::MetadataMap;
 use tonic::transport::CertificateDer;
 use tonic::{Request, Response, Status, Streaming};
 
+pub use admission::{Admission, AdmissionConfig, RETRY_AFTER_MS, RetryAfter};
 pub use dump::config_dump;
 pub use inspect::{Inspector, StreamReport};
-pub use metrics::AdsMetrics;
+pub use metrics::{AdsMetrics, REJECT_REASONS};
 pub use types::{NackReport, TypeReport, short_type};
 
 use crate::hub::{Hub, IdentityInfo};
@@ -69,6 +83,38 @@ pub struct ProxyState {
     pub changed_at: Instant,
 }
 
+/// Who is on a stream: the proxy key its credential names, and the token id
+/// (`jti`) when the credential is a proxy token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// The proxy the credential is for.
+    pub key: ProxyKey,
+    /// The proxy token's id; `None` for a client certificate (such streams
+    /// are not bound to a token and end only when the certificate's
+    /// dataplane is taken over or the instance drains).
+    pub token_id: Option<String>,
+}
+
+impl Credential {
+    /// A credential without a token (in-process tests, client certificates).
+    pub fn untokened(key: ProxyKey) -> Self {
+        Self {
+            key,
+            token_id: None,
+        }
+    }
+
+    /// What the credential is, for error messages ("the token's" / "the
+    /// client certificate's").
+    pub(crate) fn noun(&self) -> &'static str {
+        if self.token_id.is_some() {
+            "the token's"
+        } else {
+            "the credential's"
+        }
+    }
+}
+
 /// Checks a stream's credential and says which proxy it belongs to.
 #[tonic::async_trait]
 pub trait Authenticate: Send + Sync + 'static {
@@ -81,6 +127,18 @@ pub trait Authenticate: Send + Sync + 'static {
         metadata: &MetadataMap,
         peer_certs: Option<&[CertificateDer<'static>]>,
     ) -> Result<ProxyKey, Status>;
+
+    /// Like [`Authenticate::authenticate`], and also names the token id so
+    /// that revoking it ends the stream. The default binds no token.
+    async fn credential(
+        &self,
+        metadata: &MetadataMap,
+        peer_certs: Option<&[CertificateDer<'static>]>,
+    ) -> Result<Credential, Status> {
+        self.authenticate(metadata, peer_certs)
+            .await
+            .map(Credential::untokened)
+    }
 }
 
 /// A boxed response stream.
@@ -95,6 +153,16 @@ pub(crate) struct Shared {
     pub(crate) metrics: AdsMetrics,
     pub(crate) clock: WallClock,
     pub(crate) instance: String,
+    /// Stream admission; `None` admits every stream.
+    pub(crate) admission: Option<Admission>,
+    /// Token id → open streams.
+    pub(crate) revocations: revocation::Revocations,
+    /// Cancelled by [`AdsServer::drain`].
+    pub(crate) draining: CancellationToken,
+    /// Every stream task.
+    pub(crate) streams: TaskTracker,
+    /// Stream ids for token bindings (owner ids come later, at registration).
+    pub(crate) next_stream: std::sync::atomic::AtomicU64,
 }
 
 /// The ADS service. Cheap to clone.
@@ -121,11 +189,23 @@ pub struct AdsParts {
     pub instance: String,
 }
 
+/// Optional behaviour of an [`AdsServer`].
+#[derive(Debug, Clone, Default)]
+pub struct AdsOptions {
+    /// Admit new streams through this token bucket; `None` admits all.
+    pub admission: Option<AdmissionConfig>,
+}
+
 // === impl AdsServer ===
 
 impl AdsServer {
-    /// Builds the service.
+    /// Builds the service (every stream admitted).
     pub fn new(parts: AdsParts) -> Self {
+        Self::with_options(parts, AdsOptions::default())
+    }
+
+    /// Builds the service with `options`.
+    pub fn with_options(parts: AdsParts, options: AdsOptions) -> Self {
         let AdsParts {
             registry,
             hub,
@@ -144,8 +224,49 @@ impl AdsServer {
                 metrics,
                 clock,
                 instance,
+                admission: options.admission.map(Admission::new),
+                revocations: revocation::Revocations::default(),
+                draining: CancellationToken::new(),
+                streams: TaskTracker::new(),
+                next_stream: std::sync::atomic::AtomicU64::new(0),
             }),
         }
+    }
+
+    /// Ends every open stream with `UNAVAILABLE` ("control plane shutting
+    /// down; reconnect") and refuses new ones the same way. Idempotent.
+    pub fn drain(&self) {
+        self.shared.draining.cancel();
+        self.shared.streams.close();
+    }
+
+    /// Resolves once [`AdsServer::drain`] was called and every stream task
+    /// has run its cleanup.
+    pub async fn wait_streams(&self) {
+        self.shared.draining.cancelled().await;
+        self.shared.streams.wait().await;
+    }
+
+    /// Number of stream tasks still running.
+    pub fn live_streams(&self) -> usize {
+        self.shared.streams.len()
+    }
+
+    /// Revokes proxy token `jti` on this instance: its open streams end
+    /// with `PERMISSION_DENIED` naming the revocation, and a stream whose
+    /// credential check raced the revocation is ended when it registers.
+    /// Returns how many open streams were ended.
+    pub fn revoke_token(&self, jti: &str) -> usize {
+        let ended = self.shared.revocations.revoke(jti);
+        if ended > 0 {
+            tracing::info!(token = jti, streams = ended, "token revoked; ending its ADS streams");
+        }
+        ended
+    }
+
+    /// Number of token ids that have open streams (for leak checks).
+    pub fn bound_tokens(&self) -> usize {
+        self.shared.revocations.bound_tokens()
     }
 
     /// Serves one already-authenticated SotW stream for `key`. Returns the
@@ -159,8 +280,20 @@ impl AdsServer {
     where
         I: Stream<Item = Result<DiscoveryRequest, Status>> + Send + Unpin + 'static,
     {
+        self.serve_sotw_as(Credential::untokened(key), requests)
+    }
+
+    /// Serves one SotW stream for `credential` (see [`AdsServer::serve_sotw`]).
+    pub fn serve_sotw_as<I>(
+        &self,
+        credential: Credential,
+        requests: I,
+    ) -> (ResponseStream<DiscoveryResponse>, JoinHandle<()>)
+    where
+        I: Stream<Item = Result<DiscoveryRequest, Status>> + Send + Unpin + 'static,
+    {
         let engine = sotw::SotwEngine::new(self.shared.instance.clone());
-        stream::open(self.shared.clone(), key, engine, requests)
+        stream::open(self.shared.clone(), credential, engine, requests)
     }
 
     /// Serves one already-authenticated delta stream for `key` (see
@@ -173,22 +306,52 @@ impl AdsServer {
     where
         I: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Send + Unpin + 'static,
     {
-        let engine = delta::DeltaEngine::new(self.shared.instance.clone());
-        stream::open(self.shared.clone(), key, engine, requests)
+        self.serve_delta_as(Credential::untokened(key), requests)
     }
 
-    async fn authenticate<T>(&self, request: &Request<T>) -> Result<ProxyKey, Status> {
-        let certs = request.peer_certs();
-        let r = self
-            .shared
-            .auth
-            .authenticate(request.metadata(), certs.as_deref().map(Vec::as_slice))
-            .await;
-        if let Err(status) = &r {
-            self.shared.metrics.rejected();
-            tracing::info!(code = ?status.code(), message = status.message(), "ADS stream refused");
+    /// Serves one delta stream for `credential` (see [`AdsServer::serve_sotw`]).
+    pub fn serve_delta_as<I>(
+        &self,
+        credential: Credential,
+        requests: I,
+    ) -> (ResponseStream<DeltaDiscoveryResponse>, JoinHandle<()>)
+    where
+        I: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Send + Unpin + 'static,
+    {
+        let engine = delta::DeltaEngine::new(self.shared.instance.clone());
+        stream::open(self.shared.clone(), credential, engine, requests)
+    }
+
+    /// Admission, then the credential check.
+    async fn admit<T>(&self, request: &Request<T>) -> Result<Credential, Status> {
+        let refused = |reason: &'static str, status: Status| {
+            self.shared.metrics.rejected(reason);
+            tracing::info!(reason, code = ?status.code(), message = status.message(), "ADS stream refused");
+            status
+        };
+        if self.shared.draining.is_cancelled() {
+            return Err(refused("shutdown", stream::shutting_down()));
         }
-        r
+        if let Some(admission) = &self.shared.admission
+            && let Err(RetryAfter(after)) = admission.try_admit()
+        {
+            let ms = after.as_millis().max(1);
+            let mut status = Status::resource_exhausted(format!(
+                "this control plane is admitting {} new streams per second and is at its limit; \
+                 retry in {ms} ms",
+                admission.config().per_second
+            ));
+            if let Ok(v) = ms.to_string().parse() {
+                status.metadata_mut().insert(RETRY_AFTER_MS, v);
+            }
+            return Err(refused("admission", status));
+        }
+        let certs = request.peer_certs();
+        self.shared
+            .auth
+            .credential(request.metadata(), certs.as_deref().map(Vec::as_slice))
+            .await
+            .map_err(|status| refused("unauthenticated", status))
     }
 }
 
@@ -201,8 +364,9 @@ impl AggregatedDiscoveryService for AdsServer {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let key = self.authenticate(&request).await?;
-        let (responses, _task) = self.serve_sotw(key, request.into_inner());
+        let credential = self.admit(&request).await?;
+        // The task is owned by the server's tracker (drain waits for it).
+        let (responses, _tracked) = self.serve_sotw_as(credential, request.into_inner());
         Ok(Response::new(responses))
     }
 
@@ -210,8 +374,9 @@ impl AggregatedDiscoveryService for AdsServer {
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let key = self.authenticate(&request).await?;
-        let (responses, _task) = self.serve_delta(key, request.into_inner());
+        let credential = self.admit(&request).await?;
+        // The task is owned by the server's tracker (drain waits for it).
+        let (responses, _tracked) = self.serve_delta_as(credential, request.into_inner());
         Ok(Response::new(responses))
     }
 }

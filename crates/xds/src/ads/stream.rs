@@ -1,6 +1,7 @@
-//! One ADS stream's task: owner lease, first-request checks, the request /
-//! state loop, the renewal timer, and cleanup that touches only what this
-//! stream owns.
+//! One ADS stream's task: first-request checks, then the owner lease, the
+//! request / state loop, the renewal timer, and cleanup that touches only
+//! what this stream owns. The stream ends on client close, takeover, token
+//! revocation or drain, each with its own status.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,6 +11,8 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
+use std::sync::atomic::Ordering;
+
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -18,7 +21,8 @@ use tonic::Status;
 use super::delta::DeltaEngine;
 use super::sotw::SotwEngine;
 use super::types::{Outcome, TypeState};
-use super::{ProxyState, ResponseStream, Shared};
+use super::revocation::TokenBinding;
+use super::{Credential, ProxyState, ResponseStream, Shared};
 use crate::owner::{OwnerId, OwnerLease, ProxyKey};
 use crate::translate::ClientKind;
 
@@ -105,10 +109,11 @@ impl Engine for DeltaEngine {
     }
 }
 
-/// Registers the stream as owner of `key` and spawns its task.
+/// Spawns the stream's task on the server's tracker. Ownership of the key
+/// is taken only after the first request's node.id matched the credential.
 pub(crate) fn open<E, I>(
     shared: Arc<Shared>,
-    key: ProxyKey,
+    credential: Credential,
     engine: E,
     requests: I,
 ) -> (ResponseStream<E::Resp>, JoinHandle<()>)
@@ -117,129 +122,240 @@ where
     I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
 {
     let (tx, mut rx) = mpsc::channel(OUTPUT_BUFFER);
-    // Registration happens here, synchronously: the newest stream owns the
-    // key from the moment it is opened.
-    let lease = shared.registry.register(key.clone());
-    shared
-        .inspector
-        .opened(&key, lease.id(), E::PROTOCOL, &shared.instance);
     shared.metrics.stream_opened(E::PROTOCOL);
-    tracing::debug!(proxy = %key, owner = %lease.id(), protocol = E::PROTOCOL, "ADS stream opened");
-    let task = tokio::spawn(run(shared, lease, engine, requests, tx));
+    tracing::debug!(proxy = %credential.key, protocol = E::PROTOCOL, "ADS stream opened");
+    let task = shared
+        .streams
+        .clone()
+        .spawn(run(shared, credential, engine, requests, tx));
     let responses = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
     (Box::pin(responses), task)
+}
+
+/// The status every stream ends with when the instance drains.
+pub(crate) fn shutting_down() -> Status {
+    Status::unavailable("control plane shutting down; reconnect")
 }
 
 /// Why the loop ended.
 enum End {
     /// The client closed the stream or went away.
     Closed,
-    /// End with this status.
-    Fail(Status),
+    /// End with this status; the reason labels the rejected-streams metric.
+    Fail(&'static str, Status),
+}
+
+fn revoked_status(jti: &str) -> Status {
+    Status::permission_denied(format!(
+        "token {jti} was revoked; this stream ends and no further certificate is issued to \
+         that token; issue a new one with `meshlink token dataplane`"
+    ))
+}
+
+/// Resolves when the stream's token is revoked (never for untokened streams).
+async fn token_revoked(binding: Option<&TokenBinding<'_>>) {
+    match binding {
+        Some(b) => b.revoked.cancelled().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn run<E, I>(
     shared: Arc<Shared>,
-    lease: OwnerLease<ProxyState>,
-    mut engine: E,
+    credential: Credential,
+    engine: E,
     mut requests: I,
     tx: mpsc::Sender<Result<E::Resp, Status>>,
 ) where
     E: Engine,
     I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
 {
-    let key = lease.key().clone();
-    let id = lease.id();
-    let mut state_rx = lease.subscribe();
-    let mut current: Option<Arc<ProxyState>> = None;
-    let mut connected = false;
-    let end = loop {
-        let responses = tokio::select! {
-            biased;
-            () = lease.cancelled() => break End::Fail(Status::aborted(format!(
-                "a newer stream for proxy {key} took over from this one ({id}); \
-                 this happens when the proxy reconnects, and the newer stream is served"
-            ))),
-            changed = state_rx.changed(), if connected => {
-                if changed.is_err() {
-                    break End::Fail(Status::aborted(format!("proxy {key} is no longer owned by this stream")));
-                }
-                let next = state_rx.borrow_and_update().clone();
-                match next {
-                    Some(state) => {
-                        let out = engine.on_state(current.as_deref(), &state);
-                        report_certificate(&shared, &key, id, &state);
-                        current = Some(state);
-                        out
-                    }
-                    None => Vec::new(),
-                }
+    let key = credential.key.clone();
+    let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
+    let binding = match &credential.token_id {
+        Some(jti) => match shared.revocations.bind(jti, stream) {
+            Some(b) => Some(b),
+            None => {
+                finish::<E>(&shared, &key, None, End::Fail("revoked", revoked_status(jti)), &tx)
+                    .await;
+                return;
             }
-            req = requests.next() => match req {
-                None => break End::Closed,
-                Some(Err(status)) => {
-                    tracing::debug!(proxy = %key, %status, "ADS stream read failed");
-                    break End::Closed;
-                }
-                Some(Ok(req)) => {
-                    if !connected {
-                        let client = match first_request(&key, E::node(&req)) {
-                            Ok(c) => c,
-                            Err(status) => break End::Fail(status),
-                        };
-                        connected = true;
-                        shared.inspector.update(&key, id, |r| r.client = Some(client.as_str()));
-                        spawn_renewal_timer(&shared, &lease);
-                        current = state_rx.borrow_and_update().clone();
-                        if let Some(state) = &current {
-                            report_certificate(&shared, &key, id, state);
-                        }
-                        shared.hub.connected(key.clone(), id, client);
-                    }
-                    match engine.on_request(&req, current.as_deref()) {
-                        Ok(outcome) => {
-                            for (t, latency) in outcome.acks {
-                                if let Some(l) = latency {
-                                    shared.metrics.acked_after(l);
-                                }
-                                tracing::trace!(proxy = %key, type_url = t, "ACK");
-                            }
-                            for (t, detail) in outcome.nacks {
-                                shared.metrics.nacked(super::short_type(t));
-                                tracing::info!(proxy = %key, type_url = t, detail, "proxy rejected configuration (NACK); keeping its last good configuration until the config changes");
-                            }
-                            outcome.responses
-                        }
-                        Err(status) => break End::Fail(status),
-                    }
-                }
-            },
-        };
-        if !send_all::<E>(&shared, &tx, responses).await {
-            break End::Closed;
-        }
-        shared
-            .inspector
-            .set_types(&key, id, engine.types().iter().map(|(t, s)| (t, &s.report)));
+        },
+        None => None,
     };
+    // Before the first request: nothing is registered, so a refusal here
+    // leaves the key's current owner untouched.
+    let first = tokio::select! {
+        biased;
+        () = shared.draining.cancelled() => Err(End::Fail("shutdown", shutting_down())),
+        () = token_revoked(binding.as_ref()) => Err(End::Fail(
+            "revoked",
+            revoked_status(credential.token_id.as_deref().unwrap_or_default()),
+        )),
+        req = requests.next() => match req {
+            None => Err(End::Closed),
+            Some(Err(status)) => {
+                tracing::debug!(proxy = %key, %status, "ADS stream read failed");
+                Err(End::Closed)
+            }
+            Some(Ok(req)) => match first_request(&credential, E::node(&req)) {
+                Ok(client) => Ok((req, client)),
+                Err(end) => Err(end),
+            },
+        },
+    };
+    let (req, client) = match first {
+        Ok(first) => first,
+        Err(end) => {
+            finish::<E>(&shared, &key, None, end, &tx).await;
+            return;
+        }
+    };
+    let lease = shared.registry.register(key.clone());
+    shared
+        .inspector
+        .opened(&key, lease.id(), E::PROTOCOL, &shared.instance);
+    let end = serve(&shared, &lease, binding.as_ref(), client, engine, req, requests, &tx).await;
+    let id = lease.id();
+    finish::<E>(&shared, &key, Some(lease), end, &tx).await;
+    drop(binding);
+    tracing::debug!(proxy = %key, owner = %id, "ADS stream closed");
+}
+
+/// Sends the end status and runs the cleanup, all of it compare-and-delete:
+/// a newer owner is untouched.
+async fn finish<E: Engine>(
+    shared: &Shared,
+    key: &ProxyKey,
+    lease: Option<OwnerLease<ProxyState>>,
+    end: End,
+    tx: &mpsc::Sender<Result<E::Resp, Status>>,
+) {
     let reason = match end {
         End::Closed => None,
-        End::Fail(status) => {
-            shared.metrics.rejected();
-            tracing::debug!(proxy = %key, owner = %id, %status, "ADS stream ended with an error");
+        End::Fail(label, status) => {
+            shared.metrics.rejected(label);
+            tracing::debug!(proxy = %key, %status, "ADS stream ended with an error");
             let reason = status.message().to_owned();
             let _ = tx.send(Err(status)).await;
             Some(reason)
         }
     };
-    // Cleanup, all of it compare-and-delete: a newer owner is untouched.
-    shared.inspector.closed(&key, id, reason);
-    shared.hub.disconnected(key.clone(), id);
-    if lease.release() {
-        shared.metrics.certificate(&key, None);
+    if let Some(lease) = lease {
+        let id = lease.id();
+        shared.inspector.closed(key, id, reason);
+        shared.hub.disconnected(key.clone(), id);
+        if lease.release() {
+            shared.metrics.certificate(key, None);
+        }
     }
     shared.metrics.stream_closed(E::PROTOCOL);
-    tracing::debug!(proxy = %key, owner = %id, "ADS stream closed");
+}
+
+/// The request / state loop of a stream that owns its key.
+#[allow(clippy::too_many_arguments)]
+async fn serve<E, I>(
+    shared: &Arc<Shared>,
+    lease: &OwnerLease<ProxyState>,
+    binding: Option<&TokenBinding<'_>>,
+    client: ClientKind,
+    mut engine: E,
+    first: E::Req,
+    mut requests: I,
+    tx: &mpsc::Sender<Result<E::Resp, Status>>,
+) -> End
+where
+    E: Engine,
+    I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
+{
+    let key = lease.key().clone();
+    let id = lease.id();
+    let mut state_rx = lease.subscribe();
+    shared
+        .inspector
+        .update(&key, id, |r| r.client = Some(client.as_str()));
+    spawn_renewal_timer(shared, lease);
+    let mut current: Option<Arc<ProxyState>> = state_rx.borrow_and_update().clone();
+    if let Some(state) = &current {
+        report_certificate(shared, &key, id, state);
+    }
+    shared.hub.connected(key.clone(), id, client);
+    let mut pending = Some(first);
+    loop {
+        let responses = if let Some(req) = pending.take() {
+            match on_request(shared, &key, &mut engine, &req, current.as_deref()) {
+                Ok(r) => r,
+                Err(status) => return End::Fail("invalid_request", status),
+            }
+        } else {
+            tokio::select! {
+                biased;
+                () = shared.draining.cancelled() => return End::Fail("shutdown", shutting_down()),
+                () = token_revoked(binding) => {
+                    let jti = binding.map(|b| b.jti()).unwrap_or_default();
+                    return End::Fail("revoked", revoked_status(jti));
+                }
+                () = lease.cancelled() => return End::Fail("takeover", Status::aborted(format!(
+                    "a newer stream for proxy {key} took over from this one ({id}); \
+                     this happens when the proxy reconnects, and the newer stream is served"
+                ))),
+                changed = state_rx.changed() => {
+                    if changed.is_err() {
+                        return End::Fail("takeover", Status::aborted(format!("proxy {key} is no longer owned by this stream")));
+                    }
+                    let next = state_rx.borrow_and_update().clone();
+                    match next {
+                        Some(state) => {
+                            let out = engine.on_state(current.as_deref(), &state);
+                            report_certificate(shared, &key, id, &state);
+                            current = Some(state);
+                            out
+                        }
+                        None => Vec::new(),
+                    }
+                }
+                req = requests.next() => match req {
+                    None => return End::Closed,
+                    Some(Err(status)) => {
+                        tracing::debug!(proxy = %key, %status, "ADS stream read failed");
+                        return End::Closed;
+                    }
+                    Some(Ok(req)) => match on_request(shared, &key, &mut engine, &req, current.as_deref()) {
+                        Ok(r) => r,
+                        Err(status) => return End::Fail("invalid_request", status),
+                    },
+                },
+            }
+        };
+        if !send_all::<E>(shared, tx, responses).await {
+            return End::Closed;
+        }
+        shared
+            .inspector
+            .set_types(&key, id, engine.types().iter().map(|(t, s)| (t, &s.report)));
+    }
+}
+
+/// Runs one request through the engine and records ACKs and NACKs.
+fn on_request<E: Engine>(
+    shared: &Shared,
+    key: &ProxyKey,
+    engine: &mut E,
+    req: &E::Req,
+    state: Option<&ProxyState>,
+) -> Result<Vec<E::Resp>, Status> {
+    let outcome = engine.on_request(req, state)?;
+    for (t, latency) in outcome.acks {
+        if let Some(l) = latency {
+            shared.metrics.acked_after(l);
+        }
+        tracing::trace!(proxy = %key, type_url = t, "ACK");
+    }
+    for (t, detail) in outcome.nacks {
+        shared.metrics.nacked(super::short_type(t));
+        tracing::info!(proxy = %key, type_url = t, detail, "proxy rejected configuration (NACK); keeping its last good configuration until the config changes");
+    }
+    Ok(outcome.responses)
 }
 
 async fn send_all<E: Engine>(
@@ -266,23 +382,35 @@ fn report_certificate(shared: &Shared, key: &ProxyKey, id: OwnerId, state: &Prox
         .update(key, id, |r| r.certificate = identity);
 }
 
-/// Checks the first request's node against the credential's proxy key.
-fn first_request(key: &ProxyKey, node: Option<&Node>) -> Result<ClientKind, Status> {
+/// Checks the first request's node against the credential's proxy key,
+/// before the stream may take the key over. The message speaks to both raw
+/// xDS clients (node.id) and meshlink-proxy users (its --name/--mesh flags
+/// become node.id).
+fn first_request(credential: &Credential, node: Option<&Node>) -> Result<ClientKind, End> {
+    let key = &credential.key;
     let expected = format!("{}.{}", key.mesh, key.name);
     let node = node.ok_or_else(|| {
-        Status::invalid_argument(format!(
-            "the first request must carry node.id; set it to {expected:?} (\"<mesh>.<dataplane name>\")"
-        ))
+        End::Fail(
+            "invalid_request",
+            Status::invalid_argument(format!(
+                "the first request must carry node.id; set it to {expected:?} (\"<mesh>.<dataplane name>\")"
+            )),
+        )
     })?;
     if node.id != expected {
-        return Err(Status::permission_denied(format!(
-            "node.id {:?} does not match the credential, which is for {expected:?}; \
-             set node.id to \"<mesh>.<dataplane name>\" of the dataplane the token was issued for",
-            node.id
-        )));
+        return Err(End::Fail(
+            "node_id_mismatch",
+            Status::permission_denied(format!(
+                "node.id {:?} does not match {} dataplane {expected} \
+                 (meshlink-proxy: check --name/--mesh; other clients: set node.id to \"<mesh>.<dataplane name>\" \
+                 of the dataplane the credential was issued for)",
+                node.id,
+                credential.noun(),
+            )),
+        ));
     }
     ClientKind::from_node_metadata(node.metadata.as_ref())
-        .map_err(|e| Status::invalid_argument(e.to_string()))
+        .map_err(|e| End::Fail("invalid_request", Status::invalid_argument(e.to_string())))
 }
 
 /// The owner's renewal timer: when the published identity reaches its

@@ -61,6 +61,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use source::{IdentityInfo, IssuedIdentity, MeshSource, MeshTrust, SourceError};
 
@@ -191,10 +192,22 @@ impl Hub {
         clock: WallClock,
         cancel: CancellationToken,
     ) -> Hub {
+        Self::spawn_on(&TaskTracker::new(), source, registry, clock, cancel)
+    }
+
+    /// Like [`Hub::spawn`], with the reconciler task owned by `tasks`, so a
+    /// shutdown can wait for it to end.
+    pub fn spawn_on<S: MeshSource>(
+        tasks: &TaskTracker,
+        source: Arc<S>,
+        registry: OwnerRegistry<ProxyState>,
+        clock: WallClock,
+        cancel: CancellationToken,
+    ) -> Hub {
         let (tx, rx) = mpsc::unbounded_channel();
         let metrics = HubMetrics::default();
         let reconciler = reconciler::Reconciler::new(source, registry, clock, metrics.clone());
-        tokio::spawn(reconciler.run(rx, cancel));
+        tasks.spawn(reconciler.run(rx, cancel));
         Hub { tx, metrics }
     }
 

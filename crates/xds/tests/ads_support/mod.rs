@@ -182,12 +182,23 @@ impl Harness {
         }
     }
 
-    /// Opens a SotW stream for `web-<i>` (registration happens now).
+    /// Opens a SotW stream for `web-<i>` (it registers as the owner at its
+    /// first request).
     pub fn open(&self, name: &str) -> Stream {
+        self.open_with(name, None)
+    }
+
+    /// Opens a SotW stream for `name` authenticated by proxy token
+    /// `token_id` (revoking it ends the stream).
+    pub fn open_with(&self, name: &str, token_id: Option<&str>) -> Stream {
         let (tx, rx) = mpsc::channel(16);
+        let credential = meshlink_xds::ads::Credential {
+            key: ProxyKey::new(MESH, name),
+            token_id: token_id.map(str::to_owned),
+        };
         let (responses, task) = self
             .server
-            .serve_sotw(ProxyKey::new(MESH, name), ReceiverStream::new(rx));
+            .serve_sotw_as(credential, ReceiverStream::new(rx));
         Stream {
             name: name.to_owned(),
             tx: Some(tx),
