@@ -47,7 +47,7 @@ use tonic::transport::CertificateDer;
 use tonic::{Request, Response, Status, Streaming};
 
 pub use dump::config_dump;
-pub use inspect::{Inspector, StreamReport};
+pub use inspect::{Inspector, StreamObserver, StreamReport, StreamView};
 pub use metrics::AdsMetrics;
 pub use types::{NackReport, TypeReport, short_type};
 
