@@ -11,6 +11,7 @@ pub mod cp_tls;
 pub mod data_dir;
 pub mod identity;
 pub mod resources;
+pub mod status;
 mod xds_server;
 
 use std::net::SocketAddr;
@@ -134,7 +135,29 @@ impl ControlPlane {
             .clone()
             .unwrap_or_else(cp_tls::default_advertised_host);
         let tls = cp_tls::ensure(data_dir.path(), &advertised)?;
-        let xds = XdsParts::new(&config, &resources, &tokens, &registry, &shutdown);
+        let (status_handle, status_inbox) = status::channel();
+        let xds = XdsParts::new(
+            &config,
+            &resources,
+            &tokens,
+            &registry,
+            &shutdown,
+            &status_handle,
+        );
+        let mut issuance = identity::issuance::IssuanceHooks::default();
+        issuance.add(status_handle.issuance_observer());
+        let status_parts = status::StatusParts {
+            resources: resources.clone(),
+            inspector: xds.inspect.inspector.clone(),
+            instance: xds.instance.clone(),
+            start_revision: start_rev,
+            registry: registry.clone(),
+        };
+        let sd = shutdown.clone();
+        tasks.spawn(async move {
+            status::run(status_parts, status_inbox, sd).await;
+            Ok(())
+        });
         tasks.spawn(ads::follow_changes(
             store.clone(),
             start_rev,
@@ -147,6 +170,7 @@ impl ControlPlane {
             resources.clone(),
             tokens.clone(),
             xds.server.clone(),
+            issuance,
             &registry,
             shutdown.clone(),
         )
@@ -196,6 +220,7 @@ struct XdsParts {
     hub: meshlink_xds::hub::Hub,
     server: meshlink_xds::ads::AdsServer,
     inspect: api::XdsInspect,
+    instance: String,
 }
 
 impl XdsParts {
@@ -205,6 +230,7 @@ impl XdsParts {
         tokens: &Arc<identity::tokens::TokenService>,
         registry: &MetricsRegistry,
         shutdown: &Shutdown,
+        status: &status::StatusHandle,
     ) -> Self {
         use meshlink_xds::ads::{AdsMetrics, AdsParts, AdsServer, Inspector};
         let owners = meshlink_xds::owner::OwnerRegistry::new();
@@ -219,7 +245,7 @@ impl XdsParts {
         let hub = meshlink_xds::hub::Hub::spawn(source, owners.clone(), clock, cancel);
         let metrics = AdsMetrics::default();
         registry.register_with("xds", |r| metrics.register(r));
-        let inspector = Inspector::default();
+        let inspector = Inspector::with_observer(status.stream_observer());
         let instance = format!(
             "{}/{}",
             cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
@@ -235,12 +261,13 @@ impl XdsParts {
             inspector: inspector.clone(),
             metrics,
             clock,
-            instance,
+            instance: instance.clone(),
         });
         Self {
             hub,
             server,
             inspect: api::XdsInspect { inspector, owners },
+            instance,
         }
     }
 }

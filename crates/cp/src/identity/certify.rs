@@ -18,6 +18,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tonic::{Code, Request, Response, Status};
 
+use super::issuance::{Delivery, Issuance, IssuanceHooks};
 use super::mesh_ca::{self, IssuedRecord, MeshCaError};
 use super::tokens::{TokenService, TokenServiceError};
 use crate::resources::{ResourceError, ResourceService};
@@ -28,6 +29,7 @@ pub struct CertifyService {
     tokens: Arc<TokenService>,
     limiter: KeyedRateLimiter,
     requests: Family<ResultLabel, Counter>,
+    hooks: IssuanceHooks,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -57,7 +59,15 @@ impl CertifyService {
             tokens,
             limiter,
             requests,
+            hooks: IssuanceHooks::default(),
         }
+    }
+
+    /// Tells `hooks` about every certificate issued from now on (after it
+    /// was recorded in the store, before the response goes out).
+    pub fn with_hooks(mut self, hooks: IssuanceHooks) -> Self {
+        self.hooks = hooks;
+        self
     }
 
     fn record(&self, r: &Result<Response<CertifyResponse>, Status>) {
@@ -203,14 +213,10 @@ impl CertifyService {
                 "the CSR asks for {other}, but the token allows only {id}"
             )));
         }
+        let issued_at = std::time::SystemTime::now();
         let cert = identity
             .ca
-            .issue_from_csr(
-                &req.csr,
-                &id,
-                identity.lifetime,
-                std::time::SystemTime::now(),
-            )
+            .issue_from_csr(&req.csr, &id, identity.lifetime, issued_at)
             .map_err(|e| Status::invalid_argument(format!("cannot issue: {e}")))?;
         let record = IssuedRecord {
             ca_fingerprint: cert.ca_fingerprint.clone(),
@@ -229,6 +235,17 @@ impl CertifyService {
         };
         tracing::info!(mesh = %req.mesh, dataplane = %req.dataplane, spiffe_id = %cert.spiffe_id,
             serial = %cert.serial_hex, "issued workload certificate");
+        self.hooks.issued(&Issuance {
+            mesh: req.mesh.clone(),
+            dataplane: req.dataplane.clone(),
+            serial: cert.serial_hex.clone(),
+            spiffe_id: cert.spiffe_id.clone(),
+            ca_fingerprint: cert.ca_fingerprint.clone(),
+            backend: identity.backend.clone(),
+            issued_at,
+            not_after: cert.not_after,
+            delivery: Delivery::Certify,
+        });
         let secs = |t: std::time::SystemTime| {
             t.duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs() as i64)

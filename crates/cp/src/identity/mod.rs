@@ -3,6 +3,7 @@
 
 pub mod certify;
 pub mod controller;
+pub mod issuance;
 pub mod mesh_ca;
 pub mod secrets;
 pub mod tokens;
