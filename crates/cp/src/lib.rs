@@ -23,6 +23,7 @@ pub mod cp_tls;
 pub mod data_dir;
 pub mod identity;
 pub mod resources;
+pub mod status;
 mod xds_server;
 
 use std::net::SocketAddr;
@@ -165,6 +166,7 @@ impl ControlPlane {
         // One wall clock for every certificate time (hub SDS and Certify).
         let clock = meshlink_identity::WallClock::start();
         let (ca, ca_controller) = identity::controller::new(resources.clone(), clock);
+        let (status_handle, status_inbox) = status::channel();
         let xds = XdsParts::new(
             &config,
             &resources,
@@ -173,6 +175,7 @@ impl ControlPlane {
             &shutdown,
             &ca,
             &background,
+            &status_handle,
         );
         let ads_server = xds.server.clone();
         tasks.spawn(follow_revisions(
@@ -185,6 +188,20 @@ impl ControlPlane {
             },
             shutdown.clone(),
         ));
+        let mut issuance = identity::issuance::IssuanceHooks::default();
+        issuance.add(status_handle.issuance_observer());
+        let status_parts = status::StatusParts {
+            resources: resources.clone(),
+            inspector: xds.inspect.inspector.clone(),
+            instance: xds.instance.clone(),
+            start_revision: start_rev,
+            registry: registry.clone(),
+        };
+        let sd = shutdown.clone();
+        tasks.spawn(async move {
+            status::run(status_parts, status_inbox, sd).await;
+            Ok(())
+        });
         tasks.spawn(ads::follow_changes(
             store.clone(),
             start_rev,
@@ -197,6 +214,7 @@ impl ControlPlane {
             resources.clone(),
             tokens.clone(),
             xds.server.clone(),
+            issuance,
             &registry,
             shutdown.clone(),
             ca.clone(),
@@ -251,6 +269,7 @@ struct XdsParts {
     hub: meshlink_xds::hub::Hub,
     server: meshlink_xds::ads::AdsServer,
     inspect: api::XdsInspect,
+    instance: String,
 }
 
 impl XdsParts {
@@ -262,6 +281,7 @@ impl XdsParts {
         shutdown: &Shutdown,
         ca: &identity::CaHandle,
         background: &TaskTracker,
+        status: &status::StatusHandle,
     ) -> Self {
         use meshlink_xds::ads::{
             AdmissionConfig, AdsMetrics, AdsOptions, AdsParts, AdsServer, Inspector,
@@ -281,7 +301,7 @@ impl XdsParts {
             metrics.register(r);
             hub.metrics().register(r);
         });
-        let inspector = Inspector::default();
+        let inspector = Inspector::with_observer(status.stream_observer());
         let instance = format!(
             "{}/{}",
             cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
@@ -303,7 +323,7 @@ impl XdsParts {
                 inspector: inspector.clone(),
                 metrics,
                 clock,
-                instance,
+                instance: instance.clone(),
             },
             options,
         );
@@ -311,6 +331,7 @@ impl XdsParts {
             hub,
             server,
             inspect: api::XdsInspect { inspector, owners },
+            instance,
         }
     }
 }

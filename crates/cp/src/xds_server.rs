@@ -14,6 +14,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
 use crate::identity::certify::CertifyService;
+use crate::identity::issuance::IssuanceHooks;
 use crate::identity::tokens::TokenService;
 use crate::resources::ResourceService;
 use crate::{CpConfig, CpError, cp_tls::CpTls};
@@ -34,6 +35,7 @@ pub(crate) async fn start(
     resources: ResourceService,
     tokens: Arc<TokenService>,
     ads: AdsServer,
+    issuance: IssuanceHooks,
     registry: &meshlink_runtime::MetricsRegistry,
     shutdown: Shutdown,
     ca: crate::identity::CaHandle,
@@ -52,7 +54,8 @@ pub(crate) async fn start(
         .client_auth_optional(true);
     let limiter = KeyedRateLimiter::new(CERTIFY_BURST, CERTIFY_PER_SECOND)
         .expect("static rate-limit settings are valid");
-    let certify = CertifyService::new(resources, tokens, limiter, registry, ca);
+    let certify =
+        CertifyService::new(resources, tokens, limiter, registry, ca).with_hooks(issuance);
     let router = Server::builder()
         .tls_config(tls_config)
         .map_err(|e| CpError::Serve(format!("xDS TLS configuration: {e}")))?

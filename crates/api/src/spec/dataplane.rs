@@ -79,6 +79,57 @@ pub struct Outbound {
     pub tags: BTreeMap<String, String>,
 }
 
+/// `status` of a Dataplane: what the control plane observed of its proxy
+/// (Kuma's DataplaneInsight, flattened). Server-owned; times are RFC 3339.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataplaneStatus {
+    /// Whether the proxy has an open xDS stream.
+    #[serde(default)]
+    pub online: bool,
+    /// The control-plane instance that holds (or last held) the stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_instance: Option<String>,
+    /// When the last stream opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_connected: Option<String>,
+    /// When the last stream closed (unset while the first one is open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_disconnected: Option<String>,
+    /// The proxy's identity certificate, however it was delivered
+    /// (Certify CSR or SDS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtls: Option<DataplaneMtlsStatus>,
+}
+
+/// `status.mtls` of a Dataplane: its current identity certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataplaneMtlsStatus {
+    /// notAfter of the current certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_expiration_time: Option<String>,
+    /// When the current certificate was issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_certificate_regeneration: Option<String>,
+    /// How many certificates were issued to this dataplane.
+    #[serde(default)]
+    pub certificate_regenerations: u64,
+    /// The mesh CA backend that issued the current certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_backend: Option<String>,
+    /// Serial number of the current certificate (hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// SPIFFE ID of the current certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spiffe_id: Option<String>,
+    /// `certify` (CSR from meshlink-proxy) or `sds` (key issued by the
+    /// control plane for Envoy clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<String>,
+}
+
 // === impl DataplaneSpec ===
 
 impl DataplaneSpec {

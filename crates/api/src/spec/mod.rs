@@ -25,7 +25,7 @@ mod string_enum;
 mod traffic_permission;
 
 pub use dataplane::{
-    DataplaneSpec, Inbound, Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
+    DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
 };
 pub use grant::{
     AccessGrantSpec, AccessGrantStatus, AccessTokenSpec, AccessTokenStatus,
@@ -228,6 +228,8 @@ pub enum StatusDetails {
     AccessToken(AccessTokenStatus),
     /// Link: who is on the other end.
     Link(LinkStatus),
+    /// Dataplane: its proxy's connection and certificate.
+    Dataplane(DataplaneStatus),
 }
 
 // === impl StatusDetails ===
@@ -244,6 +246,7 @@ impl StatusDetails {
             Kind::AccessGrant => parse_status(value).map(StatusDetails::AccessGrant),
             Kind::AccessToken => parse_status(value).map(StatusDetails::AccessToken),
             Kind::Link => parse_status(value).map(StatusDetails::Link),
+            Kind::Dataplane => parse_status(value).map(StatusDetails::Dataplane),
             _ => {
                 let fields = value
                     .as_object()
@@ -269,6 +272,7 @@ impl StatusDetails {
             StatusDetails::AccessGrant(s) => to_value(s),
             StatusDetails::AccessToken(s) => to_value(s),
             StatusDetails::Link(s) => to_value(s),
+            StatusDetails::Dataplane(s) => to_value(s),
         }
     }
 
@@ -277,6 +281,14 @@ impl StatusDetails {
         match self {
             StatusDetails::AccessGrant(s) => StatusDetails::AccessGrant(s.redacted()),
             other => other.clone(),
+        }
+    }
+
+    /// The Dataplane details, if these are.
+    pub fn as_dataplane(&self) -> Option<&DataplaneStatus> {
+        match self {
+            StatusDetails::Dataplane(s) => Some(s),
+            _ => None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! `GET /api/v1/dataplanes/{name}/xds?mesh=M[&configDump=true]`: what the
 //! proxy's xDS stream on this control-plane instance looks like (the data
-//! behind `meshlink inspect dataplane`).
+//! behind `meshlink inspect dataplane`), plus the Dataplane's stored
+//! status under `dataplaneStatus`.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -31,7 +32,8 @@ pub(super) async fn inspect(
     }
     let mesh = q.mesh.unwrap_or_else(|| "default".to_owned());
     // 404 with the usual message if the Dataplane does not exist.
-    st.resources
+    let dataplane = st
+        .resources
         .get(Kind::Dataplane, Some(&mesh), &name)
         .await?;
     let key = ProxyKey::new(mesh.clone(), name.clone());
@@ -45,6 +47,12 @@ pub(super) async fn inspect(
             "message": "this proxy has not connected to this control-plane instance since it started",
         }),
     };
+    // The Dataplane's status (connection, certificate however it was
+    // delivered, Ready), as every control-plane instance sees it.
+    if let Value::Object(map) = &mut body {
+        let status = dataplane.to_json()["status"].take();
+        map.insert("dataplaneStatus".to_owned(), status);
+    }
     if q.config_dump
         && let Some(state) = st.xds.owners.state(&key)
         && let Value::Object(map) = &mut body

@@ -19,6 +19,7 @@ use prometheus_client::metrics::family::Family;
 use tonic::{Code, Request, Response, Status};
 
 use super::CaHandle;
+use super::issuance::{Delivery, Issuance, IssuanceHooks};
 use super::mesh_ca::MeshCaError;
 use super::tokens::{TokenService, TokenServiceError};
 use crate::resources::{ResourceError, ResourceService};
@@ -31,6 +32,7 @@ pub struct CertifyService {
     requests: Family<ResultLabel, Counter>,
     /// Reads the CA state, reports issuances, and gives the shared clock.
     ca: CaHandle,
+    hooks: IssuanceHooks,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -63,7 +65,15 @@ impl CertifyService {
             limiter,
             requests,
             ca,
+            hooks: IssuanceHooks::default(),
         }
+    }
+
+    /// Tells `hooks` about every certificate issued from now on (after it
+    /// was recorded in the store, before the response goes out).
+    pub fn with_hooks(mut self, hooks: IssuanceHooks) -> Self {
+        self.hooks = hooks;
+        self
     }
 
     fn record(&self, r: &Result<Response<CertifyResponse>, Status>) {
@@ -210,15 +220,27 @@ impl CertifyService {
                 "the CSR asks for {other}, but the token allows only {id}"
             )));
         }
+        let issued_at = self.ca.now();
         let cert = identity
             .ca
-            .issue_from_csr(&req.csr, &id, identity.lifetime, self.ca.now())
+            .issue_from_csr(&req.csr, &id, identity.lifetime, issued_at)
             .map_err(|e| Status::invalid_argument(format!("cannot issue: {e}")))?;
         // Rotation progress: an event to the controller, no store write here.
         self.ca.issued(&req.mesh, &req.dataplane, &cert);
         let bundle = identity.bundle().roots_pem;
         tracing::info!(mesh = %req.mesh, dataplane = %req.dataplane, spiffe_id = %cert.spiffe_id,
             serial = %cert.serial_hex, "issued workload certificate");
+        self.hooks.issued(&Issuance {
+            mesh: req.mesh.clone(),
+            dataplane: req.dataplane.clone(),
+            serial: cert.serial_hex.clone(),
+            spiffe_id: cert.spiffe_id.clone(),
+            ca_fingerprint: cert.ca_fingerprint.clone(),
+            backend: identity.backend.clone(),
+            issued_at,
+            not_after: cert.not_after,
+            delivery: Delivery::Certify,
+        });
         let secs = |t: std::time::SystemTime| {
             t.duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs() as i64)

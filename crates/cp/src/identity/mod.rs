@@ -5,6 +5,7 @@
 mod ca_handle;
 pub mod certify;
 pub mod controller;
+pub mod issuance;
 pub mod mesh_ca;
 pub mod rotation;
 pub mod secrets;

@@ -4,11 +4,18 @@
 //! Owns one [`StreamReport`] per proxy key, written only by the stream that
 //! currently owns the key (checked by stream id, like the owner registry).
 //! A closed stream's report stays, marked disconnected, until the proxy
-//! connects again.
+//! connects again, its Dataplane is deleted ([`Inspector::forget`]) or it
+//! has been disconnected past a grace period
+//! ([`Inspector::evict_disconnected`]); the control plane calls both.
+//!
+//! An optional observer receives a [`StreamView`] (the part of a report
+//! the Dataplane status is made of) whenever that part changes. It is
+//! called under the inspector's lock, so the views of one proxy arrive in
+//! the order they happened; it must only queue the view.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -49,10 +56,73 @@ pub struct StreamReport {
     pub certificate: Option<IdentityInfo>,
 }
 
+/// What the Dataplane status needs from one proxy's stream report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamView {
+    /// The proxy.
+    pub key: ProxyKey,
+    /// Whether a stream is open now.
+    pub connected: bool,
+    /// The control-plane instance holding the stream.
+    pub control_plane: String,
+    /// When the stream opened.
+    pub connected_at: SystemTime,
+    /// When it closed, if it did.
+    pub disconnected_at: Option<SystemTime>,
+    /// The identity certificate last sent over SDS, if any.
+    pub certificate: Option<IdentityInfo>,
+    /// An outstanding NACK of the latest version sent, as
+    /// `"<type>: <detail>"`; `None` when every type's latest version was
+    /// ACKed or is still in flight.
+    pub rejected: Option<String>,
+}
+
+/// Receives every changed [`StreamView`]; must not block.
+pub type StreamObserver = Arc<dyn Fn(StreamView) + Send + Sync>;
+
 /// All stream reports of this instance. Cheap to clone.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Inspector {
-    reports: Arc<Mutex<HashMap<ProxyKey, StreamReport>>>,
+    inner: Arc<Mutex<Inner>>,
+    observer: Option<StreamObserver>,
+}
+
+#[derive(Default)]
+struct Inner {
+    reports: HashMap<ProxyKey, StreamReport>,
+    views: HashMap<ProxyKey, StreamView>,
+}
+
+impl std::fmt::Debug for Inspector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inspector")
+            .field("reports", &self.len())
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+fn at_unix(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// The status-relevant part of `r`.
+fn view_of(key: &ProxyKey, r: &StreamReport) -> StreamView {
+    let rejected = r.types.iter().find_map(|(t, tr)| {
+        let nack = tr.last_nack.as_ref()?;
+        let latest = tr.last_sent_version.as_deref() == Some(nack.version.as_str())
+            && tr.last_acked_version.as_deref() != Some(nack.version.as_str());
+        latest.then(|| format!("{t}: {}", nack.detail))
+    });
+    StreamView {
+        key: key.clone(),
+        connected: r.connected,
+        control_plane: r.control_plane.clone(),
+        connected_at: at_unix(r.connected_at),
+        disconnected_at: r.disconnected_at.map(at_unix),
+        certificate: r.certificate.clone(),
+        rejected,
+    }
 }
 
 fn unix_now() -> u64 {
@@ -64,21 +134,65 @@ fn unix_now() -> u64 {
 // === impl Inspector ===
 
 impl Inspector {
+    /// An inspector that tells `observer` about every changed
+    /// [`StreamView`].
+    pub fn with_observer(observer: StreamObserver) -> Self {
+        Self {
+            inner: Arc::default(),
+            observer: Some(observer),
+        }
+    }
+
     /// The report of `key`, if it ever connected to this instance.
     pub fn report(&self, key: &ProxyKey) -> Option<StreamReport> {
-        self.lock().get(key).cloned()
+        self.lock().reports.get(key).cloned()
     }
 
     /// Every report, sorted by mesh and name.
     pub fn reports(&self) -> Vec<StreamReport> {
-        let mut all: Vec<_> = self.lock().values().cloned().collect();
+        let mut all: Vec<_> = self.lock().reports.values().cloned().collect();
         all.sort_by(|a, b| (&a.mesh, &a.name).cmp(&(&b.mesh, &b.name)));
         all
     }
 
     /// Number of proxies with an open stream.
     pub fn connected(&self) -> usize {
-        self.lock().values().filter(|r| r.connected).count()
+        self.lock().reports.values().filter(|r| r.connected).count()
+    }
+
+    /// Number of reports held (connected or not).
+    pub fn len(&self) -> usize {
+        self.lock().reports.len()
+    }
+
+    /// Whether no report is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Drops `key`'s report (its Dataplane was deleted). An open stream
+    /// keeps running; its next update finds no report and is ignored.
+    pub fn forget(&self, key: &ProxyKey) -> bool {
+        let mut inner = self.lock();
+        inner.views.remove(key);
+        inner.reports.remove(key).is_some()
+    }
+
+    /// Drops the reports of proxies disconnected before `before`; returns
+    /// how many went.
+    pub fn evict_disconnected(&self, before: SystemTime) -> usize {
+        let mut inner = self.lock();
+        let gone: Vec<ProxyKey> = inner
+            .reports
+            .iter()
+            .filter(|(_, r)| !r.connected && r.disconnected_at.is_some_and(|d| at_unix(d) < before))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &gone {
+            inner.reports.remove(k);
+            inner.views.remove(k);
+        }
+        gone.len()
     }
 
     pub(crate) fn opened(
@@ -103,15 +217,34 @@ impl Inspector {
             types: BTreeMap::new(),
             certificate: None,
         };
-        self.lock().insert(key.clone(), report);
+        let mut inner = self.lock();
+        inner.reports.insert(key.clone(), report);
+        self.observe(&mut inner, key);
     }
 
     /// Runs `f` on `key`'s report if stream `id` wrote it.
     pub(crate) fn update(&self, key: &ProxyKey, id: OwnerId, f: impl FnOnce(&mut StreamReport)) {
-        if let Some(r) = self.lock().get_mut(key)
+        let mut inner = self.lock();
+        if let Some(r) = inner.reports.get_mut(key)
             && r.stream_id == id.stream_id
         {
             f(r);
+            self.observe(&mut inner, key);
+        }
+    }
+
+    /// Tells the observer about `key`'s view if it changed.
+    fn observe(&self, inner: &mut Inner, key: &ProxyKey) {
+        let Some(observer) = &self.observer else {
+            return;
+        };
+        let Some(r) = inner.reports.get(key) else {
+            return;
+        };
+        let view = view_of(key, r);
+        if inner.views.get(key) != Some(&view) {
+            inner.views.insert(key.clone(), view.clone());
+            observer(view);
         }
     }
 
@@ -135,7 +268,94 @@ impl Inspector {
         self.update(key, id, |r| r.types = types);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProxyKey, StreamReport>> {
-        self.reports.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ads::NackReport;
+
+    fn recording() -> (Inspector, Arc<Mutex<Vec<StreamView>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let inspector = Inspector::with_observer(Arc::new(move |v| {
+            sink.lock().unwrap().push(v);
+        }));
+        (inspector, seen)
+    }
+
+    fn id(stream_id: u64) -> OwnerId {
+        OwnerId {
+            stream_id,
+            generation: 1,
+        }
+    }
+
+    #[test]
+    fn views_follow_open_nack_ack_and_close_and_repeat_nothing() {
+        let (insp, seen) = recording();
+        let key = ProxyKey::new("default", "web-1");
+        insp.opened(&key, id(1), "sotw", "cp-a");
+        // A change outside the view (client kind) is not reported again.
+        insp.update(&key, id(1), |r| r.client = Some("envoy"));
+        let nacked = TypeReport {
+            last_sent_version: Some("v2".into()),
+            last_acked_version: Some("v1".into()),
+            last_nack: Some(NackReport {
+                version: "v2".into(),
+                detail: "bad listener".into(),
+            }),
+            ..TypeReport::default()
+        };
+        insp.set_types(&key, id(1), [(&crate::translate::LISTENER_TYPE, &nacked)].into_iter());
+        let mut fixed = nacked.clone();
+        fixed.last_sent_version = Some("v3".into());
+        fixed.last_acked_version = Some("v3".into());
+        insp.set_types(&key, id(1), [(&crate::translate::LISTENER_TYPE, &fixed)].into_iter());
+        // A stale stream cannot close the report.
+        insp.closed(&key, id(0), None);
+        insp.closed(&key, id(1), None);
+        let seen = seen.lock().unwrap();
+        let summary: Vec<(bool, Option<String>)> = seen
+            .iter()
+            .map(|v| (v.connected, v.rejected.clone()))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (true, None),
+                (true, Some("Listener: bad listener".into())),
+                (true, None),
+                (false, None),
+            ]
+        );
+        assert!(seen[3].disconnected_at.is_some());
+        assert_eq!(seen[0].control_plane, "cp-a");
+    }
+
+    #[test]
+    fn forget_and_grace_eviction_empty_the_map() {
+        let insp = Inspector::default();
+        for i in 0..1000u64 {
+            let key = ProxyKey::new("default", format!("dp-{i}"));
+            insp.opened(&key, id(i), "delta", "cp");
+            insp.closed(&key, id(i), None);
+            if i % 2 == 0 {
+                assert!(insp.forget(&key));
+            }
+        }
+        assert_eq!(insp.len(), 500);
+        let open = ProxyKey::new("default", "open");
+        insp.opened(&open, id(5000), "delta", "cp");
+        // Reports of disconnected proxies go once the grace period passed;
+        // an open stream's report stays.
+        let later = SystemTime::now() + Duration::from_secs(5);
+        assert_eq!(insp.evict_disconnected(later), 500);
+        assert_eq!(insp.len(), 1);
+        assert!(insp.report(&open).is_some());
+        assert_eq!(insp.evict_disconnected(later), 0);
     }
 }

@@ -61,7 +61,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 pub use admission::{Admission, AdmissionConfig, RETRY_AFTER_MS, RetryAfter};
 pub use dump::config_dump;
-pub use inspect::{Inspector, StreamReport};
+pub use inspect::{Inspector, StreamObserver, StreamReport, StreamView};
 pub use metrics::{AdsMetrics, REJECT_REASONS};
 pub use types::{NackReport, TypeReport, short_type};
 

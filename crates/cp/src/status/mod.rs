@@ -1,0 +1,463 @@
+//! Dataplane status (DESIGN §5), stalled-rotation detection, certificate
+//! metrics, MeshTrafficPermission `Valid`, and eviction of stream reports.
+//!
+//! # What it owns
+//!
+//! One task ([`run`]) owns the in-memory [`model::Proxy`] of every known
+//! Dataplane. Its inputs:
+//! - stream views from the xDS inspector (open, close, SDS certificate,
+//!   outstanding NACK), queued by [`StatusHandle::stream_observer`];
+//! - issuance events from Certify, queued by
+//!   [`StatusHandle::issuance_observer`];
+//! - the store's change feed (Dataplane created/deleted, Mesh mTLS,
+//!   MeshTrafficPermission changes).
+//!
+//! Writes are coalesced: events only mark a Dataplane dirty, and once a
+//! second the dirty ones are written (a bounded number at a time), so a
+//! connect storm costs one status write per proxy per second at most, never
+//! one per event. Status writes never touch spec. Every second the task
+//! also re-evaluates expiry and stalled rotations from memory, updates the
+//! metrics, and writes the Mesh's `CertificateRotationStalled` condition
+//! when it changes (merging only that condition, with CAS and retry).
+
+mod metrics;
+mod model;
+mod writer;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use meshlink_api::spec::{MeshSpec, StatusDetails};
+use meshlink_api::{Kind, Resource};
+use meshlink_runtime::{MetricsRegistry, Shutdown};
+use meshlink_store::{Change, ChangeType};
+use meshlink_xds::ads::{Inspector, StreamObserver, StreamView};
+use meshlink_xds::owner::ProxyKey;
+use tokio::sync::mpsc;
+
+use crate::identity::issuance::{Issuance, IssuanceObserver};
+use crate::resources::{ResourceError, ResourceService};
+use metrics::StatusMetrics;
+use model::Proxy;
+
+/// How often dirty statuses are flushed and timers evaluated.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a disconnected proxy's stream report is kept for `inspect`.
+pub const REPORT_GRACE: Duration = Duration::from_secs(3600);
+
+/// Status writes in flight at once during a flush.
+const WRITES_IN_FLIGHT: usize = 8;
+
+/// Why a status write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// The resource service refused or the store failed.
+    #[error(transparent)]
+    Resource(#[from] ResourceError),
+    /// Other writers kept changing the resource.
+    #[error("{0}")]
+    Contended(String),
+}
+
+enum Event {
+    Stream(StreamView),
+    Issued(Issuance),
+}
+
+/// Queues events for the status task. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct StatusHandle {
+    tx: mpsc::UnboundedSender<Event>,
+}
+
+/// The receiving side, handed to [`run`].
+pub struct StatusInbox {
+    rx: mpsc::UnboundedReceiver<Event>,
+}
+
+/// A handle and the inbox its events go to.
+pub fn channel() -> (StatusHandle, StatusInbox) {
+    // Unbounded: observers run inside the inspector's lock and Certify's
+    // response path and must never wait; each event is a few hundred bytes
+    // and the task drains them without I/O.
+    let (tx, rx) = mpsc::unbounded_channel();
+    (StatusHandle { tx }, StatusInbox { rx })
+}
+
+impl StatusHandle {
+    /// The observer to give the xDS [`Inspector`].
+    pub fn stream_observer(&self) -> StreamObserver {
+        let tx = self.tx.clone();
+        Arc::new(move |v| {
+            let _ = tx.send(Event::Stream(v));
+        })
+    }
+
+    /// The observer to add to Certify's issuance hooks.
+    pub fn issuance_observer(&self) -> IssuanceObserver {
+        let tx = self.tx.clone();
+        Arc::new(move |e: &Issuance| {
+            let _ = tx.send(Event::Issued(e.clone()));
+        })
+    }
+}
+
+/// What the task needs.
+pub struct StatusParts {
+    /// Where statuses are written.
+    pub resources: ResourceService,
+    /// The stream reports (evicted from here).
+    pub inspector: Inspector,
+    /// This instance's name, as stream views carry it.
+    pub instance: String,
+    /// The store revision the feed is followed from.
+    pub start_revision: u64,
+    /// Metrics registry.
+    pub registry: MetricsRegistry,
+}
+
+#[derive(Default)]
+struct MeshInfo {
+    mtls: bool,
+    backend: Option<String>,
+    /// The stalled set last written (`None`: nothing written yet).
+    written: Option<Vec<String>>,
+}
+
+struct State {
+    resources: ResourceService,
+    inspector: Inspector,
+    instance: String,
+    metrics: StatusMetrics,
+    proxies: HashMap<ProxyKey, Proxy>,
+    meshes: HashMap<String, MeshInfo>,
+    mtps: HashSet<(String, String)>,
+    last_evict: tokio::time::Instant,
+}
+
+/// Runs the status task until `shutdown`.
+pub async fn run(parts: StatusParts, inbox: StatusInbox, shutdown: Shutdown) {
+    let StatusParts {
+        resources,
+        inspector,
+        instance,
+        start_revision,
+        registry,
+    } = parts;
+    let mut rx = inbox.rx;
+    let mut st = State {
+        metrics: StatusMetrics::new(&registry),
+        resources,
+        inspector,
+        instance,
+        proxies: HashMap::new(),
+        meshes: HashMap::new(),
+        mtps: HashSet::new(),
+        last_evict: tokio::time::Instant::now(),
+    };
+    let mut after = start_revision;
+    while let Err(e) = st.load().await {
+        tracing::warn!(error = %e, "status: cannot read the store; retrying");
+        tokio::select! {
+            () = shutdown.wait() => return,
+            () = tokio::time::sleep(FLUSH_EVERY) => {}
+        }
+    }
+    let mut tick = tokio::time::interval(FLUSH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut feed = st.resources.store().watch(after);
+    loop {
+        tokio::select! {
+            () = shutdown.wait() => return,
+            Some(ev) = rx.recv() => st.on_event(ev),
+            next = feed.next() => match next {
+                Some(Ok(change)) => {
+                    after = change.revision;
+                    st.on_change(change);
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "status: change feed interrupted; resuming");
+                    feed = st.resources.store().watch(after);
+                }
+                None => feed = st.resources.store().watch(after),
+            },
+            _ = tick.tick() => st.flush().await,
+        }
+    }
+}
+
+fn key_of_change(c: &Change) -> (Option<Kind>, String, String) {
+    let k = &c.object.key;
+    (k.kind.parse().ok(), k.mesh.clone(), k.name.clone())
+}
+
+fn mesh_info(spec: Option<&MeshSpec>) -> (bool, Option<String>) {
+    let backend = spec.and_then(|s| s.enabled_backend()).map(|b| b.name.clone());
+    (backend.is_some(), backend)
+}
+
+// === impl State ===
+
+impl State {
+    /// Reads every Mesh, Dataplane and MeshTrafficPermission once.
+    async fn load(&mut self) -> Result<(), ResourceError> {
+        let now = SystemTime::now();
+        for m in self.resources.list(Kind::Mesh, None, None).await? {
+            let (mtls, backend) = mesh_info(m.spec.as_mesh());
+            self.meshes.insert(
+                m.name().to_owned(),
+                MeshInfo {
+                    mtls,
+                    backend,
+                    written: None,
+                },
+            );
+        }
+        for d in self.resources.list(Kind::Dataplane, None, None).await? {
+            let key = ProxyKey::new(d.mesh().unwrap_or_default(), d.name());
+            let stored = d.status.details.as_dataplane();
+            let mut p = Proxy::from_stored(stored, &self.instance, now);
+            if d.condition("Ready").is_none() {
+                p.dirty = true;
+            }
+            self.proxies.entry(key).or_insert(p);
+        }
+        for r in self.resources.list(Kind::MeshTrafficPermission, None, None).await? {
+            self.mtps
+                .insert((r.mesh().unwrap_or_default().to_owned(), r.name().to_owned()));
+        }
+        Ok(())
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        let now = SystemTime::now();
+        match ev {
+            Event::Stream(v) => {
+                let backend = self.meshes.get(&v.key.mesh).and_then(|m| m.backend.clone());
+                let p = self.proxies.entry(v.key.clone()).or_default();
+                p.apply_view(&v, backend.as_deref(), now);
+                self.sync_expiry(&v.key);
+            }
+            Event::Issued(e) => {
+                let key = ProxyKey::new(e.mesh.clone(), e.dataplane.clone());
+                self.proxies.entry(key.clone()).or_default().apply_issuance(&e);
+                self.sync_expiry(&key);
+            }
+        }
+    }
+
+    fn sync_expiry(&self, key: &ProxyKey) {
+        let not_after = self
+            .proxies
+            .get(key)
+            .filter(|p| p.connected_here())
+            .and_then(|p| p.cert.as_ref())
+            .map(|c| c.not_after);
+        self.metrics.expiry(&key.mesh, &key.name, not_after);
+    }
+
+    fn on_change(&mut self, c: Change) {
+        let (kind, mesh, name) = key_of_change(&c);
+        match (kind, c.change_type) {
+            (Some(Kind::Dataplane), ChangeType::Deleted) => {
+                let key = ProxyKey::new(mesh, name);
+                self.proxies.remove(&key);
+                self.inspector.forget(&key);
+                self.metrics.expiry(&key.mesh, &key.name, None);
+            }
+            (Some(Kind::Dataplane), ChangeType::Created) => {
+                let key = ProxyKey::new(mesh, name);
+                self.proxies.entry(key).or_default().dirty = true;
+            }
+            (Some(Kind::Mesh), ChangeType::Deleted) => {
+                self.meshes.remove(&name);
+                self.metrics.stalled(&name, None);
+            }
+            (Some(Kind::Mesh), _) => {
+                let parsed = Resource::from_json_unvalidated(c.object.body).ok();
+                let (mtls, backend) = mesh_info(parsed.as_ref().and_then(|r| r.spec.as_mesh()));
+                let info = self.meshes.entry(name.clone()).or_default();
+                let flipped = info.mtls != mtls;
+                info.mtls = mtls;
+                info.backend = backend;
+                if flipped {
+                    for (k, p) in &mut self.proxies {
+                        if k.mesh == name {
+                            p.dirty = true;
+                        }
+                    }
+                }
+            }
+            (Some(Kind::MeshTrafficPermission), ChangeType::Deleted) => {
+                self.mtps.remove(&(mesh, name));
+            }
+            (Some(Kind::MeshTrafficPermission), _) => {
+                // Our own write comes back here too; the merge then finds
+                // nothing to change and writes nothing.
+                self.mtps.insert((mesh, name));
+            }
+            _ => {}
+        }
+    }
+
+    /// Once a second: expiry and stalls from memory, metrics, then the
+    /// writes.
+    async fn flush(&mut self) {
+        let now = SystemTime::now();
+        self.evaluate(now);
+        self.write_dataplanes(now).await;
+        self.write_meshes(now).await;
+        self.write_mtps().await;
+        if self.last_evict.elapsed() >= Duration::from_secs(60) {
+            self.last_evict = tokio::time::Instant::now();
+            let before = now.checked_sub(REPORT_GRACE).unwrap_or(SystemTime::UNIX_EPOCH);
+            self.inspector.evict_disconnected(before);
+        }
+        self.metrics.sizes(self.proxies.len(), self.inspector.len());
+    }
+
+    /// Marks proxies whose certificate expired dirty, and warns once per
+    /// stalled certificate.
+    fn evaluate(&mut self, now: SystemTime) {
+        for (key, p) in &mut self.proxies {
+            let mtls = self.meshes.get(&key.mesh).is_some_and(|m| m.mtls);
+            if p.online
+                && mtls
+                && p.cert.as_ref().is_some_and(|c| c.not_after <= now)
+                && p.written_reason != Some("CertificateExpired")
+            {
+                p.dirty = true;
+            }
+            if p.stalled(mtls, now)
+                && let Some(c) = &p.cert
+                && p.warned_serial.as_ref() != Some(&c.serial)
+            {
+                tracing::warn!(mesh = %key.mesh, dataplane = %key.name, serial = %c.serial,
+                    expires = %humantime::format_rfc3339_seconds(c.not_after),
+                    "certificate rotation stalled: the proxy is past 80% of its certificate's lifetime and has not renewed");
+                p.warned_serial = Some(c.serial.clone());
+            }
+        }
+    }
+
+    async fn write_dataplanes(&mut self, now: SystemTime) {
+        let mut batch = Vec::new();
+        for (key, p) in &mut self.proxies {
+            if !p.dirty {
+                continue;
+            }
+            p.dirty = false;
+            let mtls = self.meshes.get(&key.mesh).is_some_and(|m| m.mtls);
+            let ready = p.ready_condition(mtls, now);
+            p.written_reason = Some(p.ready(mtls, now).1);
+            batch.push((key.clone(), p.status(), ready));
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let resources = &self.resources;
+        let results: Vec<(ProxyKey, Result<bool, StatusError>)> =
+            futures::stream::iter(batch.into_iter().map(|(key, status, ready)| async move {
+                let r = writer::merge(
+                    resources,
+                    Kind::Dataplane,
+                    Some(&key.mesh),
+                    &key.name,
+                    |r| {
+                        r.status.details = StatusDetails::Dataplane(status.clone());
+                        r.set_condition(ready.clone());
+                    },
+                )
+                .await;
+                (key, r)
+            }))
+            .buffer_unordered(WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (key, r) in results {
+            match r {
+                Ok(_) => {}
+                Err(StatusError::Resource(ResourceError::NotFound(_))) => {
+                    // Deleted (the feed will say so too): forget it.
+                    self.proxies.remove(&key);
+                    self.inspector.forget(&key);
+                    self.metrics.expiry(&key.mesh, &key.name, None);
+                }
+                Err(e) => {
+                    tracing::warn!(proxy = %key, error = %e, "status: cannot write Dataplane status; retrying");
+                    if let Some(p) = self.proxies.get_mut(&key) {
+                        p.dirty = true;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn write_meshes(&mut self, now: SystemTime) {
+        let mut stalled: HashMap<&str, BTreeSet<String>> = HashMap::new();
+        for (key, p) in &self.proxies {
+            let mtls = self.meshes.get(&key.mesh).is_some_and(|m| m.mtls);
+            if p.stalled(mtls, now) {
+                stalled.entry(&key.mesh).or_default().insert(key.name.clone());
+            }
+        }
+        let mut writes = Vec::new();
+        for (name, info) in &self.meshes {
+            let names: Vec<String> = stalled
+                .get(name.as_str())
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default();
+            self.metrics.stalled(name, Some(names.len()));
+            if info.written.as_ref() != Some(&names) {
+                writes.push((name.clone(), names));
+            }
+        }
+        for (mesh, names) in writes {
+            let c = writer::stalled_condition(&names);
+            let r = writer::merge(&self.resources, Kind::Mesh, None, &mesh, |r| {
+                r.set_condition(c.clone())
+            })
+            .await;
+            match r {
+                Ok(_) => {
+                    if let Some(info) = self.meshes.get_mut(&mesh) {
+                        info.written = Some(names);
+                    }
+                }
+                Err(StatusError::Resource(ResourceError::NotFound(_))) => {
+                    self.meshes.remove(&mesh);
+                    self.metrics.stalled(&mesh, None);
+                }
+                Err(e) => {
+                    tracing::warn!(%mesh, error = %e, "status: cannot write the Mesh's CertificateRotationStalled condition; retrying")
+                }
+            }
+        }
+    }
+
+    async fn write_mtps(&mut self) {
+        for (mesh, name) in std::mem::take(&mut self.mtps) {
+            let r = writer::merge(
+                &self.resources,
+                Kind::MeshTrafficPermission,
+                Some(&mesh),
+                &name,
+                |r| {
+                    let c = writer::mtp_valid(r);
+                    r.set_condition(c);
+                },
+            )
+            .await;
+            match r {
+                Ok(_) | Err(StatusError::Resource(ResourceError::NotFound(_))) => {}
+                Err(e) => {
+                    tracing::warn!(%mesh, %name, error = %e, "status: cannot write MeshTrafficPermission Valid; retrying");
+                    self.mtps.insert((mesh, name));
+                }
+            }
+        }
+    }
+}
