@@ -162,3 +162,6 @@ fn material<'a>(
     })?;
     Ok((id, bundle))
 }
+
+#[cfg(test)]
+mod tests;

@@ -173,3 +173,6 @@ pub fn held_versions(
         _ => Default::default(),
     }
 }
+
+#[cfg(test)]
+mod tests;

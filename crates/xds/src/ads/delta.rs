@@ -225,3 +225,7 @@ impl DeltaEngine {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "delta_tests.rs"]
+mod tests;

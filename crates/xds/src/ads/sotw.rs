@@ -187,3 +187,7 @@ fn removed_bodies(
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "sotw_tests.rs"]
+mod tests;

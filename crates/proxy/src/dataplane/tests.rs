@@ -1,0 +1,214 @@
+//! Unit tests of `Dataplane::warming_reason` (I2 on the proxy side): a
+//! listener binds only when everything it references is present, and
+//! otherwise names the missing piece: identity, trust bundle, cluster or
+//! endpoints.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use meshlink_identity::{MeshCa, SpiffeId};
+
+use super::*;
+use crate::model::{
+    Direction, Discovery, DownstreamTls, LbPolicy, SecretSpec, UpstreamTls, Versioned,
+};
+
+const BUNDLE: &str = "mesh_ca:default";
+const IDENTITY: &str = "identity_cert:web";
+
+fn versioned<T>(value: T) -> Versioned<T> {
+    Versioned {
+        version: "v1".into(),
+        value: Arc::new(value),
+    }
+}
+
+/// A mesh CA and an identity it issued for `spiffe://default/web`.
+fn ca_and_identity() -> (TrustBundle, Arc<WorkloadIdentity>) {
+    let material = MeshCa::generate_builtin("default", "ca-1", "default", Duration::from_secs(3600))
+        .expect("CA");
+    let ca = MeshCa::load(&material).expect("load CA");
+    let id = SpiffeId::parse("spiffe://default/web").expect("SPIFFE ID");
+    let (cert, key_pem) = ca
+        .issue_with_key(&id, Duration::from_secs(600), SystemTime::now())
+        .expect("issue");
+    (
+        TrustBundle::new(vec![ca.cert_pem().to_owned()]),
+        Arc::new(WorkloadIdentity { cert, key_pem }),
+    )
+}
+
+/// The inbound mTLS listener of `web`, forwarding to cluster `local`.
+fn inbound() -> ListenerSpec {
+    ListenerSpec {
+        name: "inbound:127.0.0.1:10001".into(),
+        address: "127.0.0.1:10001".parse().unwrap(),
+        direction: Direction::Inbound,
+        tls: Some(DownstreamTls {
+            identity_secret: IDENTITY.into(),
+            ca_secret: BUNDLE.into(),
+        }),
+        rbac: Vec::new(),
+        cluster: "local".into(),
+    }
+}
+
+/// The outbound listener to `backend` (plain TCP from the app).
+fn outbound() -> ListenerSpec {
+    ListenerSpec {
+        name: "outbound:127.0.0.1:9001".into(),
+        address: "127.0.0.1:9001".parse().unwrap(),
+        direction: Direction::Outbound,
+        tls: None,
+        rbac: Vec::new(),
+        cluster: "backend".into(),
+    }
+}
+
+fn cluster(name: &str, discovery: Discovery, tls: bool) -> ClusterSpec {
+    ClusterSpec {
+        name: name.into(),
+        discovery,
+        tls: tls.then(|| UpstreamTls {
+            identity_secret: IDENTITY.into(),
+            ca_secret: BUNDLE.into(),
+            expected_spiffe_id: Some("spiffe://default/backend".into()),
+        }),
+        connect_timeout: Duration::from_secs(5),
+        lb: LbPolicy::RoundRobin,
+    }
+}
+
+/// What has arrived so far.
+#[derive(Default)]
+struct Arrived {
+    bundle: Option<TrustBundle>,
+    identity: Option<Arc<WorkloadIdentity>>,
+    clusters: Vec<ClusterSpec>,
+    endpoints: Vec<(&'static str, u16)>,
+}
+
+fn build(arrived: Arrived) -> Dataplane {
+    let mut config = ProxyConfig {
+        listeners: BTreeMap::from([
+            (inbound().name, versioned(inbound())),
+            (outbound().name, versioned(outbound())),
+        ]),
+        ..Default::default()
+    };
+    if let Some(b) = arrived.bundle {
+        config
+            .secrets
+            .insert(BUNDLE.into(), versioned(SecretSpec::TrustBundle(b)));
+    }
+    for c in arrived.clusters {
+        config.clusters.insert(c.name.clone(), versioned(c));
+    }
+    for (name, port) in arrived.endpoints {
+        config.endpoints.insert(
+            name.into(),
+            versioned(vec![([127, 0, 0, 1], port).into()]),
+        );
+    }
+    Dataplane::build(Arc::new(config), arrived.identity, None)
+}
+
+fn reason(dp: &Dataplane, l: &ListenerSpec) -> String {
+    dp.warming_reason(l).expect("warming")
+}
+
+#[test]
+fn nothing_arrived_names_the_trust_bundle_and_the_cluster() {
+    let dp = build(Arrived::default());
+    let r = reason(&dp, &inbound());
+    assert!(r.contains("trust bundle") && r.contains(BUNDLE), "{r}");
+    let r = reason(&dp, &outbound());
+    assert_eq!(r, "waiting for cluster \"backend\"");
+}
+
+#[test]
+fn a_trust_bundle_without_an_identity_names_the_identity() {
+    let (bundle, _) = ca_and_identity();
+    let dp = build(Arrived {
+        bundle: Some(bundle),
+        ..Default::default()
+    });
+    let r = reason(&dp, &inbound());
+    assert!(r.contains("identity certificate"), "{r}");
+}
+
+#[test]
+fn an_identity_without_a_trust_bundle_names_the_trust_bundle() {
+    let (_, identity) = ca_and_identity();
+    let dp = build(Arrived {
+        identity: Some(identity),
+        ..Default::default()
+    });
+    let r = reason(&dp, &inbound());
+    assert!(r.contains("trust bundle"), "{r}");
+}
+
+#[test]
+fn tls_in_place_but_no_cluster_names_the_cluster() {
+    let (bundle, identity) = ca_and_identity();
+    let dp = build(Arrived {
+        bundle: Some(bundle),
+        identity: Some(identity),
+        ..Default::default()
+    });
+    assert_eq!(reason(&dp, &inbound()), "waiting for cluster \"local\"");
+}
+
+#[test]
+fn an_eds_cluster_without_endpoints_names_its_load_assignment() {
+    let (bundle, identity) = ca_and_identity();
+    let dp = build(Arrived {
+        bundle: Some(bundle),
+        identity: Some(identity),
+        clusters: vec![
+            cluster("local", Discovery::Eds, false),
+            cluster("backend", Discovery::Eds, true),
+        ],
+        ..Default::default()
+    });
+    for (l, name) in [(inbound(), "local"), (outbound(), "backend")] {
+        let r = reason(&dp, &l);
+        assert!(
+            r.starts_with(&format!("cluster {name:?}:"))
+                && r.contains(&format!("ClusterLoadAssignment {name:?}")),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn an_mtls_cluster_without_identity_names_the_identity() {
+    let (bundle, _) = ca_and_identity();
+    let dp = build(Arrived {
+        bundle: Some(bundle),
+        clusters: vec![cluster("backend", Discovery::Eds, true)],
+        endpoints: vec![("backend", 10002)],
+        ..Default::default()
+    });
+    let r = reason(&dp, &outbound());
+    assert!(
+        r.starts_with("cluster \"backend\":") && r.contains("identity certificate"),
+        "{r}"
+    );
+}
+
+#[test]
+fn everything_present_means_ready() {
+    let (bundle, identity) = ca_and_identity();
+    let dp = build(Arrived {
+        bundle: Some(bundle),
+        identity: Some(identity),
+        clusters: vec![
+            cluster("local", Discovery::Static(vec![([127, 0, 0, 1], 8080).into()]), false),
+            cluster("backend", Discovery::Eds, true),
+        ],
+        endpoints: vec![("backend", 10002)],
+    });
+    assert_eq!(dp.warming_reason(&inbound()), None);
+    assert_eq!(dp.warming_reason(&outbound()), None);
+}
