@@ -156,7 +156,6 @@ impl CertifyService {
         &self,
         request: Request<CertifyRequest>,
     ) -> Result<Response<CertifyResponse>, Status> {
-        let store = self.resources.store().as_ref();
         let claims = self
             .tokens
             .verify(bearer_token(&request)?)
