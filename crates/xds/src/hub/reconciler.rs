@@ -219,7 +219,7 @@ impl<S: MeshSource> Reconciler<S> {
         if !self.meshes.contains_key(&key.mesh) {
             self.meshes.insert(key.mesh.clone(), MeshCtx::default());
             let now = Instant::now();
-            if !self.relist(&key.mesh).await {
+            if self.relist(&key.mesh).await.is_none() {
                 self.schedule(key.mesh.clone(), now, Affected::all(), true, true, Some(now + RETRY_AFTER));
             }
         }
@@ -293,12 +293,14 @@ impl<S: MeshSource> Reconciler<S> {
                 continue;
             }
             if p.relist {
-                if !self.relist(&mesh).await {
-                    let retry = Some(Instant::now() + RETRY_AFTER);
-                    self.schedule(mesh, p.since, p.affected, true, true, retry);
-                    continue;
+                match self.relist(&mesh).await {
+                    Some(a) => p.affected.merge(a),
+                    None => {
+                        let retry = Some(Instant::now() + RETRY_AFTER);
+                        self.schedule(mesh, p.since, p.affected, true, true, retry);
+                        continue;
+                    }
                 }
-                p.trust = false; // relist reloads the trust too
             } else if p.trust {
                 match self.reload_trust(&mesh).await {
                     Some(a) => p.affected.merge(a),
@@ -327,36 +329,20 @@ impl<S: MeshSource> Reconciler<S> {
         }
     }
 
-    /// Lists `mesh` from the source, applies it as a diff and schedules the
-    /// proxies it affects. Returns false (keeping the cache) on failure.
-    async fn relist(&mut self, mesh: &str) -> bool {
+    /// Lists `mesh` from the source and applies it as a diff (trust
+    /// included); returns who the differences affect, or `None` (keeping
+    /// the cache) if the source failed.
+    async fn relist(&mut self, mesh: &str) -> Option<Affected> {
         let fresh = match self.source.view(mesh).await {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(mesh, error = %e, "cannot load mesh; keeping the last view and retrying");
-                return false;
+                return None;
             }
         };
-        let Some(ctx) = self.meshes.get_mut(mesh) else {
-            return true;
-        };
-        let mut affected = ctx.relisted(fresh);
-        match self.reload_trust(mesh).await {
-            Some(a) => affected.merge(a),
-            None => return false,
-        }
-        if !affected.is_empty() {
-            let now = Instant::now();
-            let p = self.pending.entry(mesh.to_owned()).or_insert(Pending {
-                since: now,
-                affected: Affected::default(),
-                trust: false,
-                relist: false,
-            });
-            p.affected.merge(affected);
-            self.deadline = Some(self.deadline.map_or(now, |d| d.min(now)));
-        }
-        true
+        let mut affected = self.meshes.get_mut(mesh)?.relisted(fresh);
+        affected.merge(self.reload_trust(mesh).await?);
+        Some(affected)
     }
 
     /// Reloads the trust of `mesh`; every proxy is affected if it changed.

@@ -4,7 +4,7 @@
 //! channels, so a test controls exactly when each request, close and
 //! cleanup happens.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
 #[path = "../translate_fixtures/mod.rs"]
 mod translate_fixtures;
@@ -28,7 +28,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-pub use translate_fixtures::{MESH, dataplane, mesh};
+pub use translate_fixtures::{MESH, dataplane, mesh, permission};
 
 /// The identity secret of the `web` service.
 pub const IDENTITY: &str = "identity_cert:web";
@@ -36,7 +36,7 @@ pub const IDENTITY: &str = "identity_cert:web";
 /// An in-memory mesh: `web-<i>` dataplanes, a rotatable CA, and a record
 /// of every certificate issued (chain PEM → notAfter).
 pub struct MemorySource {
-    view: MeshView,
+    view: Mutex<MeshView>,
     ca: Mutex<Arc<MeshCa>>,
     lifetime: Duration,
     pub issued: Mutex<HashMap<String, (SystemTime, String)>>,
@@ -49,12 +49,40 @@ impl MemorySource {
         let dataplanes = (0..proxies)
             .map(|i| dataplane(&format!("web-{i}"), "10.0.0.1", "web", 8080, &[]))
             .collect();
+        Self::with_view(MeshView::new(mesh(true), dataplanes, Vec::new()), lifetime)
+    }
+
+    /// A source holding `view` (mesh [`MESH`]).
+    pub fn with_view(view: MeshView, lifetime: Duration) -> Self {
         Self {
-            view: MeshView::new(mesh(true), dataplanes, Vec::new()),
+            view: Mutex::new(view),
             ca: Mutex::new(Arc::new(new_ca())),
             lifetime,
             issued: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Writes a Mesh, Dataplane or MeshTrafficPermission into the source;
+    /// the caller tells the hub.
+    pub fn put(&self, r: meshlink_api::Resource) {
+        let mut view = self.view.lock().unwrap();
+        if r.spec.as_mesh().is_some() {
+            view.set_mesh(r);
+        } else if r.spec.as_dataplane().is_some() {
+            view.upsert_dataplane(r);
+        } else {
+            view.upsert_permission(r);
+        }
+    }
+
+    /// Deletes Dataplane `name` from the source; returns it.
+    pub fn delete_dataplane(&self, name: &str) -> Option<meshlink_api::Resource> {
+        self.view.lock().unwrap().remove_dataplane(name)
+    }
+
+    /// The source's current view.
+    pub fn view(&self) -> MeshView {
+        self.view.lock().unwrap().clone()
     }
 
     /// Replaces the CA (a CA change); the caller tells the hub.
@@ -89,8 +117,8 @@ fn new_ca() -> MeshCa {
 
 #[tonic::async_trait]
 impl MeshSource for MemorySource {
-    async fn view(&self, _mesh: &str) -> Result<Option<MeshView>, SourceError> {
-        Ok(Some(self.view.clone()))
+    async fn view(&self, mesh: &str) -> Result<Option<MeshView>, SourceError> {
+        Ok((mesh == MESH).then(|| self.view.lock().unwrap().clone()))
     }
 
     async fn trust(&self, _mesh: &str) -> Result<Option<MeshTrust>, SourceError> {
