@@ -30,6 +30,9 @@ use crate::translate::ClientKind;
 /// client to read.
 const OUTPUT_BUFFER: usize = 16;
 
+/// How long a stream's end status waits for room in a full output buffer.
+const FINAL_STATUS_WAIT: Duration = Duration::from_secs(1);
+
 /// After asking the hub for a new identity, how long the renewal timer
 /// waits for it before asking again.
 const RENEW_RETRY: Duration = Duration::from_secs(5);
@@ -237,7 +240,9 @@ async fn finish<E: Engine>(
             shared.metrics.rejected(label);
             tracing::debug!(proxy = %key, %status, "ADS stream ended with an error");
             let reason = status.message().to_owned();
-            let _ = tx.send(Err(status)).await;
+            // Bounded: a client that stopped reading does not get to delay
+            // the cleanup (or a drain) for long.
+            let _ = tokio::time::timeout(FINAL_STATUS_WAIT, tx.send(Err(status))).await;
             Some(reason)
         }
     };
@@ -327,7 +332,18 @@ where
                 },
             }
         };
-        if !send_all::<E>(shared, tx, responses).await {
+        // A client that stops reading must not hold up a drain or a
+        // revocation: they win over a blocked send.
+        let sent = tokio::select! {
+            biased;
+            () = shared.draining.cancelled() => return End::Fail("shutdown", shutting_down()),
+            () = token_revoked(binding) => {
+                let jti = binding.map(|b| b.jti()).unwrap_or_default();
+                return End::Fail("revoked", revoked_status(jti));
+            }
+            sent = send_all::<E>(shared, tx, responses) => sent,
+        };
+        if !sent {
             return End::Closed;
         }
         shared
