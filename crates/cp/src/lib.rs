@@ -261,10 +261,7 @@ impl XdsParts {
         };
         let owners = meshlink_xds::owner::OwnerRegistry::new();
         let clock = meshlink_identity::WallClock::start();
-        let source = Arc::new(ads::StoreSource::new(
-            resources.clone(),
-            background.clone(),
-        ));
+        let source = Arc::new(ads::StoreSource::new(resources.clone(), background.clone()));
         let hub = meshlink_xds::hub::Hub::spawn_on(
             background,
             source,

@@ -69,17 +69,29 @@ fn revoking_a_token_ends_its_open_stream_and_certify_refuses_it() {
             }
         }
     });
-    println!("stream ended {:?} after the revoke command", revoked_at.elapsed());
+    println!(
+        "stream ended {:?} after the revoke command",
+        revoked_at.elapsed()
+    );
     assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
     assert!(
-        status.message().contains(&format!("token {id} was revoked")),
+        status
+            .message()
+            .contains(&format!("token {id} was revoked")),
         "{status:?}"
     );
 
     // No certificate for that token from Certify either.
     let key = rcgen::KeyPair::generate().expect("key");
-    let refused = certify(&cp, Some(&token), "default", "web-1", "web", csr(&key, None))
-        .expect_err("Certify refuses a revoked token");
+    let refused = certify(
+        &cp,
+        Some(&token),
+        "default",
+        "web-1",
+        "web",
+        csr(&key, None),
+    )
+    .expect_err("Certify refuses a revoked token");
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
     assert!(refused.message().contains("revoked"), "{refused:?}");
 
@@ -144,6 +156,9 @@ fn a_wrong_node_id_is_refused_before_it_takes_over_the_proxy() {
         owner.ack(&clusters, &[]).await;
     });
     assert!(
-        cp.metric(&["meshlink_xds_rejected_streams_total", "reason=\"node_id_mismatch\""]) >= 1.0
+        cp.metric(&[
+            "meshlink_xds_rejected_streams_total",
+            "reason=\"node_id_mismatch\""
+        ]) >= 1.0
     );
 }

@@ -129,7 +129,9 @@ fn sigterm_under_load_ends_streams_with_unavailable_exits_0_and_traffic_never_fa
     for status in &statuses {
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
         assert!(
-            status.message().contains("control plane shutting down; reconnect"),
+            status
+                .message()
+                .contains("control plane shutting down; reconnect"),
             "{status:?}"
         );
     }
@@ -147,9 +149,11 @@ fn sigterm_under_load_ends_streams_with_unavailable_exits_0_and_traffic_never_fa
         });
     }
     for (s, before) in [&web, &backend].iter().zip(serials) {
-        let after = eventually("a renewed certificate after the restart", LIFETIME * 2, || {
-            s.serial().filter(|now| Some(now) != before.as_ref())
-        });
+        let after = eventually(
+            "a renewed certificate after the restart",
+            LIFETIME * 2,
+            || s.serial().filter(|now| Some(now) != before.as_ref()),
+        );
         println!("{}: serial {before:?} -> {after}", s.name());
     }
     let to_backend = to_backend.stop();

@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 use tonic::Status;
 
 use super::delta::DeltaEngine;
+use super::revocation::TokenBinding;
 use super::sotw::SotwEngine;
 use super::types::{Outcome, TypeState};
-use super::revocation::TokenBinding;
 use super::{Credential, ProxyState, ResponseStream, Shared};
 use crate::owner::{OwnerId, OwnerLease, ProxyKey};
 use crate::translate::ClientKind;
@@ -179,8 +179,14 @@ async fn run<E, I>(
         Some(jti) => match shared.revocations.bind(jti, stream) {
             Some(b) => Some(b),
             None => {
-                finish::<E>(&shared, &key, None, End::Fail("revoked", revoked_status(jti)), &tx)
-                    .await;
+                finish::<E>(
+                    &shared,
+                    &key,
+                    None,
+                    End::Fail("revoked", revoked_status(jti)),
+                    &tx,
+                )
+                .await;
                 return;
             }
         },
@@ -218,7 +224,17 @@ async fn run<E, I>(
     shared
         .inspector
         .opened(&key, lease.id(), E::PROTOCOL, &shared.instance);
-    let end = serve(&shared, &lease, binding.as_ref(), client, engine, req, requests, &tx).await;
+    let end = serve(
+        &shared,
+        &lease,
+        binding.as_ref(),
+        client,
+        engine,
+        req,
+        requests,
+        &tx,
+    )
+    .await;
     let id = lease.id();
     finish::<E>(&shared, &key, Some(lease), end, &tx).await;
     drop(binding);
