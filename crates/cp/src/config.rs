@@ -225,7 +225,10 @@ mod tests {
         .resolve()
         .unwrap_err()
         .to_string();
-        assert!(err.contains("--drain-timeout") && err.contains("10s"), "{err}");
+        assert!(
+            err.contains("--drain-timeout") && err.contains("10s"),
+            "{err}"
+        );
         let err = ConfigOverrides {
             xds_streams_per_second: Some(0.0),
             ..Default::default()

@@ -105,7 +105,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    rt.block_on(async move {
+    let code = rt.block_on(async move {
         let cp = match ControlPlane::start(config).await {
             Ok(cp) => cp,
             Err(e) => {
@@ -124,5 +124,9 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
-    })
+    });
+    // The drain already waited; do not wait again for blocking work (store
+    // calls) that a forced exit left behind.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }

@@ -29,7 +29,10 @@ fn harness() -> Harness {
 async fn served(s: &mut Stream) {
     s.request(None).await;
     let r = s.next().await.expect("a response").expect("served");
-    assert!(identity_pem(&r).is_some(), "first response carries the identity");
+    assert!(
+        identity_pem(&r).is_some(),
+        "first response carries the identity"
+    );
     s.request(Some(&r)).await;
 }
 
@@ -91,14 +94,15 @@ async fn revoking_a_token_ends_its_streams_only_and_binds_no_new_one() {
     assert_eq!(h.registry.owner(&ProxyKey::new(MESH, "web-0")), None);
 
     // The other proxy keeps its stream, and still gets new identities.
-    assert_eq!(
-        h.registry.owner(&ProxyKey::new(MESH, "web-1")),
-        other_owner
-    );
+    assert_eq!(h.registry.owner(&ProxyKey::new(MESH, "web-1")), other_owner);
     let ca = h.source.rotate();
     h.hub.mesh_changed(MESH);
     loop {
-        let r = other.next().await.expect("a response").expect("still served");
+        let r = other
+            .next()
+            .await
+            .expect("a response")
+            .expect("still served");
         other.request(Some(&r)).await;
         if identity_pem(&r).is_some_and(|pem| h.source.lookup(&pem).is_some_and(|(_, f)| f == ca)) {
             break;
@@ -142,7 +146,11 @@ async fn a_wrong_node_id_is_refused_before_it_can_take_over() {
     let ca = h.source.rotate();
     h.hub.mesh_changed(MESH);
     loop {
-        let r = owner.next().await.expect("a response").expect("still served");
+        let r = owner
+            .next()
+            .await
+            .expect("a response")
+            .expect("still served");
         owner.request(Some(&r)).await;
         if identity_pem(&r).is_some_and(|pem| h.source.lookup(&pem).is_some_and(|(_, f)| f == ca)) {
             break;

@@ -149,6 +149,9 @@ pub(super) async fn revoke(
     let newly = tokens::revoke(st.resources.store().as_ref(), &req.id, &req.reason)
         .await
         .map_err(|e| ApiError::from(ResourceError::BadRequest(e.to_string())))?;
+    // Refuse the token here at once; the change feed ends its open streams
+    // (on every control plane sharing the store).
+    st.tokens.note_revoked(&req.id);
     Ok(Json(
         json!({ "id": req.id, "revoked": true, "alreadyRevoked": !newly }),
     ))

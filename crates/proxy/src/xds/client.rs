@@ -281,13 +281,19 @@ mod tests {
         s.metadata_mut()
             .insert(meshlink_xds::ads::RETRY_AFTER_MS, "1500".parse().unwrap());
         assert_eq!(retry_after(&s), Some(Duration::from_millis(1500)));
-        s.metadata_mut()
-            .insert(meshlink_xds::ads::RETRY_AFTER_MS, "999999999".parse().unwrap());
+        s.metadata_mut().insert(
+            meshlink_xds::ads::RETRY_AFTER_MS,
+            "999999999".parse().unwrap(),
+        );
         assert_eq!(retry_after(&s), Some(Duration::from_secs(60)));
         let mut other = tonic::Status::unavailable("down");
         other
             .metadata_mut()
             .insert(meshlink_xds::ads::RETRY_AFTER_MS, "5".parse().unwrap());
-        assert_eq!(retry_after(&other), None, "only admission refusals carry a hint");
+        assert_eq!(
+            retry_after(&other),
+            None,
+            "only admission refusals carry a hint"
+        );
     }
 }

@@ -259,7 +259,11 @@ impl AdsServer {
     pub fn revoke_token(&self, jti: &str) -> usize {
         let ended = self.shared.revocations.revoke(jti);
         if ended > 0 {
-            tracing::info!(token = jti, streams = ended, "token revoked; ending its ADS streams");
+            tracing::info!(
+                token = jti,
+                streams = ended,
+                "token revoked; ending its ADS streams"
+            );
         }
         ended
     }

@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 use tonic::Status;
 
 use super::delta::DeltaEngine;
+use super::revocation::TokenBinding;
 use super::sotw::SotwEngine;
 use super::types::{Outcome, TypeState};
-use super::revocation::TokenBinding;
 use super::{Credential, ProxyState, ResponseStream, Shared};
 use crate::owner::{OwnerId, OwnerLease, ProxyKey};
 use crate::translate::ClientKind;
@@ -29,6 +29,9 @@ use crate::translate::ClientKind;
 /// Responses buffered per stream before the stream task waits for the
 /// client to read.
 const OUTPUT_BUFFER: usize = 16;
+
+/// How long a stream's end status waits for room in a full output buffer.
+const FINAL_STATUS_WAIT: Duration = Duration::from_secs(1);
 
 /// After asking the hub for a new identity, how long the renewal timer
 /// waits for it before asking again.
@@ -176,8 +179,14 @@ async fn run<E, I>(
         Some(jti) => match shared.revocations.bind(jti, stream) {
             Some(b) => Some(b),
             None => {
-                finish::<E>(&shared, &key, None, End::Fail("revoked", revoked_status(jti)), &tx)
-                    .await;
+                finish::<E>(
+                    &shared,
+                    &key,
+                    None,
+                    End::Fail("revoked", revoked_status(jti)),
+                    &tx,
+                )
+                .await;
                 return;
             }
         },
@@ -215,7 +224,17 @@ async fn run<E, I>(
     shared
         .inspector
         .opened(&key, lease.id(), E::PROTOCOL, &shared.instance);
-    let end = serve(&shared, &lease, binding.as_ref(), client, engine, req, requests, &tx).await;
+    let end = serve(
+        &shared,
+        &lease,
+        binding.as_ref(),
+        client,
+        engine,
+        req,
+        requests,
+        &tx,
+    )
+    .await;
     let id = lease.id();
     finish::<E>(&shared, &key, Some(lease), end, &tx).await;
     drop(binding);
@@ -237,7 +256,9 @@ async fn finish<E: Engine>(
             shared.metrics.rejected(label);
             tracing::debug!(proxy = %key, %status, "ADS stream ended with an error");
             let reason = status.message().to_owned();
-            let _ = tx.send(Err(status)).await;
+            // Bounded: a client that stopped reading does not get to delay
+            // the cleanup (or a drain) for long.
+            let _ = tokio::time::timeout(FINAL_STATUS_WAIT, tx.send(Err(status))).await;
             Some(reason)
         }
     };
@@ -327,7 +348,18 @@ where
                 },
             }
         };
-        if !send_all::<E>(shared, tx, responses).await {
+        // A client that stops reading must not hold up a drain or a
+        // revocation: they win over a blocked send.
+        let sent = tokio::select! {
+            biased;
+            () = shared.draining.cancelled() => return End::Fail("shutdown", shutting_down()),
+            () = token_revoked(binding) => {
+                let jti = binding.map(|b| b.jti()).unwrap_or_default();
+                return End::Fail("revoked", revoked_status(jti));
+            }
+            sent = send_all::<E>(shared, tx, responses) => sent,
+        };
+        if !sent {
             return End::Closed;
         }
         shared
