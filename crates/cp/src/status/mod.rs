@@ -51,6 +51,10 @@ pub const REPORT_GRACE: Duration = Duration::from_secs(3600);
 /// Status writes in flight at once during a flush.
 const WRITES_IN_FLIGHT: usize = 8;
 
+/// Dataplane writes per flush; the rest stay dirty for the next one, so a
+/// storm never keeps the task from its timers for long.
+const MAX_WRITES_PER_FLUSH: usize = 2000;
+
 /// Why a status write failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
@@ -348,6 +352,9 @@ impl State {
         for (key, p) in &mut self.proxies {
             if !p.dirty {
                 continue;
+            }
+            if batch.len() == MAX_WRITES_PER_FLUSH {
+                break;
             }
             p.dirty = false;
             let mtls = self.meshes.get(&key.mesh).is_some_and(|m| m.mtls);
