@@ -83,7 +83,12 @@ fn sidecar_and_sds_client_fill_status_and_the_get_columns() {
     let s = &dp["status"];
     assert_eq!(s["online"], true, "{s}");
     assert!(s["controlPlaneInstance"].is_string(), "{s}");
-    assert!(s["lastConnected"].as_str().is_some_and(|t| t.starts_with("20")), "{s}");
+    assert!(
+        s["lastConnected"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("20")),
+        "{s}"
+    );
     let m = &s["mtls"];
     assert_eq!(m["delivery"], "certify", "{s}");
     assert_eq!(m["issuedBackend"], "ca-1", "{s}");
@@ -100,11 +105,15 @@ fn sidecar_and_sds_client_fill_status_and_the_get_columns() {
     // inspect shows the Certify-issued certificate from status.
     let out = cp.cli(&["inspect", "dataplane", "web-1"]).success();
     assert!(
-        out.stdout
-            .contains(&format!("Certificate: spiffe://default/web serial {serial} expires ")),
+        out.stdout.contains(&format!(
+            "Certificate: spiffe://default/web serial {serial} expires "
+        )),
         "{out:#?}"
     );
-    assert!(out.stdout.contains("via certify by backend ca-1"), "{out:#?}");
+    assert!(
+        out.stdout.contains("via certify by backend ca-1"),
+        "{out:#?}"
+    );
     assert!(!out.stdout.contains("none sent over SDS"), "{out:#?}");
 
     // backend-1: a raw Envoy-style client, certificate over SDS.
@@ -133,14 +142,20 @@ fn sidecar_and_sds_client_fill_status_and_the_get_columns() {
             .stdout,
     )
     .expect("JSON");
-    let sds_serial = body["certificate"]["serial"].as_str().expect("SDS serial").to_owned();
+    let sds_serial = body["certificate"]["serial"]
+        .as_str()
+        .expect("SDS serial")
+        .to_owned();
     let dp = eventually("backend-1 status from SDS", WAIT, || {
         let dp = dataplane(&cp, "backend-1");
         (dp["status"]["mtls"]["serial"] == sds_serial.as_str()).then_some(dp)
     });
     assert_eq!(dp["status"]["online"], true, "{dp}");
     assert_eq!(dp["status"]["mtls"]["delivery"], "sds", "{dp}");
-    assert_eq!(dp["status"]["mtls"]["spiffeId"], "spiffe://default/backend", "{dp}");
+    assert_eq!(
+        dp["status"]["mtls"]["spiffeId"], "spiffe://default/backend",
+        "{dp}"
+    );
     assert_eq!(dp["status"]["mtls"]["certificateRegenerations"], 1, "{dp}");
 
     // The table: both Online with an expiry in the future, READY True.
@@ -187,7 +202,13 @@ fn sidecar_and_sds_client_fill_status_and_the_get_columns() {
     // MeshTrafficPermissions carry Valid.
     let valid = eventually("MTP Valid", WAIT, || {
         let out = cp
-            .cli(&["get", "meshtrafficpermission", "web-to-backend", "-o", "json"])
+            .cli(&[
+                "get",
+                "meshtrafficpermission",
+                "web-to-backend",
+                "-o",
+                "json",
+            ])
             .success();
         let v: Value = serde_json::from_str(&out.stdout).ok()?;
         v["status"]["conditions"]
@@ -208,7 +229,14 @@ fn wait_for_ready_succeeds_when_connected_and_the_reason_names_what_is_missing()
         spec: {networking: {address: 127.0.0.1, inbound: [{port: 10001, tags: {kuma.io/service: web}}]}}\n";
     cp.cli_stdin(&["apply", "-f", "-"], Some(yaml)).success();
     let wait = |timeout: &str| {
-        cp.cli(&["wait", "dataplane/web", "--for", "condition=Ready", "--timeout", timeout])
+        cp.cli(&[
+            "wait",
+            "dataplane/web",
+            "--for",
+            "condition=Ready",
+            "--timeout",
+            timeout,
+        ])
     };
     let reason = |want: &str| {
         eventually(&format!("Ready reason {want}"), WAIT, || {
@@ -240,7 +268,8 @@ fn wait_for_ready_succeeds_when_connected_and_the_reason_names_what_is_missing()
         .await
         .expect("stream");
         let cds = s.expect(CLUSTER_TYPE).await;
-        s.send(sotw_nack(&cds, &[], "cluster rejected by the test")).await;
+        s.send(sotw_nack(&cds, &[], "cluster rejected by the test"))
+            .await;
         s
     });
     reason("NoCertificate");
@@ -286,8 +315,10 @@ fn stream_reports_and_status_entries_return_to_baseline_after_1000_cycles_with_d
     let (code, _) = cp.api(
         "POST",
         "/api/v1/meshes",
-        Some(&json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh",
-            "metadata": {"name": "default"}, "spec": {}})),
+        Some(
+            &json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh",
+            "metadata": {"name": "default"}, "spec": {}}),
+        ),
     );
     assert_eq!(code, 201);
     let sizes = || {
@@ -300,7 +331,8 @@ fn stream_reports_and_status_entries_return_to_baseline_after_1000_cycles_with_d
         let text = reqwest::blocking::get(format!("{}/metrics", cp.server()))
             .and_then(|r| r.text())
             .ok()?;
-        text.contains("meshlink_dataplane_status_tracked ").then(sizes)
+        text.contains("meshlink_dataplane_status_tracked ")
+            .then(sizes)
     });
     assert_eq!(baseline, (0.0, 0.0));
 
@@ -312,10 +344,12 @@ fn stream_reports_and_status_entries_return_to_baseline_after_1000_cycles_with_d
         let (code, body) = cp.api(
             "POST",
             "/api/v1/dataplanes",
-            Some(&json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Dataplane",
+            Some(
+                &json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Dataplane",
                 "metadata": {"name": name, "mesh": "default"},
                 "spec": {"networking": {"address": "127.0.0.1",
-                    "inbound": [{"port": 10001, "tags": {"kuma.io/service": "web"}}]}}})),
+                    "inbound": [{"port": 10001, "tags": {"kuma.io/service": "web"}}]}}}),
+            ),
         );
         assert_eq!(code, 201, "{body}");
         let (code, body) = cp.api(
@@ -337,7 +371,11 @@ fn stream_reports_and_status_entries_return_to_baseline_after_1000_cycles_with_d
             let cds = s.expect(CLUSTER_TYPE).await;
             s.ack(&cds, &[]).await;
         });
-        let (code, body) = cp.api("DELETE", &format!("/api/v1/dataplanes/{name}?mesh=default"), None);
+        let (code, body) = cp.api(
+            "DELETE",
+            &format!("/api/v1/dataplanes/{name}?mesh=default"),
+            None,
+        );
         assert_eq!(code, 200, "{body}");
     }
     let after = eventually("maps back at baseline", Duration::from_secs(60), || {

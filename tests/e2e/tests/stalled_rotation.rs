@@ -47,7 +47,8 @@ fn a_proxy_that_stops_renewing_is_flagged_and_healthy_ones_never_are() {
     let stuck_yaml = "apiVersion: meshlink.dev/v1alpha1\nkind: Dataplane\n\
         metadata: {name: stuck-1, mesh: default}\n\
         spec: {networking: {address: 127.0.0.1, inbound: [{port: 10009, tags: {kuma.io/service: stuck}}]}}\n";
-    cp.cli_stdin(&["apply", "-f", "-"], Some(stuck_yaml)).success();
+    cp.cli_stdin(&["apply", "-f", "-"], Some(stuck_yaml))
+        .success();
     let dir = tempfile::tempdir().expect("tempdir");
     let (web, backend) = start_pair_sidecars(&cp, dir.path(), Duration::from_secs(20));
 
@@ -79,8 +80,15 @@ fn a_proxy_that_stops_renewing_is_flagged_and_healthy_ones_never_are() {
         s
     });
     let key = rcgen::KeyPair::generate().expect("key");
-    let cert = certify(&cp, Some(&token), "default", "stuck-1", "stuck", csr(&key, None))
-        .expect("certify");
+    let cert = certify(
+        &cp,
+        Some(&token),
+        "default",
+        "stuck-1",
+        "stuck",
+        csr(&key, None),
+    )
+    .expect("certify");
     let issued = Instant::now();
 
     // Flagged once past 80 % of its 20 s lifetime (16 s).
@@ -91,7 +99,10 @@ fn a_proxy_that_stops_renewing_is_flagged_and_healthy_ones_never_are() {
     let flagged_after = issued.elapsed();
     let message = c["message"].as_str().unwrap_or_default();
     assert!(message.contains("stuck-1"), "{c}");
-    assert!(!message.contains("web-1") && !message.contains("backend-1"), "{c}");
+    assert!(
+        !message.contains("web-1") && !message.contains("backend-1"),
+        "{c}"
+    );
     assert_eq!(cp.metric(&[STALLED]), 1.0);
     assert_eq!(
         expiry(&cp, "stuck-1"),
@@ -104,7 +115,10 @@ fn a_proxy_that_stops_renewing_is_flagged_and_healthy_ones_never_are() {
     // the stuck one stays flagged.
     let run = run_for();
     let (web_first, backend_first) = (expiry(&cp, "web-1"), expiry(&cp, "backend-1"));
-    assert!(web_first > 0.0 && backend_first > 0.0, "sidecars have expiry series");
+    assert!(
+        web_first > 0.0 && backend_first > 0.0,
+        "sidecars have expiry series"
+    );
     let end = Instant::now() + run;
     let mut samples = 0u32;
     while Instant::now() < end {

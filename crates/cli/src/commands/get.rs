@@ -299,7 +299,11 @@ mod tests {
         assert_eq!(last_seen(&gone, now), "3m ago");
         let never = json!({});
         assert_eq!(
-            (self::online(&never), cert_expires(&never, now), last_seen(&never, now)),
+            (
+                self::online(&never),
+                cert_expires(&never, now),
+                last_seen(&never, now)
+            ),
             ("-".to_string(), "-".to_string(), "-".to_string())
         );
     }
