@@ -25,7 +25,8 @@ mod string_enum;
 mod traffic_permission;
 
 pub use dataplane::{
-    DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
+    DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking, Outbound,
+    SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
 };
 pub use grant::{
     AccessGrantSpec, AccessGrantStatus, AccessTokenSpec, AccessTokenStatus,

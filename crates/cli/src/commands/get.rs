@@ -1,6 +1,6 @@
 //! `meshlink get KIND [NAME] [-m MESH] [-l SELECTOR] [-o table|yaml|json]`.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use meshlink_api::{Kind, Resource};
 use reqwest::Method;
@@ -121,9 +121,13 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 .as_array()
                 .map(|a| a.iter().map(|i| service_of(&i["tags"])).collect())
                 .unwrap_or_default();
+            let now = SystemTime::now();
             vec![
                 ("ADDRESS", s(&net["address"])),
                 ("SERVICES", services.join(",")),
+                ("STATUS", online(status)),
+                ("CERT EXPIRES", cert_expires(status, now)),
+                ("LAST SEEN", last_seen(status, now)),
             ]
         }
         Kind::MeshTrafficPermission => {
@@ -181,6 +185,53 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
     }
 }
 
+/// `Online`, `Offline`, or `-` when no proxy ever connected.
+fn online(status: &Value) -> String {
+    match status["online"].as_bool() {
+        Some(true) => "Online".into(),
+        Some(false) if !status["lastConnected"].is_null() => "Offline".into(),
+        _ => "-".into(),
+    }
+}
+
+fn rfc3339_at(v: &Value) -> Option<SystemTime> {
+    v.as_str()
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+}
+
+/// `in 11h`, `expired 3m ago`, or `-`.
+fn cert_expires(status: &Value, now: SystemTime) -> String {
+    match rfc3339_at(&status["mtls"]["certificateExpirationTime"]) {
+        Some(t) => match t.duration_since(now) {
+            Ok(d) => format!("in {}", short(d)),
+            Err(e) => format!("expired {} ago", short(e.duration())),
+        },
+        None => "-".into(),
+    }
+}
+
+/// `now` while connected, else how long ago the last stream closed.
+fn last_seen(status: &Value, now: SystemTime) -> String {
+    if status["online"].as_bool() == Some(true) {
+        return "now".into();
+    }
+    match rfc3339_at(&status["lastDisconnected"]).or_else(|| rfc3339_at(&status["lastConnected"])) {
+        Some(t) => format!("{} ago", short(now.duration_since(t).unwrap_or_default())),
+        None => "-".into(),
+    }
+}
+
+/// One unit, rounded down: `42s`, `3m`, `11h`, `2d`.
+fn short(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
 fn ready(r: &Value) -> String {
     r["status"]["conditions"]
         .as_array()
@@ -225,4 +276,35 @@ fn table(kind: Kind, items: &[Value]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn dataplane_columns_show_status_expiry_and_last_seen() {
+        let now = humantime::parse_rfc3339("2026-11-30T12:00:00Z").unwrap();
+        let online = json!({"online": true, "lastConnected": "2026-11-30T11:00:00Z",
+            "mtls": {"certificateExpirationTime": "2026-11-30T23:30:00Z"}});
+        assert_eq!(self::online(&online), "Online");
+        assert_eq!(cert_expires(&online, now), "in 11h");
+        assert_eq!(last_seen(&online, now), "now");
+        let gone = json!({"online": false, "lastConnected": "2026-11-30T11:00:00Z",
+            "lastDisconnected": "2026-11-30T11:57:00Z",
+            "mtls": {"certificateExpirationTime": "2026-11-30T11:56:30Z"}});
+        assert_eq!(self::online(&gone), "Offline");
+        assert_eq!(cert_expires(&gone, now), "expired 3m ago");
+        assert_eq!(last_seen(&gone, now), "3m ago");
+        let never = json!({});
+        assert_eq!(
+            (
+                self::online(&never),
+                cert_expires(&never, now),
+                last_seen(&never, now)
+            ),
+            ("-".to_string(), "-".to_string(), "-".to_string())
+        );
+    }
 }

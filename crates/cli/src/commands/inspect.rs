@@ -93,6 +93,9 @@ fn summary(r: &Value, now: SystemTime) -> String {
     if r["controlPlane"].is_null() {
         let why = r["message"].as_str().unwrap_or("no stream report");
         let _ = writeln!(out, "Dataplane {who}: not connected: {why}");
+        if !r["dataplaneStatus"]["mtls"].is_null() {
+            out.push_str(&status_certificate(&r["dataplaneStatus"], now));
+        }
         return out;
     }
     let stream = format!(
@@ -125,14 +128,14 @@ fn summary(r: &Value, now: SystemTime) -> String {
             time(&r["connectedAt"], now)
         );
     }
-    out.push_str(&certificate(&r["certificate"], now));
+    out.push_str(&certificate(&r["certificate"], &r["dataplaneStatus"], now));
     out.push_str(&types_table(&r["types"]));
     out
 }
 
-fn certificate(c: &Value, now: SystemTime) -> String {
+fn certificate(c: &Value, status: &Value, now: SystemTime) -> String {
     if c.is_null() {
-        return "Certificate: none sent over SDS on this stream\n".to_string();
+        return status_certificate(status, now);
     }
     let expiry = match c["notAfter"].as_u64().map(unix) {
         Some(t) => format!("expires {} ({})", rfc3339(t), relative(t, now)),
@@ -144,6 +147,49 @@ fn certificate(c: &Value, now: SystemTime) -> String {
         text(&c["serial"]),
         abbreviate(&text(&c["caFingerprint"]), VERSION_WIDTH),
     )
+}
+
+/// The certificate recorded in the Dataplane's status (issued through
+/// Certify, or over SDS by any instance), with its Ready condition.
+fn status_certificate(status: &Value, now: SystemTime) -> String {
+    let m = &status["mtls"];
+    let mut out = if m.is_null() {
+        "Certificate: none issued to this dataplane yet\n".to_string()
+    } else {
+        let at = |v: &Value| {
+            v.as_str()
+                .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+        };
+        let expiry = match at(&m["certificateExpirationTime"]) {
+            Some(t) => format!("expires {} ({})", rfc3339(t), relative(t, now)),
+            None => "expiry unknown".to_string(),
+        };
+        let issued = match at(&m["lastCertificateRegeneration"]) {
+            Some(t) => format!("issued {} ({})", rfc3339(t), relative(t, now)),
+            None => "issue time unknown".to_string(),
+        };
+        format!(
+            "Certificate: {} serial {} {expiry}\n  {issued} via {} by backend {}, {} regeneration(s)\n",
+            text(&m["spiffeId"]),
+            text(&m["serial"]),
+            m["delivery"].as_str().unwrap_or("?"),
+            m["issuedBackend"].as_str().unwrap_or("?"),
+            m["certificateRegenerations"].as_u64().unwrap_or(0),
+        )
+    };
+    if let Some(c) = status["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+    {
+        let _ = writeln!(
+            out,
+            "Ready: {} ({}): {}",
+            text(&c["status"]),
+            text(&c["reason"]),
+            text(&c["message"])
+        );
+    }
+    out
 }
 
 fn types_table(types: &Value) -> String {
@@ -361,6 +407,30 @@ mod tests {
              2026-11-30T00:53:20Z (2m ago)"
         );
         assert!(lines[2].starts_with("Certificate: "), "{s}");
+    }
+
+    #[test]
+    fn certify_issued_certificate_comes_from_dataplane_status() {
+        let mut r = connected();
+        r["certificate"] = Value::Null;
+        r["dataplaneStatus"] = json!({"online": true,
+            "mtls": {"certificateExpirationTime": "2026-11-30T01:53:20Z",
+                "lastCertificateRegeneration": "2026-11-30T00:53:20Z",
+                "certificateRegenerations": 3, "issuedBackend": "ca-1",
+                "serial": "0c0d", "spiffeId": "spiffe://default/web", "delivery": "certify"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Connected",
+                "message": "connected", "lastTransitionTime": "2026-11-30T00:53:20Z"}]});
+        let s = summary(&r, unix(NOW));
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            lines[1],
+            "Certificate: spiffe://default/web serial 0c0d expires 2026-11-30T01:53:20Z (in 58m)"
+        );
+        assert_eq!(
+            lines[2],
+            "  issued 2026-11-30T00:53:20Z (2m ago) via certify by backend ca-1, 3 regeneration(s)"
+        );
+        assert_eq!(lines[3], "Ready: True (Connected): connected");
     }
 
     #[test]

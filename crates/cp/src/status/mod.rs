@@ -51,6 +51,10 @@ pub const REPORT_GRACE: Duration = Duration::from_secs(3600);
 /// Status writes in flight at once during a flush.
 const WRITES_IN_FLIGHT: usize = 8;
 
+/// Dataplane writes per flush; the rest stay dirty for the next one, so a
+/// storm never keeps the task from its timers for long.
+const MAX_WRITES_PER_FLUSH: usize = 2000;
+
 /// Why a status write failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
@@ -195,7 +199,9 @@ fn key_of_change(c: &Change) -> (Option<Kind>, String, String) {
 }
 
 fn mesh_info(spec: Option<&MeshSpec>) -> (bool, Option<String>) {
-    let backend = spec.and_then(|s| s.enabled_backend()).map(|b| b.name.clone());
+    let backend = spec
+        .and_then(|s| s.enabled_backend())
+        .map(|b| b.name.clone());
     (backend.is_some(), backend)
 }
 
@@ -225,7 +231,11 @@ impl State {
             }
             self.proxies.entry(key).or_insert(p);
         }
-        for r in self.resources.list(Kind::MeshTrafficPermission, None, None).await? {
+        for r in self
+            .resources
+            .list(Kind::MeshTrafficPermission, None, None)
+            .await?
+        {
             self.mtps
                 .insert((r.mesh().unwrap_or_default().to_owned(), r.name().to_owned()));
         }
@@ -243,7 +253,10 @@ impl State {
             }
             Event::Issued(e) => {
                 let key = ProxyKey::new(e.mesh.clone(), e.dataplane.clone());
-                self.proxies.entry(key.clone()).or_default().apply_issuance(&e);
+                self.proxies
+                    .entry(key.clone())
+                    .or_default()
+                    .apply_issuance(&e);
                 self.sync_expiry(&key);
             }
         }
@@ -313,7 +326,9 @@ impl State {
         self.write_mtps().await;
         if self.last_evict.elapsed() >= Duration::from_secs(60) {
             self.last_evict = tokio::time::Instant::now();
-            let before = now.checked_sub(REPORT_GRACE).unwrap_or(SystemTime::UNIX_EPOCH);
+            let before = now
+                .checked_sub(REPORT_GRACE)
+                .unwrap_or(SystemTime::UNIX_EPOCH);
             self.inspector.evict_disconnected(before);
         }
         self.metrics.sizes(self.proxies.len(), self.inspector.len());
@@ -348,6 +363,9 @@ impl State {
         for (key, p) in &mut self.proxies {
             if !p.dirty {
                 continue;
+            }
+            if batch.len() == MAX_WRITES_PER_FLUSH {
+                break;
             }
             p.dirty = false;
             let mtls = self.meshes.get(&key.mesh).is_some_and(|m| m.mtls);
@@ -401,7 +419,10 @@ impl State {
         for (key, p) in &self.proxies {
             let mtls = self.meshes.get(&key.mesh).is_some_and(|m| m.mtls);
             if p.stalled(mtls, now) {
-                stalled.entry(&key.mesh).or_default().insert(key.name.clone());
+                stalled
+                    .entry(&key.mesh)
+                    .or_default()
+                    .insert(key.name.clone());
             }
         }
         let mut writes = Vec::new();

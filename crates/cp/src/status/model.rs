@@ -79,7 +79,11 @@ impl Proxy {
     /// The state stored in `status` (after a control-plane restart).
     /// A stream recorded as held by `instance` is gone: this process just
     /// started.
-    pub(crate) fn from_stored(status: Option<&DataplaneStatus>, instance: &str, now: SystemTime) -> Proxy {
+    pub(crate) fn from_stored(
+        status: Option<&DataplaneStatus>,
+        instance: &str,
+        now: SystemTime,
+    ) -> Proxy {
         let mut p = Proxy::default();
         let Some(s) = status else {
             p.dirty = true;
@@ -198,7 +202,11 @@ impl Proxy {
 
     /// The Ready condition: connected, holding an unexpired certificate
     /// (when the mesh has mTLS), and the last configuration ACKed.
-    pub(crate) fn ready(&self, mtls: bool, now: SystemTime) -> (ConditionStatus, &'static str, String) {
+    pub(crate) fn ready(
+        &self,
+        mtls: bool,
+        now: SystemTime,
+    ) -> (ConditionStatus, &'static str, String) {
         if !self.online {
             let msg = match (&self.last_disconnected, &self.control_plane) {
                 (Some(t), Some(cp)) => format!(
@@ -304,12 +312,20 @@ mod tests {
         assert_eq!(p.ready(true, at(0)).1, "NotConnected");
         p.apply_view(&view(true, None, None), Some("ca-1"), at(1));
         assert_eq!(p.ready(true, at(1)).1, "NoCertificate");
-        assert_eq!(p.ready(false, at(1)).0, ConditionStatus::True, "no mTLS, no certificate needed");
+        assert_eq!(
+            p.ready(false, at(1)).0,
+            ConditionStatus::True,
+            "no mTLS, no certificate needed"
+        );
         p.apply_issuance(&issuance("01", 1, 20));
         assert_eq!(p.ready(true, at(2)).0, ConditionStatus::True);
         assert_eq!(p.ready(true, at(21)).1, "CertificateExpired");
         p.apply_issuance(&issuance("02", 12, 20));
-        p.apply_view(&view(true, None, Some("Listener: bad")), Some("ca-1"), at(13));
+        p.apply_view(
+            &view(true, None, Some("Listener: bad")),
+            Some("ca-1"),
+            at(13),
+        );
         let (s, reason, msg) = p.ready(true, at(13));
         assert_eq!((s, reason), (ConditionStatus::False, "ConfigRejected"));
         assert!(msg.contains("Listener: bad"), "{msg}");
@@ -355,7 +371,10 @@ mod tests {
         p.apply_issuance(&issuance("02", 16, 20));
         assert!(!p.stalled(true, at(16)), "renewed");
         p.apply_view(&view(false, None, None), Some("ca-1"), at(40));
-        assert!(!p.stalled(true, at(40)), "disconnected proxies are not counted");
+        assert!(
+            !p.stalled(true, at(40)),
+            "disconnected proxies are not counted"
+        );
     }
 
     #[test]

@@ -107,6 +107,9 @@ mod tests {
         assert!(c.message.contains("dp-09 and 2 more"), "{}", c.message);
         assert!(!c.message.contains("dp-10"), "{}", c.message);
         let ok = stalled_condition(&[]);
-        assert_eq!((ok.status, ok.reason.as_str()), (ConditionStatus::False, "AllRenewing"));
+        assert_eq!(
+            (ok.status, ok.reason.as_str()),
+            (ConditionStatus::False, "AllRenewing")
+        );
     }
 }

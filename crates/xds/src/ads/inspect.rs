@@ -310,11 +310,19 @@ mod tests {
             }),
             ..TypeReport::default()
         };
-        insp.set_types(&key, id(1), [(&crate::translate::LISTENER_TYPE, &nacked)].into_iter());
+        insp.set_types(
+            &key,
+            id(1),
+            [(&crate::translate::LISTENER_TYPE, &nacked)].into_iter(),
+        );
         let mut fixed = nacked.clone();
         fixed.last_sent_version = Some("v3".into());
         fixed.last_acked_version = Some("v3".into());
-        insp.set_types(&key, id(1), [(&crate::translate::LISTENER_TYPE, &fixed)].into_iter());
+        insp.set_types(
+            &key,
+            id(1),
+            [(&crate::translate::LISTENER_TYPE, &fixed)].into_iter(),
+        );
         // A stale stream cannot close the report.
         insp.closed(&key, id(0), None);
         insp.closed(&key, id(1), None);
