@@ -10,6 +10,7 @@ pub mod config;
 pub mod cp_tls;
 pub mod data_dir;
 pub mod identity;
+pub mod ready_file;
 pub mod resources;
 mod xds_server;
 
