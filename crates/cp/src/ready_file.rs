@@ -83,6 +83,10 @@ mod tests {
             path: "/nonexistent/dir/ready.json".into(),
             source: err,
         };
-        assert!(e.to_string().contains("--ready-file /nonexistent/dir/ready.json"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("--ready-file /nonexistent/dir/ready.json"),
+            "{e}"
+        );
     }
 }

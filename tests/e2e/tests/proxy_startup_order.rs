@@ -200,7 +200,11 @@ fn a_sidecar_waiting_for_the_cp_becomes_ready_once_it_comes_up() {
         if http_get(port, "/readyz").is_ok_and(|r| r.status == 200) {
             break Instant::now();
         }
-        assert!(Instant::now() < deadline, "cp not ready:\n{}", seeded.cp.logs());
+        assert!(
+            Instant::now() < deadline,
+            "cp not ready:\n{}",
+            seeded.cp.logs()
+        );
         std::thread::sleep(Duration::from_millis(5));
     };
     // Each sidecar becomes ready; READY is how long we wait before calling
