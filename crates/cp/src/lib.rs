@@ -22,6 +22,7 @@ pub mod config;
 pub mod cp_tls;
 pub mod data_dir;
 pub mod identity;
+pub mod ready_file;
 pub mod resources;
 pub mod status;
 mod xds_server;

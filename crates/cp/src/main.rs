@@ -64,12 +64,16 @@ struct RunArgs {
     /// New ADS streams admitted per second after the burst [default: 1000].
     #[arg(long, env = "MESHLINK_CP_XDS_STREAMS_PER_SECOND", value_name = "N")]
     xds_streams_per_second: Option<f64>,
+    /// Once listening, write the bound addresses here as JSON ({"apiAddr", "xdsAddr"}), atomically; useful with port 0.
+    #[arg(long, env = "MESHLINK_CP_READY_FILE")]
+    ready_file: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     meshlink_runtime::init_tracing("info");
     let Command::Run(args) = cli.command;
+    let ready_file = args.ready_file.clone();
     let file = match &args.config {
         Some(path) => match ConfigOverrides::from_file(path) {
             Ok(f) => f,
@@ -114,6 +118,13 @@ fn main() -> ExitCode {
             }
         };
         cp.shutdown.trigger_on_signals();
+        if let Some(path) = &ready_file
+            && let Err(e) = cp.write_ready_file(path)
+        {
+            eprintln!("error: {e}");
+            let _ = cp.stop().await;
+            return ExitCode::from(1);
+        }
         match cp.wait().await {
             Ok(()) => {
                 tracing::info!("control plane stopped");

@@ -69,8 +69,14 @@ async fn sotw_envoy_client_gets_secrets_clusters_and_listeners() {
 
     let cds = next(&mut responses).await;
     assert_eq!(cds.type_url, CLUSTER_TYPE);
-    assert_eq!(cds.resources.len(), 2, "backend + web's inbound cluster: {cds:?}");
-    tx.send(sotw(CLUSTER_TYPE, &[], Some(&cds))).await.expect("ack");
+    assert_eq!(
+        cds.resources.len(),
+        2,
+        "backend + web's inbound cluster: {cds:?}"
+    );
+    tx.send(sotw(CLUSTER_TYPE, &[], Some(&cds)))
+        .await
+        .expect("ack");
 
     let names = ["identity_cert:web", "mesh_ca:default"];
     tx.send(sotw(SECRET_TYPE, &names, None)).await.expect("sds");
@@ -93,7 +99,9 @@ async fn sotw_envoy_client_gets_secrets_clusters_and_listeners() {
         identity.contains("BEGIN CERTIFICATE") && identity.contains("PRIVATE KEY"),
         "an Envoy client gets its identity with the key over SDS"
     );
-    tx.send(sotw(SECRET_TYPE, &names, Some(&sds))).await.expect("ack");
+    tx.send(sotw(SECRET_TYPE, &names, Some(&sds)))
+        .await
+        .expect("ack");
 
     tx.send(sotw(LISTENER_TYPE, &[], None)).await.expect("lds");
     let lds = next(&mut responses).await;

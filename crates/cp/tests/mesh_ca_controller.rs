@@ -44,19 +44,38 @@ async fn a_mesh_with_mtls_becomes_ready_with_a_ca() {
     let cp = TestCp::start().await;
     cp.must_apply("meshes", &mesh("default", "ca-1")).await;
 
-    let ready = cp.wait_condition("/api/v1/meshes/default", "Ready", "True").await;
+    let ready = cp
+        .wait_condition("/api/v1/meshes/default", "Ready", "True")
+        .await;
     assert_eq!(ready["reason"], "CAReady", "{ready}");
-    assert!(ready["message"].as_str().unwrap_or_default().contains("ca-1"), "{ready}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ca-1"),
+        "{ready}"
+    );
     let rotation = cp.condition("/api/v1/meshes/default", "CARotation").await;
-    assert_eq!((rotation["status"].as_str(), rotation["reason"].as_str()), (Some("False"), Some("Stable")), "{rotation}");
+    assert_eq!(
+        (rotation["status"].as_str(), rotation["reason"].as_str()),
+        (Some("False"), Some("Stable")),
+        "{rotation}"
+    );
 
     let info = ca(&cp).await;
     assert_eq!(info["backend"], "ca-1", "{info}");
-    assert_eq!(info["fingerprint"].as_str().map(str::len), Some(64), "{info}");
+    assert_eq!(
+        info["fingerprint"].as_str().map(str::len),
+        Some(64),
+        "{info}"
+    );
     assert_eq!(info["rotation"]["phase"], "stable", "{info}");
     let bundle = info["trustBundle"].to_string();
     assert!(bundle.contains("BEGIN CERTIFICATE"), "{info}");
-    assert!(!info.to_string().contains("PRIVATE KEY"), "no key is served: {info}");
+    assert!(
+        !info.to_string().contains("PRIVATE KEY"),
+        "no key is served: {info}"
+    );
     cp.stop().await;
 }
 
@@ -64,12 +83,20 @@ async fn a_mesh_with_mtls_becomes_ready_with_a_ca() {
 async fn switching_backends_shows_carotation_until_the_dataplane_renews() {
     let cp = TestCp::start().await;
     cp.must_apply("meshes", &mesh("default", "ca-1")).await;
-    cp.must_apply("dataplanes", &dataplane("web-1", "127.0.0.1", "web", 10001, &[]))
+    cp.must_apply(
+        "dataplanes",
+        &dataplane("web-1", "127.0.0.1", "web", 10001, &[]),
+    )
+    .await;
+    cp.wait_condition("/api/v1/meshes/default", "Ready", "True")
         .await;
-    cp.wait_condition("/api/v1/meshes/default", "Ready", "True").await;
     let token = cp.dataplane_token("default", "web-1").await;
     let first = certify(&cp, &token, "web-1").await;
-    assert_eq!(first.trust_bundle_pem.len(), 1, "one root before the switch");
+    assert_eq!(
+        first.trust_bundle_pem.len(),
+        1,
+        "one root before the switch"
+    );
     let old = ca(&cp).await["fingerprint"].clone();
 
     cp.must_apply("meshes", &mesh("default", "ca-2")).await;
@@ -78,14 +105,21 @@ async fn switching_backends_shows_carotation_until_the_dataplane_renews() {
         .await;
     assert_eq!(rotating["reason"], "Rotating", "{rotating}");
     assert!(
-        rotating["message"].as_str().unwrap_or_default().contains("1 dataplane(s)"),
+        rotating["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("1 dataplane(s)"),
         "{rotating}"
     );
     let info = ca(&cp).await;
     assert_eq!(info["backend"], "ca-2", "{info}");
     assert_ne!(info["fingerprint"], old, "a new CA for ca-2");
     assert_eq!(info["rotation"]["phase"], "rotating", "{info}");
-    assert_eq!(info["trustBundle"].as_array().map(Vec::len), Some(2), "both roots: {info}");
+    assert_eq!(
+        info["trustBundle"].as_array().map(Vec::len),
+        Some(2),
+        "both roots: {info}"
+    );
 
     // web-1 renews from ca-2: nobody is left on ca-1, the rotation ends.
     let renewed = certify(&cp, &token, "web-1").await;
@@ -99,7 +133,11 @@ async fn switching_backends_shows_carotation_until_the_dataplane_renews() {
         (info["rotation"]["phase"] == "stable").then_some(info)
     })
     .await;
-    assert_eq!(info["trustBundle"].as_array().map(Vec::len), Some(1), "{info}");
+    assert_eq!(
+        info["trustBundle"].as_array().map(Vec::len),
+        Some(1),
+        "{info}"
+    );
     cp.stop().await;
 }
 
@@ -109,7 +147,9 @@ async fn a_mesh_without_mtls_is_ready_and_says_traffic_is_not_encrypted() {
     let plain = json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh",
         "metadata": {"name": "default"}, "spec": {}});
     cp.must_apply("meshes", &plain).await;
-    let ready = cp.wait_condition("/api/v1/meshes/default", "Ready", "True").await;
+    let ready = cp
+        .wait_condition("/api/v1/meshes/default", "Ready", "True")
+        .await;
     assert_eq!(ready["reason"], "MTLSDisabled", "{ready}");
     let (status, body) = cp.api("GET", "/api/v1/meshes/default/ca", None).await;
     assert_eq!(status, 409, "no CA for a mesh without mTLS: {body}");

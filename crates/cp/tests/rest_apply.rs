@@ -25,14 +25,26 @@ async fn apply_reports_created_configured_unchanged_and_get_delete_round_trip() 
     let m = mesh("default", "ca-1");
 
     let (status, body) = cp.apply("meshes", &m).await;
-    assert_eq!((status, body["result"].as_str()), (201, Some("created")), "{body}");
+    assert_eq!(
+        (status, body["result"].as_str()),
+        (201, Some("created")),
+        "{body}"
+    );
     let (status, body) = cp.apply("meshes", &m).await;
-    assert_eq!((status, body["result"].as_str()), (200, Some("unchanged")), "{body}");
+    assert_eq!(
+        (status, body["result"].as_str()),
+        (200, Some("unchanged")),
+        "{body}"
+    );
 
     let mut labelled = m.clone();
     labelled["metadata"]["labels"] = json!({"team": "core"});
     let (status, body) = cp.apply("meshes", &labelled).await;
-    assert_eq!((status, body["result"].as_str()), (200, Some("configured")), "{body}");
+    assert_eq!(
+        (status, body["result"].as_str()),
+        (200, Some("configured")),
+        "{body}"
+    );
 
     let (status, got) = cp.api("GET", "/api/v1/meshes/default", None).await;
     assert_eq!(status, 200, "{got}");
@@ -41,7 +53,11 @@ async fn apply_reports_created_configured_unchanged_and_get_delete_round_trip() 
 
     let dp = dataplane("web-1", "127.0.0.1", "web", 10001, &[]);
     let (status, body) = cp.apply("dataplanes", &dp).await;
-    assert_eq!((status, body["result"].as_str()), (201, Some("created")), "{body}");
+    assert_eq!(
+        (status, body["result"].as_str()),
+        (201, Some("created")),
+        "{body}"
+    );
     let (status, list) = cp.api("GET", "/api/v1/dataplanes?mesh=default", None).await;
     assert_eq!(status, 200, "{list}");
     let names: Vec<&str> = list["items"]
@@ -59,7 +75,11 @@ async fn apply_reports_created_configured_unchanged_and_get_delete_round_trip() 
     let (status, body) = cp
         .api("GET", "/api/v1/dataplanes/web-1?mesh=default", None)
         .await;
-    assert_eq!((status, body["error"]["reason"].as_str()), (404, Some("NotFound")), "{body}");
+    assert_eq!(
+        (status, body["error"]["reason"].as_str()),
+        (404, Some("NotFound")),
+        "{body}"
+    );
     cp.stop().await;
 }
 
@@ -72,13 +92,20 @@ async fn invalid_input_is_refused_naming_every_field_path() {
     bad["spec"]["networking"]["inbound"][0]["port"] = json!(0);
     bad["spec"]["networking"]["outbound"][0]["tags"] = json!({});
     let (status, body) = cp.apply("dataplanes", &bad).await;
-    assert_eq!((status, body["error"]["reason"].as_str()), (422, Some("Invalid")), "{body}");
+    assert_eq!(
+        (status, body["error"]["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{body}"
+    );
     let got = paths(&body);
     for want in [
         "spec.networking.inbound[0].port",
         "spec.networking.outbound[0].tags",
     ] {
-        assert!(got.iter().any(|p| p == want), "{want} missing from {got:?}: {body}");
+        assert!(
+            got.iter().any(|p| p == want),
+            "{want} missing from {got:?}: {body}"
+        );
     }
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("out of range"), "{message}");
@@ -94,18 +121,39 @@ async fn invalid_input_is_refused_naming_every_field_path() {
     elsewhere["metadata"]["mesh"] = json!("nope");
     let (status, body) = cp.apply("dataplanes", &elsewhere).await;
     assert!((400..500).contains(&status), "{status} {body}");
-    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("nope"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nope"),
+        "{body}"
+    );
 
     // Not JSON at all, and a body that disagrees with its path.
     let (status, body) = cp
-        .call("PUT", "/api/v1/meshes/default", None, Some(cp.admin_token()))
+        .call(
+            "PUT",
+            "/api/v1/meshes/default",
+            None,
+            Some(cp.admin_token()),
+        )
         .await;
     assert_eq!(status, 400, "{body}");
     let (status, body) = cp
-        .api("PUT", "/api/v1/meshes/other", Some(&mesh("default", "ca-1")))
+        .api(
+            "PUT",
+            "/api/v1/meshes/other",
+            Some(&mesh("default", "ca-1")),
+        )
         .await;
     assert_eq!(status, 400, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("metadata.name"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("metadata.name"),
+        "{body}"
+    );
 
     // The control plane is still serving.
     let (status, _) = cp.api("GET", "/api/v1/meshes/default", None).await;
@@ -118,15 +166,33 @@ async fn resource_routes_need_the_admin_token() {
     let cp = TestCp::start().await;
     let m = mesh("default", "ca-1");
 
-    let (status, body) = cp.call("PUT", "/api/v1/meshes/default", Some(&m), None).await;
-    assert_eq!((status, body["error"]["reason"].as_str()), (401, Some("Unauthorized")), "{body}");
-    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("missing admin token"), "{body}");
+    let (status, body) = cp
+        .call("PUT", "/api/v1/meshes/default", Some(&m), None)
+        .await;
+    assert_eq!(
+        (status, body["error"]["reason"].as_str()),
+        (401, Some("Unauthorized")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("missing admin token"),
+        "{body}"
+    );
 
     let (status, body) = cp
         .call("GET", "/api/v1/meshes", None, Some("not-the-token"))
         .await;
     assert_eq!(status, 401, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("invalid admin token"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("invalid admin token"),
+        "{body}"
+    );
 
     // Nothing was applied without the token.
     let (status, _) = cp.api("GET", "/api/v1/meshes/default", None).await;

@@ -210,3 +210,24 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     )
         .into_response()
 }
+
+/// Writes `{"adminAddr": "<addr>"}` to `path` atomically (a temporary file
+/// in the same directory, then a rename), for `--admin-addr-file`: a
+/// reader that sees the file sees it whole.
+pub fn write_addr_file(path: &std::path::Path, addr: std::net::SocketAddr) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let body = format!("{}\n", serde_json::json!({ "adminAddr": addr.to_string() }));
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(body.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

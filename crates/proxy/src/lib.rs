@@ -48,6 +48,14 @@ pub enum ProxyError {
         /// The bind error.
         source: std::io::Error,
     },
+    /// `--admin-addr-file` cannot be written.
+    #[error("cannot write --admin-addr-file {path}: {source}; pass a path in a writable directory")]
+    AdminAddrFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
 }
 
 /// How a run ended.
@@ -72,8 +80,20 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
             addr: options.admin_addr,
             source,
         })?;
+    let admin_addr = admin_socket
+        .local_addr()
+        .map_err(|source| ProxyError::AdminBind {
+            addr: options.admin_addr,
+            source,
+        })?;
+    if let Some(path) = &options.admin_addr_file {
+        admin::write_addr_file(path, admin_addr).map_err(|source| ProxyError::AdminAddrFile {
+            path: path.clone(),
+            source,
+        })?;
+    }
     tracing::info!(
-        admin = %options.admin_addr,
+        admin = %admin_addr,
         cp = %options.cp.url,
         node = %options.node_id(),
         "meshlink-proxy starting (sidecar)"

@@ -62,6 +62,9 @@ pub struct RunArgs {
         default_value = "127.0.0.1:9901"
     )]
     pub admin_addr: SocketAddr,
+    /// Once the admin endpoint listens, write its bound address here as JSON ({"adminAddr"}), atomically; useful with port 0.
+    #[arg(long, env = "MESHLINK_PROXY_ADMIN_ADDR_FILE")]
+    pub admin_addr_file: Option<PathBuf>,
     /// On SIGTERM, how long open connections may take to finish.
     #[arg(long, env = "MESHLINK_PROXY_DRAIN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     pub drain_timeout: Duration,
@@ -78,6 +81,8 @@ pub struct ProxyOptions {
     pub name: String,
     /// Admin address.
     pub admin_addr: SocketAddr,
+    /// Where to write the bound admin address, if anywhere.
+    pub admin_addr_file: Option<PathBuf>,
     /// Drain deadline.
     pub drain_timeout: Duration,
 }
@@ -150,6 +155,7 @@ impl RunArgs {
                 mesh,
                 name,
                 admin_addr: self.admin_addr,
+                admin_addr_file: self.admin_addr_file,
                 drain_timeout: self.drain_timeout,
             }),
             _ => Err(errors),

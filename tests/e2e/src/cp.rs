@@ -1,4 +1,11 @@
 //! A real `meshlink-cp` process on a temporary data dir.
+//!
+//! Ports: the first start passes port 0 for the REST API and xDS
+//! listeners and reads the ports the kernel picked from `--ready-file`,
+//! so no test races another process for a port. Restarts reuse those
+//! ports, because sidecars and clients started earlier were given the
+//! xDS URL and the REST server URL; that rebind is the one remaining
+//! window (the port was this control plane's until it stopped).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -33,11 +40,14 @@ pub struct ControlPlane {
     child: Option<Child>,
     _tmp: Option<tempfile::TempDir>,
     data_dir: PathBuf,
+    /// 0 until the first start reports the bound port.
     api_port: u16,
+    /// 0 until the first start reports the bound port.
     xds_port: u16,
     store: StoreKind,
     token: String,
     log: PathBuf,
+    ready_file: PathBuf,
 }
 
 impl ControlPlane {
@@ -46,15 +56,17 @@ impl ControlPlane {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
         let log = tmp.path().join("cp.log");
+        let ready_file = tmp.path().join("ready.json");
         let mut cp = ControlPlane {
             child: None,
             _tmp: Some(tmp),
             data_dir,
-            api_port: crate::free_port(),
-            xds_port: crate::free_port(),
+            api_port: 0,
+            xds_port: 0,
             store,
             token: String::new(),
             log,
+            ready_file,
         };
         cp.restart();
         cp
@@ -65,7 +77,8 @@ impl ControlPlane {
         self.command_on(self.api_port)
     }
 
-    /// The command line with another REST API port (same data dir and store).
+    /// The command line with another REST API port (same data dir and
+    /// store; 0 lets the kernel pick one).
     pub fn command_on(&self, api_port: u16) -> Command {
         let mut cmd = Command::new(crate::bin_path("meshlink-cp"));
         cmd.arg("run")
@@ -76,7 +89,9 @@ impl ControlPlane {
             .arg("--xds-addr")
             .arg(format!("127.0.0.1:{}", self.xds_port))
             .arg("--grant-addr")
-            .arg("127.0.0.1:0");
+            .arg("127.0.0.1:0")
+            .arg("--ready-file")
+            .arg(&self.ready_file);
         if let StoreKind::Postgres(url) = &self.store {
             cmd.arg("--store").arg(url);
         }
@@ -93,6 +108,11 @@ impl ControlPlane {
     /// for it (tests of start-up order); follow with [`Self::wait_ready`].
     pub fn spawn(&mut self) {
         assert!(self.child.is_none(), "control plane already running");
+        match std::fs::remove_file(&self.ready_file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("remove {}: {e}", self.ready_file.display()),
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -108,9 +128,39 @@ impl ControlPlane {
         self.child = Some(child);
     }
 
-    /// Waits for `/readyz` of the spawned process (panics with the logs if
-    /// it exits), then reads the admin token.
+    /// Waits for the spawned process's `--ready-file` (its bound ports)
+    /// and then `/readyz` (panics with the logs if it exits), then reads
+    /// the admin token.
     pub fn wait_ready(&mut self) {
+        let ready: Value = crate::eventually(
+            "control plane --ready-file",
+            Duration::from_secs(30),
+            || {
+                if let Some(status) = self.exit_status() {
+                    panic!(
+                        "meshlink-cp exited with {status} during start-up:\n{}",
+                        self.logs()
+                    );
+                }
+                let text = std::fs::read_to_string(&self.ready_file).ok()?;
+                Some(serde_json::from_str(&text).expect("--ready-file is JSON"))
+            },
+        );
+        let port = |key: &str| -> u16 {
+            ready[key]
+                .as_str()
+                .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+                .unwrap_or_else(|| panic!("{key} in --ready-file: {ready}"))
+                .port()
+        };
+        let (api, xds) = (port("apiAddr"), port("xdsAddr"));
+        for (what, known, bound) in [("API", self.api_port, api), ("xDS", self.xds_port, xds)] {
+            assert!(
+                known == 0 || known == bound,
+                "{what} port changed across a restart: {known} -> {bound}"
+            );
+        }
+        (self.api_port, self.xds_port) = (api, xds);
         let url = format!("{}/readyz", self.server());
         crate::eventually("control plane /readyz", Duration::from_secs(30), || {
             if let Some(status) = self.exit_status() {
@@ -143,7 +193,8 @@ impl ControlPlane {
         format!("http://127.0.0.1:{}", self.api_port)
     }
 
-    /// The xDS/Certify port (fixed for the life of this value, across restarts).
+    /// The xDS/Certify port (picked by the kernel at the first start, then
+    /// fixed for the life of this value, across restarts).
     pub fn xds_port(&self) -> u16 {
         self.xds_port
     }

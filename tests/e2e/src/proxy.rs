@@ -2,6 +2,13 @@
 //! two-sidecar mesh they serve (`fixtures/proxy-pair.yaml`, filled in with
 //! free ports so tests can run in parallel).
 //!
+//! Ports: a sidecar's admin endpoint binds port 0 and reports its address
+//! through `--admin-addr-file`. The inbound and outbound listener ports
+//! cannot be 0: the Dataplane names them before the proxy binds them, so
+//! [`PairPorts`] takes them from [`crate::free_port`]. Apps started in
+//! this process bind port 0 first and hand their ports to
+//! [`PairPorts::with_apps`].
+//!
 //! A [`Sidecar`] is a child process (killed on drop) logging to a temp file;
 //! its admin endpoint is read with the plain HTTP client of [`crate::app`].
 //! Every wait polls with a deadline and panics with the proxy's logs.
@@ -41,7 +48,19 @@ pub struct PairPorts {
 }
 
 impl PairPorts {
-    /// Six currently free loopback ports.
+    /// Listener ports from [`crate::free_port`] around apps already
+    /// listening on `web_app` and `backend_app` (e.g. [`crate::app::HttpApp`]
+    /// on port 0).
+    pub fn with_apps(web_app: u16, backend_app: u16) -> PairPorts {
+        PairPorts {
+            web_app,
+            backend_app,
+            ..PairPorts::free()
+        }
+    }
+
+    /// Six currently free loopback ports (for apps that are started later
+    /// or as child processes, which must be told their port).
     pub fn free() -> PairPorts {
         PairPorts {
             web_inbound: crate::free_port(),
@@ -112,7 +131,8 @@ pub struct SidecarOptions {
     pub token_file: PathBuf,
     /// `--name` (the mesh is [`MESH`]).
     pub name: String,
-    /// The port of `--admin-addr 127.0.0.1:PORT`.
+    /// The port of `--admin-addr 127.0.0.1:PORT` (0, the default: any free
+    /// port, read back from `--admin-addr-file`).
     pub admin_port: u16,
     /// `--drain-timeout`.
     pub drain_timeout: String,
@@ -120,7 +140,7 @@ pub struct SidecarOptions {
 
 impl SidecarOptions {
     /// Options for Dataplane `name` of `cp` (`--cp https://127.0.0.1:XDS`,
-    /// `--cp-ca <data-dir>/cp-tls/ca.pem`), a free admin port and a 30 s
+    /// `--cp-ca <data-dir>/cp-tls/ca.pem`), admin on port 0 and a 30 s
     /// drain. Nothing is written: the token file may not exist yet.
     pub fn new(cp: &ControlPlane, token_file: &Path, name: &str) -> SidecarOptions {
         SidecarOptions {
@@ -128,7 +148,7 @@ impl SidecarOptions {
             cp_ca: cp.data_dir().join("cp-tls").join("ca.pem"),
             token_file: token_file.to_owned(),
             name: name.to_owned(),
-            admin_port: crate::free_port(),
+            admin_port: 0,
             drain_timeout: "30s".to_owned(),
         }
     }
@@ -147,7 +167,8 @@ pub struct Sidecar {
     child: Option<Child>,
     status: Option<ExitStatus>,
     name: String,
-    admin_port: u16,
+    admin_port: std::sync::OnceLock<u16>,
+    admin_addr_file: PathBuf,
     log: PathBuf,
     _tmp: tempfile::TempDir,
 }
@@ -165,6 +186,7 @@ impl Sidecar {
     pub fn spawn(opts: &SidecarOptions) -> Sidecar {
         let tmp = tempfile::tempdir().expect("tempdir");
         let log = tmp.path().join(format!("{}.log", opts.name));
+        let admin_addr_file = tmp.path().join("admin-addr.json");
         let out = std::fs::File::create(&log).expect("create proxy log");
         let err = out.try_clone().expect("clone log handle");
         let rust_log = std::env::var("MESHLINK_E2E_PROXY_LOG").unwrap_or_else(|_| "info".into());
@@ -179,6 +201,8 @@ impl Sidecar {
             .args(["--mesh", MESH, "--name", &opts.name])
             .arg("--admin-addr")
             .arg(format!("127.0.0.1:{}", opts.admin_port))
+            .arg("--admin-addr-file")
+            .arg(&admin_addr_file)
             .arg("--drain-timeout")
             .arg(&opts.drain_timeout)
             .env("RUST_LOG", rust_log)
@@ -191,7 +215,8 @@ impl Sidecar {
             child: Some(child),
             status: None,
             name: opts.name.clone(),
-            admin_port: opts.admin_port,
+            admin_port: std::sync::OnceLock::new(),
+            admin_addr_file,
             log,
             _tmp: tmp,
         }
@@ -207,10 +232,30 @@ impl Sidecar {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The admin endpoint's port, from `--admin-addr-file` (waits for the
+    /// proxy to write it; it does so as soon as the endpoint listens).
+    pub fn admin_port(&self) -> u16 {
+        *self.admin_port.get_or_init(|| {
+            let addr: Value = crate::eventually(
+                &format!("{}'s --admin-addr-file", self.name),
+                Duration::from_secs(30),
+                || {
+                    let text = std::fs::read_to_string(&self.admin_addr_file).ok()?;
+                    Some(serde_json::from_str(&text).expect("--admin-addr-file is JSON"))
+                },
+            );
+            addr["adminAddr"]
+                .as_str()
+                .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+                .unwrap_or_else(|| panic!("adminAddr in {addr}; logs:\n{}", self.logs()))
+                .port()
+        })
+    }
+
     /// `GET path` on the admin endpoint: (status, body); status 0 with the
     /// error as body when it cannot be reached.
     pub fn admin_get(&self, path: &str) -> (u16, String) {
-        match http_get(self.admin_port, path) {
+        match http_get(self.admin_port(), path) {
             Ok(r) => (r.status, r.text()),
             Err(e) => (0, format!("admin endpoint unreachable: {e}")),
         }

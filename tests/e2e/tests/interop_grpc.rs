@@ -258,9 +258,8 @@ fn interop_python() -> PathBuf {
     let python = std::env::var_os("MESHLINK_INTEROP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("tests/interop/.venv/bin/python"));
-    let fix = "create it from the workspace root with `python3 -m venv tests/interop/.venv && \
-               tests/interop/.venv/bin/pip install -r tests/interop/requirements.txt` \
-               (.ci/run does this), or set MESHLINK_INTEROP_PYTHON to a python that has grpcio";
+    let fix = "create it from the workspace root with `scripts/setup-test-deps` \
+               (scripts/test runs it), or set MESHLINK_INTEROP_PYTHON to a python that has grpcio";
     assert!(
         python.exists(),
         "interop python {} not found: {fix}",

@@ -151,10 +151,10 @@ fn garbage_on_the_inbound_and_admin_ports_is_refused_and_the_proxy_keeps_serving
     let backend_token = tokens.path().join("backend-1.token");
     proxy::write_token(&cp, &backend_token, "backend-1");
     let backend_opts = SidecarOptions::new(&cp, &backend_token, "backend-1");
-    let admin_port = backend_opts.admin_port;
     let mut backend = Sidecar::spawn(&backend_opts);
     web.wait_ready(READY);
     backend.wait_ready(READY);
+    let admin_port = backend.admin_port();
     let failures_before = backend.metric("meshlink_proxy_handshake_failures_total{");
 
     let garbage: Vec<u8> = (0..4096u32)

@@ -39,10 +39,10 @@ fn roots(s: &Sidecar) -> Vec<String> {
 #[test]
 fn a_ca_rotation_renews_every_sidecar_at_once_without_failed_requests() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
-    let ports = PairPorts::free();
+    let backend_app = HttpApp::start("backend app");
+    let web_app = HttpApp::start("web app");
+    let ports = PairPorts::with_apps(web_app.port(), backend_app.port());
     proxy::apply_pair(&cp, &ports, "1h");
-    let _backend_app = HttpApp::start_on("backend app", ports.backend_app);
-    let _web_app = HttpApp::start_on("web app", ports.web_app);
     let tokens = tempfile::tempdir().expect("tempdir");
     let (mut web, mut backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     let before = [web.serial(), backend.serial()];

@@ -28,9 +28,10 @@ struct Scenario {
 /// The pair mesh with web-1 draining for at most `drain`, both ready.
 fn start(drain: &str) -> Scenario {
     let cp = ControlPlane::start(StoreKind::Sqlite);
-    let ports = PairPorts::free();
+    let backend_app = HttpApp::start("backend app");
+    // web's app is never called in these scenarios: its port stays a free one.
+    let ports = PairPorts::with_apps(meshlink_e2e::free_port(), backend_app.port());
     proxy::apply_pair(&cp, &ports, "1h");
-    let backend_app = HttpApp::start_on("backend app", ports.backend_app);
     let tokens = tempfile::tempdir().expect("tempdir");
     let token = tokens.path().join("web-1.token");
     proxy::write_token(&cp, &token, "web-1");

@@ -37,10 +37,10 @@ fn cp_outage_under_traffic_drops_nothing_and_rotation_resumes_after_restart() {
     );
     let lifetime = outage * 3;
     let mut cp = ControlPlane::start(StoreKind::Sqlite);
-    let ports = PairPorts::free();
+    let backend_app = HttpApp::start("backend app");
+    let web_app = HttpApp::start("web app");
+    let ports = PairPorts::with_apps(web_app.port(), backend_app.port());
     proxy::apply_pair(&cp, &ports, &format!("{}s", lifetime.as_secs()));
-    let _backend_app = HttpApp::start_on("backend app", ports.backend_app);
-    let _web_app = HttpApp::start_on("web app", ports.web_app);
     let tokens = tempfile::tempdir().expect("tempdir");
     let (mut web, mut backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     let to_backend = Traffic::start(ports.web_outbound, "/name", b"backend app\n");

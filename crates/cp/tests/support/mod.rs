@@ -116,7 +116,9 @@ impl TestCp {
     /// `PUT` (apply) of `resource` under `/api/v1/{plural}/{name}`;
     /// returns (status, body).
     pub async fn apply(&self, plural: &str, resource: &Value) -> (u16, Value) {
-        let name = resource["metadata"]["name"].as_str().expect("metadata.name");
+        let name = resource["metadata"]["name"]
+            .as_str()
+            .expect("metadata.name");
         let path = match resource["metadata"]["mesh"].as_str() {
             Some(mesh) => format!("/api/v1/{plural}/{name}?mesh={mesh}"),
             None => format!("/api/v1/{plural}/{name}"),

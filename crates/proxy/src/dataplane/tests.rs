@@ -25,8 +25,9 @@ fn versioned<T>(value: T) -> Versioned<T> {
 
 /// A mesh CA and an identity it issued for `spiffe://default/web`.
 fn ca_and_identity() -> (TrustBundle, Arc<WorkloadIdentity>) {
-    let material = MeshCa::generate_builtin("default", "ca-1", "default", Duration::from_secs(3600))
-        .expect("CA");
+    let material =
+        MeshCa::generate_builtin("default", "ca-1", "default", Duration::from_secs(3600))
+            .expect("CA");
     let ca = MeshCa::load(&material).expect("load CA");
     let id = SpiffeId::parse("spiffe://default/web").expect("SPIFFE ID");
     let (cert, key_pem) = ca
@@ -105,10 +106,9 @@ fn build(arrived: Arrived) -> Dataplane {
         config.clusters.insert(c.name.clone(), versioned(c));
     }
     for (name, port) in arrived.endpoints {
-        config.endpoints.insert(
-            name.into(),
-            versioned(vec![([127, 0, 0, 1], port).into()]),
-        );
+        config
+            .endpoints
+            .insert(name.into(), versioned(vec![([127, 0, 0, 1], port).into()]));
     }
     Dataplane::build(Arc::new(config), arrived.identity, None)
 }
@@ -204,7 +204,11 @@ fn everything_present_means_ready() {
         bundle: Some(bundle),
         identity: Some(identity),
         clusters: vec![
-            cluster("local", Discovery::Static(vec![([127, 0, 0, 1], 8080).into()]), false),
+            cluster(
+                "local",
+                Discovery::Static(vec![([127, 0, 0, 1], 8080).into()]),
+                false,
+            ),
             cluster("backend", Discovery::Eds, true),
         ],
         endpoints: vec![("backend", 10002)],

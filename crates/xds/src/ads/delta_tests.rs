@@ -115,7 +115,9 @@ fn engine() -> DeltaEngine {
 fn wildcard_subscription_gets_everything_then_only_changes() {
     let mut e = engine();
     let v1 = state(&[], &["a", "b"], &[], &[], "v1");
-    let out = e.on_request(&subscribe(CLUSTER_TYPE, &[]), Some(&v1)).unwrap();
+    let out = e
+        .on_request(&subscribe(CLUSTER_TYPE, &[]), Some(&v1))
+        .unwrap();
     let [first] = out.responses.as_slice() else {
         panic!("one response: {out:?}")
     };
@@ -212,11 +214,12 @@ fn a_type_with_nothing_yet_gets_an_empty_first_answer_then_the_resource() {
 #[test]
 fn a_request_before_any_state_is_answered_when_it_arrives() {
     let mut e = engine();
-    assert!(e
-        .on_request(&subscribe(CLUSTER_TYPE, &[]), None)
-        .unwrap()
-        .responses
-        .is_empty());
+    assert!(
+        e.on_request(&subscribe(CLUSTER_TYPE, &[]), None)
+            .unwrap()
+            .responses
+            .is_empty()
+    );
     let pushed = e.on_state(&state(&[], &["a"], &[], &[], "v1"));
     assert_eq!(pushed.len(), 1);
     assert_eq!(names(&pushed[0]), ["a"]);
@@ -226,7 +229,10 @@ fn a_request_before_any_state_is_answered_when_it_arrives() {
 fn a_nack_is_recorded_with_its_detail_and_version() {
     let mut e = engine();
     let s = state(&[], &["a"], &[], &[], "v1");
-    let r = e.on_request(&subscribe(CLUSTER_TYPE, &[]), Some(&s)).unwrap().responses;
+    let r = e
+        .on_request(&subscribe(CLUSTER_TYPE, &[]), Some(&s))
+        .unwrap()
+        .responses;
     let nack = DeltaDiscoveryRequest {
         error_detail: Some(RpcStatus {
             code: 3,
@@ -248,7 +254,10 @@ fn updates_go_in_type_order_and_removals_last_in_reverse() {
     let mut e = engine();
     let before = state(&["s"], &["a", "b"], &["la", "lb"], &[], "v1");
     for t in [SECRET_TYPE, CLUSTER_TYPE, LISTENER_TYPE] {
-        let r = e.on_request(&subscribe(t, &[]), Some(&before)).unwrap().responses;
+        let r = e
+            .on_request(&subscribe(t, &[]), Some(&before))
+            .unwrap()
+            .responses;
         e.on_request(&ack(&r[0]), Some(&before)).unwrap();
     }
     // The secret and `a`/`la` change; `b` and `lb` go.

@@ -84,9 +84,11 @@ fn names(r: &DiscoveryResponse) -> Vec<String> {
         .map(|a| match r.type_url.as_str() {
             CLUSTER_TYPE => Cluster::decode(a.value.as_slice()).unwrap().name,
             LISTENER_TYPE => Listener::decode(a.value.as_slice()).unwrap().name,
-            _ => ClusterLoadAssignment::decode(a.value.as_slice())
-                .unwrap()
-                .cluster_name,
+            _ => {
+                ClusterLoadAssignment::decode(a.value.as_slice())
+                    .unwrap()
+                    .cluster_name
+            }
         })
         .collect()
 }
@@ -99,7 +101,9 @@ fn engine() -> SotwEngine {
 fn wildcard_request_gets_everything_and_an_ack_is_recorded() {
     let mut e = engine();
     let s = state(&["a", "b"], &[], &[], "v1");
-    let out = e.on_request(&request(CLUSTER_TYPE, &[], None), Some(&s)).unwrap();
+    let out = e
+        .on_request(&request(CLUSTER_TYPE, &[], None), Some(&s))
+        .unwrap();
     let [resp] = out.responses.as_slice() else {
         panic!("one response: {out:?}")
     };
@@ -107,12 +111,17 @@ fn wildcard_request_gets_everything_and_an_ack_is_recorded() {
     assert_eq!(resp.control_plane.as_ref().unwrap().identifier, "cp-test");
     assert!(!resp.version_info.is_empty() && !resp.nonce.is_empty());
 
-    let ack = e.on_request(&request(CLUSTER_TYPE, &[], Some(resp)), Some(&s)).unwrap();
+    let ack = e
+        .on_request(&request(CLUSTER_TYPE, &[], Some(resp)), Some(&s))
+        .unwrap();
     assert!(ack.responses.is_empty(), "an ACK is not answered: {ack:?}");
     assert_eq!(ack.acks.len(), 1);
     assert_eq!(ack.acks[0].0, CLUSTER_TYPE);
     let report = &e.types()[CLUSTER_TYPE].report;
-    assert_eq!(report.last_acked_version.as_deref(), Some(resp.version_info.as_str()));
+    assert_eq!(
+        report.last_acked_version.as_deref(),
+        Some(resp.version_info.as_str())
+    );
     assert_eq!(report.resources, 2);
 
     // The same state again sends nothing: the client holds it.
@@ -122,7 +131,9 @@ fn wildcard_request_gets_everything_and_an_ack_is_recorded() {
 #[test]
 fn a_request_before_any_state_is_answered_when_the_state_arrives() {
     let mut e = engine();
-    let out = e.on_request(&request(CLUSTER_TYPE, &[], None), None).unwrap();
+    let out = e
+        .on_request(&request(CLUSTER_TYPE, &[], None), None)
+        .unwrap();
     assert!(out.responses.is_empty());
     let pushed = e.on_state(None, &state(&["a"], &[], &[], "v1"));
     assert_eq!(pushed.len(), 1);
@@ -135,7 +146,9 @@ fn a_request_before_any_state_is_answered_when_the_state_arrives() {
 fn named_subscription_gets_only_those_names() {
     let mut e = engine();
     let s = state(&["a", "b", "c"], &[], &[], "v1");
-    let out = e.on_request(&request(CLUSTER_TYPE, &["b", "zz"], None), Some(&s)).unwrap();
+    let out = e
+        .on_request(&request(CLUSTER_TYPE, &["b", "zz"], None), Some(&s))
+        .unwrap();
     assert_eq!(names(&out.responses[0]), ["b"]);
 }
 
@@ -144,13 +157,21 @@ fn a_stale_nonce_is_ignored() {
     let mut e = engine();
     let s1 = state(&["a"], &[], &[], "v1");
     let s2 = state(&["a"], &[], &[], "v2");
-    let first = e.on_request(&request(CLUSTER_TYPE, &[], None), Some(&s1)).unwrap().responses;
+    let first = e
+        .on_request(&request(CLUSTER_TYPE, &[], None), Some(&s1))
+        .unwrap()
+        .responses;
     let second = e.on_state(Some(&s1), &s2);
     assert_eq!(second.len(), 1);
     assert_ne!(first[0].nonce, second[0].nonce);
     // A NACK of the first (replaced) response changes nothing.
-    let out = e.on_request(&nack(CLUSTER_TYPE, &first[0], "old"), Some(&s2)).unwrap();
-    assert!(out.nacks.is_empty() && out.acks.is_empty() && out.responses.is_empty(), "{out:?}");
+    let out = e
+        .on_request(&nack(CLUSTER_TYPE, &first[0], "old"), Some(&s2))
+        .unwrap();
+    assert!(
+        out.nacks.is_empty() && out.acks.is_empty() && out.responses.is_empty(),
+        "{out:?}"
+    );
     assert!(e.types()[CLUSTER_TYPE].report.last_nack.is_none());
 }
 
@@ -160,13 +181,25 @@ fn a_nacked_version_is_never_resent_and_a_fix_is_pushed() {
     let good = state(&["a"], &[], &[], "good");
     let bad = state(&["a"], &[], &[], "bad");
     let fixed = state(&["a"], &[], &[], "fixed");
-    let r = e.on_request(&request(CLUSTER_TYPE, &[], None), Some(&good)).unwrap().responses;
-    e.on_request(&request(CLUSTER_TYPE, &[], Some(&r[0])), Some(&good)).unwrap();
+    let r = e
+        .on_request(&request(CLUSTER_TYPE, &[], None), Some(&good))
+        .unwrap()
+        .responses;
+    e.on_request(&request(CLUSTER_TYPE, &[], Some(&r[0])), Some(&good))
+        .unwrap();
     let pushed = e.on_state(Some(&good), &bad);
-    let out = e.on_request(&nack(CLUSTER_TYPE, &pushed[0], "cluster a: bad"), Some(&bad)).unwrap();
+    let out = e
+        .on_request(
+            &nack(CLUSTER_TYPE, &pushed[0], "cluster a: bad"),
+            Some(&bad),
+        )
+        .unwrap();
     assert_eq!(out.nacks, vec![(CLUSTER_TYPE, "cluster a: bad".to_owned())]);
     let report = &e.types()[CLUSTER_TYPE].report;
-    assert_eq!(report.last_nack.as_ref().unwrap().version, pushed[0].version_info);
+    assert_eq!(
+        report.last_nack.as_ref().unwrap().version,
+        pushed[0].version_info
+    );
     assert_eq!(report.last_nack.as_ref().unwrap().detail, "cluster a: bad");
     // Re-publishing the rejected state, or re-requesting, sends nothing.
     assert!(e.on_state(Some(&bad), &bad).is_empty());
@@ -181,8 +214,13 @@ fn a_nacked_version_is_never_resent_and_a_fix_is_pushed() {
 fn eds_stays_silent_until_a_wanted_resource_exists() {
     let mut e = engine();
     let without = state(&[], &[], &["other"], "v1");
-    let out = e.on_request(&request(ENDPOINT_TYPE, &["db"], None), Some(&without)).unwrap();
-    assert!(out.responses.is_empty(), "nothing wanted exists yet: {out:?}");
+    let out = e
+        .on_request(&request(ENDPOINT_TYPE, &["db"], None), Some(&without))
+        .unwrap();
+    assert!(
+        out.responses.is_empty(),
+        "nothing wanted exists yet: {out:?}"
+    );
     let with = state(&[], &[], &["other", "db"], "v1");
     let pushed = e.on_state(Some(&without), &with);
     assert_eq!(pushed.len(), 1);
@@ -193,7 +231,9 @@ fn eds_stays_silent_until_a_wanted_resource_exists() {
 fn clusters_and_listeners_answer_even_when_empty() {
     let mut e = engine();
     let empty = state(&[], &[], &[], "v1");
-    let out = e.on_request(&request(LISTENER_TYPE, &[], None), Some(&empty)).unwrap();
+    let out = e
+        .on_request(&request(LISTENER_TYPE, &[], None), Some(&empty))
+        .unwrap();
     assert_eq!(out.responses.len(), 1, "a full-state type says 'none'");
     assert!(out.responses[0].resources.is_empty());
 }
@@ -204,8 +244,12 @@ fn removals_keep_resources_for_one_round_then_drop_them_in_reverse_order() {
     let before = state(&["a", "b"], &["la", "lb"], &[], "v1");
     let after = state(&["a"], &["la"], &[], "v2");
     for t in [CLUSTER_TYPE, LISTENER_TYPE] {
-        let r = e.on_request(&request(t, &[], None), Some(&before)).unwrap().responses;
-        e.on_request(&request(t, &[], Some(&r[0])), Some(&before)).unwrap();
+        let r = e
+            .on_request(&request(t, &[], None), Some(&before))
+            .unwrap()
+            .responses;
+        e.on_request(&request(t, &[], Some(&r[0])), Some(&before))
+            .unwrap();
     }
     let pushed: Vec<(String, Vec<String>)> = e
         .on_state(Some(&before), &after)
@@ -233,5 +277,8 @@ fn an_unknown_type_is_refused_naming_the_served_types() {
         .on_request(&request("type.googleapis.com/nope", &[], None), None)
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
-    assert!(err.message().contains("nope") && err.message().contains(CLUSTER_TYPE), "{err}");
+    assert!(
+        err.message().contains("nope") && err.message().contains(CLUSTER_TYPE),
+        "{err}"
+    );
 }

@@ -4,9 +4,7 @@
 //! accepted versions are claimed on reconnect.
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
-use envoy_types::pb::envoy::config::core::v3::{
-    Address, SocketAddress, address, socket_address,
-};
+use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address, socket_address};
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
@@ -61,7 +59,11 @@ fn endpoints(name: &str, port: u32) -> Any {
     })
 }
 
-fn response(type_url: &str, resources: &[(&str, &str, Any)], removed: &[&str]) -> DeltaDiscoveryResponse {
+fn response(
+    type_url: &str,
+    resources: &[(&str, &str, Any)],
+    removed: &[&str],
+) -> DeltaDiscoveryResponse {
     DeltaDiscoveryResponse {
         type_url: type_url.to_owned(),
         system_version_info: "sys".into(),
@@ -87,9 +89,16 @@ fn version_of(config: &ProxyConfig, name: &str) -> Option<String> {
 #[test]
 fn good_resources_are_applied_and_an_identical_resend_changes_nothing() {
     let mut config = ProxyConfig::default();
-    let r = response(CLUSTER, &[("a", "v1", cluster("a", 0)), ("b", "v1", cluster("b", 0))], &[]);
+    let r = response(
+        CLUSTER,
+        &[("a", "v1", cluster("a", 0)), ("b", "v1", cluster("b", 0))],
+        &[],
+    );
     let applied = apply(&mut config, &r);
-    assert!(applied.changed && applied.rejected.is_empty(), "{applied:?}");
+    assert!(
+        applied.changed && applied.rejected.is_empty(),
+        "{applied:?}"
+    );
     assert_eq!(config.clusters.keys().collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(version_of(&config, "a").as_deref(), Some("v1"));
     assert!(config.received.contains(CLUSTER));
@@ -97,7 +106,10 @@ fn good_resources_are_applied_and_an_identical_resend_changes_nothing() {
     let again = apply(&mut config, &r);
     assert!(!again.changed && again.rejected.is_empty(), "{again:?}");
 
-    let eds = apply(&mut config, &response(ENDPOINTS, &[("a", "e1", endpoints("a", 8080))], &[]));
+    let eds = apply(
+        &mut config,
+        &response(ENDPOINTS, &[("a", "e1", endpoints("a", 8080))], &[]),
+    );
     assert!(eds.changed && eds.rejected.is_empty(), "{eds:?}");
     assert_eq!(
         config.endpoints["a"].value.as_slice(),
@@ -108,21 +120,34 @@ fn good_resources_are_applied_and_an_identical_resend_changes_nothing() {
 #[test]
 fn a_rejected_resource_keeps_its_last_good_version_while_others_apply() {
     let mut config = ProxyConfig::default();
-    apply(&mut config, &response(CLUSTER, &[("a", "v1", cluster("a", 0))], &[]));
+    apply(
+        &mut config,
+        &response(CLUSTER, &[("a", "v1", cluster("a", 0))], &[]),
+    );
 
     let r = response(
         CLUSTER,
-        &[("a", "v2", cluster("a", MAGLEV)), ("c", "v1", cluster("c", 0))],
+        &[
+            ("a", "v2", cluster("a", MAGLEV)),
+            ("c", "v1", cluster("c", 0)),
+        ],
         &[],
     );
     let applied = apply(&mut config, &r);
     assert!(applied.changed, "c was added");
-    assert_eq!(version_of(&config, "a").as_deref(), Some("v1"), "a keeps v1");
+    assert_eq!(
+        version_of(&config, "a").as_deref(),
+        Some("v1"),
+        "a keeps v1"
+    );
     assert_eq!(version_of(&config, "c").as_deref(), Some("v1"));
     let [rejected] = applied.rejected.as_slice() else {
         panic!("one rejection: {applied:?}")
     };
-    assert_eq!((rejected.name.as_str(), rejected.version.as_str()), ("a", "v2"));
+    assert_eq!(
+        (rejected.name.as_str(), rejected.version.as_str()),
+        ("a", "v2")
+    );
     assert!(rejected.error.starts_with("lb_policy:"), "{rejected:?}");
 
     // On reconnect the proxy claims only what it accepted.
@@ -131,7 +156,10 @@ fn a_rejected_resource_keeps_its_last_good_version_while_others_apply() {
     assert_eq!(held.len(), 2);
 
     // A new resource that is rejected stays absent.
-    let absent = apply(&mut config, &response(CLUSTER, &[("d", "v1", cluster("d", MAGLEV))], &[]));
+    let absent = apply(
+        &mut config,
+        &response(CLUSTER, &[("d", "v1", cluster("d", MAGLEV))], &[]),
+    );
     assert!(!absent.changed);
     assert!(!config.clusters.contains_key("d"));
 }
@@ -153,14 +181,23 @@ fn the_nack_detail_names_every_rejection_with_its_field_path() {
     let applied = apply(&mut config, &r);
     let detail: Vec<String> = applied.rejected.iter().map(ToString::to_string).collect();
     assert_eq!(detail.len(), 2, "{detail:?}");
-    assert!(detail[0].starts_with("Cluster \"a\": lb_policy:"), "{detail:?}");
-    assert!(detail[0].contains("ROUND_ROBIN"), "the fix is named: {detail:?}");
+    assert!(
+        detail[0].starts_with("Cluster \"a\": lb_policy:"),
+        "{detail:?}"
+    );
+    assert!(
+        detail[0].contains("ROUND_ROBIN"),
+        "the fix is named: {detail:?}"
+    );
     assert!(detail[1].starts_with("Cluster \"b\": name:"), "{detail:?}");
     assert!(detail[1].contains("not-b"), "{detail:?}");
     assert!(config.clusters.contains_key("ok"));
 
     let missing = apply(&mut config, &no_body);
-    assert_eq!(missing.rejected[0].to_string(), "Cluster \"x\": resource: missing");
+    assert_eq!(
+        missing.rejected[0].to_string(),
+        "Cluster \"x\": resource: missing"
+    );
 
     let bad_eds = {
         let mut cla = ClusterLoadAssignment::decode(endpoints("a", 1).value.as_slice()).unwrap();
@@ -168,7 +205,10 @@ fn the_nack_detail_names_every_rejection_with_its_field_path() {
             Some(lb_endpoint::HostIdentifier::EndpointName("named".into()));
         any(&cla)
     };
-    let eds = apply(&mut config, &response(ENDPOINTS, &[("a", "e1", bad_eds)], &[]));
+    let eds = apply(
+        &mut config,
+        &response(ENDPOINTS, &[("a", "e1", bad_eds)], &[]),
+    );
     assert!(
         eds.rejected[0]
             .to_string()
@@ -180,28 +220,50 @@ fn the_nack_detail_names_every_rejection_with_its_field_path() {
 #[test]
 fn a_resource_of_another_type_than_the_response_is_rejected() {
     let mut config = ProxyConfig::default();
-    let applied = apply(&mut config, &response(LISTENER, &[("a", "v1", cluster("a", 0))], &[]));
+    let applied = apply(
+        &mut config,
+        &response(LISTENER, &[("a", "v1", cluster("a", 0))], &[]),
+    );
     assert_eq!(applied.rejected.len(), 1);
-    assert!(applied.rejected[0].error.starts_with("resource:"), "{applied:?}");
+    assert!(
+        applied.rejected[0].error.starts_with("resource:"),
+        "{applied:?}"
+    );
     assert!(config.listeners.is_empty());
 }
 
 #[test]
 fn an_unsupported_type_is_rejected_whole() {
     let mut config = ProxyConfig::default();
-    let applied = apply(&mut config, &response("type.googleapis.com/nope.Thing", &[], &[]));
+    let applied = apply(
+        &mut config,
+        &response("type.googleapis.com/nope.Thing", &[], &[]),
+    );
     assert!(!applied.changed);
     assert_eq!(applied.rejected.len(), 1);
-    assert!(applied.rejected[0].error.contains("not supported"), "{applied:?}");
+    assert!(
+        applied.rejected[0].error.contains("not supported"),
+        "{applied:?}"
+    );
     assert!(config.received.is_empty());
 }
 
 #[test]
 fn removals_apply_and_unknown_names_change_nothing() {
     let mut config = ProxyConfig::default();
-    apply(&mut config, &response(CLUSTER, &[("a", "v1", cluster("a", 0)), ("b", "v1", cluster("b", 0))], &[]));
+    apply(
+        &mut config,
+        &response(
+            CLUSTER,
+            &[("a", "v1", cluster("a", 0)), ("b", "v1", cluster("b", 0))],
+            &[],
+        ),
+    );
     let removed = apply(&mut config, &response(CLUSTER, &[], &["a", "never-sent"]));
-    assert!(removed.changed && removed.rejected.is_empty(), "{removed:?}");
+    assert!(
+        removed.changed && removed.rejected.is_empty(),
+        "{removed:?}"
+    );
     assert_eq!(config.clusters.keys().collect::<Vec<_>>(), ["b"]);
     let nothing = apply(&mut config, &response(CLUSTER, &[], &["never-sent"]));
     assert!(!nothing.changed);
