@@ -42,11 +42,22 @@ impl ApiFailure {
     }
 }
 
+/// Where the admin token came from, so a refusal can say which input to fix.
+#[derive(Debug, Clone)]
+pub(crate) enum TokenSource {
+    /// `--token`.
+    Flag,
+    /// The `MESHLINK_TOKEN` environment variable.
+    Env,
+    /// A token file (the default `./meshlink-data/admin-token`).
+    File(String),
+}
+
 /// Talks to one control plane.
 pub(crate) struct ApiClient {
     http: reqwest::Client,
     server: String,
-    token: Option<String>,
+    token: Option<(String, TokenSource)>,
 }
 
 /// Query parameters for one resource.
@@ -58,7 +69,7 @@ pub(crate) fn scope_query(kind: Kind, mesh: Option<&str>) -> Vec<(&'static str, 
 }
 
 impl ApiClient {
-    pub(crate) fn new(server: &str, token: Option<String>) -> Self {
+    pub(crate) fn new(server: &str, token: Option<(String, TokenSource)>) -> Self {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()
@@ -85,7 +96,7 @@ impl ApiClient {
             .request(method, &url)
             .query(query)
             .timeout(timeout);
-        if let Some(t) = &self.token {
+        if let Some((t, _)) = &self.token {
             req = req.bearer_auth(t);
         }
         if let Some(b) = body {
@@ -105,7 +116,7 @@ impl ApiClient {
             .unwrap_or_else(|| format!("{status}: {}", text.trim()));
         let fields = serde_json::from_value(err["fields"].clone()).unwrap_or_default();
         let message = if status == StatusCode::UNAUTHORIZED {
-            format!("{message} (server {})", self.server)
+            self.unauthorized(&message)
         } else {
             message
         };
@@ -114,6 +125,30 @@ impl ApiClient {
             message,
             fields,
         })
+    }
+
+    /// A 401, told from the side of the input that caused it.
+    fn unauthorized(&self, server_message: &str) -> String {
+        // The server names its token file: "... use the token in PATH".
+        let file = server_message
+            .rsplit_once("use the token in ")
+            .map(|(_, p)| p.trim().to_string())
+            .unwrap_or_else(|| "<data-dir>/admin-token".to_string());
+        let server = &self.server;
+        match &self.token {
+            None => format!(
+                "{server_message} (server {server}); pass --token, export MESHLINK_TOKEN=\"$(cat {file})\" or run from the directory holding meshlink-data/"
+            ),
+            Some((_, TokenSource::Env)) => format!(
+                "the admin token from MESHLINK_TOKEN was refused by {server} (401); unset it or export the token from {file}: export MESHLINK_TOKEN=\"$(cat {file})\""
+            ),
+            Some((_, TokenSource::Flag)) => format!(
+                "the admin token given with --token was refused by {server} (401); pass the token from {file}"
+            ),
+            Some((_, TokenSource::File(path))) => format!(
+                "the admin token read from {path} was refused by {server} (401); that file belongs to another control plane: pass --token or export MESHLINK_TOKEN with the token from {file}"
+            ),
+        }
     }
 
     fn transport_error(&self, e: reqwest::Error) -> ApiFailure {

@@ -8,10 +8,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use meshlink_api::Kind;
 
-use client::ApiClient;
+use client::{ApiClient, TokenSource};
 use commands::get::Output;
 use commands::inspect::Format as InspectFormat;
 use failure::Failure;
@@ -71,6 +72,10 @@ enum Command {
         /// Mesh of mesh-scoped kinds.
         #[arg(short = 'm', long, default_value = "default")]
         mesh: String,
+        /// For a Mesh: also delete everything in it (Dataplanes,
+        /// MeshTrafficPermissions). Without it, a Mesh in use is refused.
+        #[arg(long)]
+        cascade: bool,
     },
     /// Shows a proxy's xDS connection as the control plane sees it.
     #[command(subcommand)]
@@ -146,6 +151,10 @@ enum TokenCommand {
         /// Why, for the record.
         #[arg(long, default_value = "")]
         reason: String,
+        /// Revoke even if the control plane has no record of issuing this id
+        /// (tokens issued before token ids were recorded).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -154,15 +163,50 @@ fn kind(s: &str) -> Result<Kind, Failure> {
         .map_err(|e| Failure::BadInput(e.to_string()))
 }
 
-fn default_token() -> Option<String> {
-    std::fs::read_to_string(Path::new("meshlink-data").join("admin-token"))
+fn default_token() -> Option<(String, TokenSource)> {
+    let path = Path::new("meshlink-data").join("admin-token");
+    std::fs::read_to_string(&path)
         .ok()
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
+        .map(|t| (t, TokenSource::File(path.display().to_string())))
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
-    let client = ApiClient::new(&cli.server, cli.token.or_else(default_token));
+/// Where `--server` and `--token` came from, for error messages.
+struct Sources {
+    server: &'static str,
+    token: TokenSource,
+}
+
+fn source_name(src: Option<ValueSource>, flag: &'static str, env: &'static str) -> &'static str {
+    match src {
+        Some(ValueSource::EnvVariable) => env,
+        Some(ValueSource::CommandLine) => flag,
+        _ => "the default",
+    }
+}
+
+/// Refuses a `--server` that is not an http(s) URL, suggesting the fix.
+fn check_server(server: &str, from: &str) -> Result<(), Failure> {
+    if server.starts_with("http://") || server.starts_with("https://") {
+        return Ok(());
+    }
+    let hint = match server.split_once("://") {
+        Some((_, rest)) => format!("http://{rest}"),
+        None => format!("http://{server}"),
+    };
+    Err(Failure::BadInput(format!(
+        "{from} {server:?} is not an http:// or https:// URL; did you mean {hint}?"
+    )))
+}
+
+async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
+    check_server(&cli.server, sources.server)?;
+    let token = match cli.token {
+        Some(t) => Some((t, sources.token)),
+        None => default_token(),
+    };
+    let client = ApiClient::new(&cli.server, token);
     match cli.command {
         Command::Apply { file } => commands::apply::run(&client, &file).await,
         Command::Get {
@@ -191,7 +235,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             kind: k,
             name,
             mesh,
-        } => commands::delete::run(&client, kind(&k)?, &name, Some(&mesh)).await,
+            cascade,
+        } => commands::delete::run(&client, kind(&k)?, &name, Some(&mesh), cascade).await,
         Command::Inspect(InspectCommand::Dataplane {
             name,
             mesh,
@@ -215,8 +260,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             )
             .await
         }
-        Command::Token(TokenCommand::Revoke { id, reason }) => {
-            commands::token::revoke(&client, &id, &reason).await
+        Command::Token(TokenCommand::Revoke { id, reason, force }) => {
+            commands::token::revoke(&client, &id, &reason, force).await
         }
         Command::Wait {
             target,
@@ -233,7 +278,18 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let sources = Sources {
+        server: source_name(matches.value_source("server"), "--server", "MESHLINK_SERVER"),
+        token: match matches.value_source("token") {
+            Some(ValueSource::EnvVariable) => TokenSource::Env,
+            _ => TokenSource::Flag,
+        },
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -244,7 +300,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run(cli)) {
+    match rt.block_on(run(cli, sources)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("error: {f}");

@@ -41,6 +41,10 @@ pub enum ResourceError {
     /// The request is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// The resource is still used by others (a Mesh with Dataplanes); the
+    /// message names them and the fix.
+    #[error("{0}")]
+    InUse(String),
     /// The store failed; the request may be retried.
     #[error("store unavailable: {0}")]
     Store(StoreError),
@@ -84,6 +88,28 @@ fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
         Some(m) => format!("{} {name:?} in mesh {m:?}", kind.as_str()),
         None => format!("{} {name:?}", kind.as_str()),
     }
+}
+
+/// The mesh-scoped kinds that live inside a Mesh, deleted by a cascade.
+const MESH_CONTENTS: [Kind; 2] = [Kind::Dataplane, Kind::MeshTrafficPermission];
+
+/// How many names per kind an "in use" error shows.
+const IN_USE_NAMES: usize = 3;
+
+/// `mesh "m" is in use by 2 Dataplanes (a, b) and 1 MeshTrafficPermission (p); ...`
+fn in_use_message(mesh: &str, users: &[(Kind, usize, Vec<String>)]) -> String {
+    let parts: Vec<String> = users
+        .iter()
+        .map(|(k, n, names)| {
+            let more = if *n > names.len() { ", ..." } else { "" };
+            let plural = if *n == 1 { "" } else { "s" };
+            format!("{n} {k}{plural} ({}{more})", names.join(", "))
+        })
+        .collect();
+    format!(
+        "mesh {mesh:?} is in use by {}; delete them first or use --cascade (?cascade=true in the API) to delete the mesh and everything in it",
+        parts.join(" and ")
+    )
 }
 
 /// Parses a `resourceVersion` string.
@@ -290,6 +316,50 @@ impl ResourceService {
         )))
     }
 
+    /// Runs every check [`Self::apply`] runs (validation, scope,
+    /// `resourceVersion`, "the mesh exists") without writing, and says what
+    /// apply would do. `pending_meshes` are Meshes the same apply creates
+    /// before this resource, so a reference to them counts as satisfied.
+    pub async fn dry_run_apply(
+        &self,
+        r: &Resource,
+        pending_meshes: &std::collections::BTreeSet<String>,
+    ) -> Result<ApplyOutcome, ResourceError> {
+        Self::validated(r)?;
+        let expected = r.resource_version().map(parse_version).transpose()?;
+        let key = key_of(r.kind(), r.mesh(), r.name());
+        let Some(existing) = self.store.get(&key).await? else {
+            if let Some(v) = expected {
+                return Err(ResourceError::Conflict(format!(
+                    "{} does not exist, but resourceVersion {v} was given; drop metadata.resourceVersion to create it",
+                    describe(r.kind(), r.mesh(), r.name())
+                )));
+            }
+            if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
+                self.check_references(r).await?;
+            }
+            return Ok(ApplyOutcome::Created);
+        };
+        if let Some(v) = expected
+            && v != existing.revision
+        {
+            return Err(ResourceError::Conflict(
+                StoreError::Conflict {
+                    key: key.to_string(),
+                    expected: v,
+                    actual: existing.revision,
+                }
+                .to_string(),
+            ));
+        }
+        let current = Self::decode(existing)?;
+        Ok(if current.same_desired_state(r) {
+            ApplyOutcome::Unchanged
+        } else {
+            ApplyOutcome::Configured
+        })
+    }
+
     /// Replaces a resource's status (controllers only; not exposed to apply).
     pub async fn set_status(
         &self,
@@ -322,7 +392,9 @@ impl ResourceService {
         Self::decode(obj)
     }
 
-    /// Deletes a resource, optionally only at `expected` version.
+    /// Deletes a resource, optionally only at `expected` version. A Mesh
+    /// that still has Dataplanes or MeshTrafficPermissions is refused with
+    /// [`ResourceError::InUse`] naming them; see [`Self::delete_cascade`].
     pub async fn delete(
         &self,
         kind: Kind,
@@ -331,6 +403,78 @@ impl ResourceService {
         expected: Option<u64>,
     ) -> Result<Resource, ResourceError> {
         Self::check_scope(kind, mesh)?;
+        if kind == Kind::Mesh {
+            let users = self.mesh_users(name).await?;
+            if !users.is_empty() {
+                return Err(ResourceError::InUse(in_use_message(name, &users)));
+            }
+        }
+        self.delete_one(kind, mesh, name, expected).await
+    }
+
+    /// Deletes a resource and, for a Mesh, everything in it first
+    /// (Dataplanes, MeshTrafficPermissions). Returns the deleted resource and
+    /// the resources deleted with it.
+    pub async fn delete_cascade(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        name: &str,
+        expected: Option<u64>,
+    ) -> Result<(Resource, Vec<Resource>), ResourceError> {
+        Self::check_scope(kind, mesh)?;
+        let mut cascaded = Vec::new();
+        if kind == Kind::Mesh {
+            // Make sure the Mesh exists (and matches `expected`) before
+            // deleting anything in it.
+            let current = self.get(Kind::Mesh, None, name).await?;
+            if let Some(v) = expected
+                && current.resource_version() != Some(v.to_string().as_str())
+            {
+                return Err(ResourceError::Conflict(format!(
+                    "{} changed: resourceVersion is {}, not {v}",
+                    describe(kind, None, name),
+                    current.resource_version().unwrap_or("?")
+                )));
+            }
+            for k in MESH_CONTENTS {
+                for r in self.list(k, Some(name), None).await? {
+                    match self.delete_one(k, Some(name), r.name(), None).await {
+                        Ok(gone) => cascaded.push(gone),
+                        Err(ResourceError::NotFound(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        let deleted = self.delete_one(kind, mesh, name, expected).await?;
+        Ok((deleted, cascaded))
+    }
+
+    /// What still lives in a mesh: per kind, the count and the first few names.
+    async fn mesh_users(&self, mesh: &str) -> Result<Vec<(Kind, usize, Vec<String>)>, ResourceError> {
+        let mut users = Vec::new();
+        for k in MESH_CONTENTS {
+            let items = self.list(k, Some(mesh), None).await?;
+            if !items.is_empty() {
+                let names = items
+                    .iter()
+                    .take(IN_USE_NAMES)
+                    .map(|r| r.name().to_string())
+                    .collect();
+                users.push((k, items.len(), names));
+            }
+        }
+        Ok(users)
+    }
+
+    async fn delete_one(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        name: &str,
+        expected: Option<u64>,
+    ) -> Result<Resource, ResourceError> {
         let obj = self
             .store
             .delete(&key_of(kind, mesh, name), expected)

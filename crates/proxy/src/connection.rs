@@ -84,7 +84,9 @@ async fn inbound(
 ) -> Result<(), String> {
     let cluster = cluster(view, spec)?;
     let Some(tls) = &spec.tls else {
-        let upstream = connect(cluster, metrics).await?;
+        let upstream = connect(cluster, metrics)
+            .await
+            .inspect_err(|why| app_down(spec, None, why, metrics))?;
         return copy(stream, upstream, Direction::Inbound, metrics).await;
     };
     let server = view
@@ -109,8 +111,25 @@ async fn inbound(
         tracing::info!(listener = %spec.name, peer = ?peer_id, "RBAC denied the connection: {why}");
         return Err(format!("RBAC denied {peer_id:?}: {why}"));
     }
-    let upstream = connect(cluster, metrics).await?;
+    let upstream = connect(cluster, metrics)
+        .await
+        .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics))?;
     copy(tls_stream, upstream, Direction::Inbound, metrics).await
+}
+
+/// Logs that the local application refused an inbound connection (the
+/// client sees the same empty reply as for an RBAC denial, so this is
+/// logged at the same level), rate-limited: the first at once, then at most
+/// one line per [`crate::metrics::APP_DOWN_LOG_INTERVAL`] with the count.
+fn app_down(spec: &ListenerSpec, peer: Option<&str>, why: &str, metrics: &ProxyMetrics) {
+    if let Some(count) = metrics.app_down_log.hit() {
+        tracing::info!(
+            listener = %spec.name,
+            peer = ?peer,
+            count,
+            "the local application refused the connection (app down?), not RBAC: {why}"
+        );
+    }
 }
 
 async fn outbound(

@@ -172,16 +172,27 @@ impl CpTarget {
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true);
-        endpoint.connect().await.map_err(|e| {
-            let mut reason = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                reason = format!("{reason}: {s}");
-                source = s.source();
-            }
-            connect_err(reason)
-        })
+        endpoint
+            .connect()
+            .await
+            .map_err(|e| connect_err(error_chain(&e)))
     }
+}
+
+/// An error and its sources as one line, `a: b: c`, skipping a source
+/// whose text the line already ends with (tonic and hyper repeat theirs,
+/// which printed `tcp connect error: tcp connect error: ...`).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut reason = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !text.is_empty() && !reason.ends_with(&text) {
+            reason = format!("{reason}: {text}");
+        }
+        source = s.source();
+    }
+    reason
 }
 
 /// The claims of a JWS compact token, without verifying it (the control
@@ -202,6 +213,37 @@ fn peek_claims(token: &str) -> Result<TokenClaims, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn error_chain_does_not_repeat_a_layer() {
+        let e = Layer(
+            "transport error",
+            Some(Box::new(Layer(
+                "tcp connect error",
+                Some(Box::new(Layer(
+                    "tcp connect error",
+                    Some(Box::new(Layer("Connection refused (os error 111)", None))),
+                ))),
+            ))),
+        );
+        assert_eq!(
+            error_chain(&e),
+            "transport error: tcp connect error: Connection refused (os error 111)"
+        );
+    }
 
     fn target(dir: &Path) -> CpTarget {
         CpTarget {

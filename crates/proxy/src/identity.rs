@@ -213,6 +213,7 @@ async fn obtain(
     cancel: &CancellationToken,
 ) -> Option<Arc<WorkloadIdentity>> {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(15));
+    let mut log = crate::log_limit::LogLimiter::new(crate::log_limit::REPEAT_INTERVAL);
     loop {
         let attempt = tokio::select! {
             () = cancel.cancelled() => return None,
@@ -221,7 +222,9 @@ async fn obtain(
         match attempt {
             Ok(identity) => return Some(Arc::new(identity)),
             Err(e) => {
-                tracing::warn!(error = %e, "identity certificate not obtained yet");
+                if let Some(failures) = log.hit(tokio::time::Instant::now()) {
+                    tracing::warn!(error = %e, failures, "identity certificate not obtained yet (logged at most every 30 s while it lasts)");
+                }
                 status.set(Some(e.to_string()));
                 let mut delay = backoff.next_delay();
                 if let IdentityError::Cp(cp) = &e

@@ -23,6 +23,7 @@ pub mod dataplane;
 pub mod identity;
 pub mod lb;
 pub mod listeners;
+pub mod log_limit;
 pub mod metrics;
 pub mod model;
 pub mod options;

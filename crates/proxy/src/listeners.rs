@@ -70,6 +70,9 @@ impl ListenerManager {
             let identity = self.identity.borrow_and_update().clone();
             let previous = self.dataplane.borrow().clone();
             let view = Arc::new(Dataplane::build(config.clone(), identity, Some(&previous)));
+            for cluster in view.clusters.keys() {
+                self.metrics.cluster_known(cluster);
+            }
             self.dataplane.send_replace(view.clone());
             let failed_bind = self.reconcile(&config, &view, &mut bound, &stop_accepting);
             let retry_at = failed_bind.then(|| tokio::time::Instant::now() + BIND_RETRY);

@@ -57,8 +57,25 @@ pub struct TypeLabels {
     pub r#type: String,
 }
 
-/// Every metric the proxy exports.
-#[derive(Debug, Default)]
+/// Every `reason` label of `handshake_failures` ([`crate::connection`]
+/// picks one of these), pre-created at 0 so alerts see the series at once.
+pub const HANDSHAKE_FAILURE_REASONS: [&str; 7] = [
+    "peer_identity",
+    "certificate_expired",
+    "unknown_issuer",
+    "bad_certificate",
+    "connection_closed",
+    "protocol",
+    "timeout",
+];
+
+/// How often "the local app refused the connection" is logged while it
+/// repeats (the first at once).
+pub const APP_DOWN_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Every metric the proxy exports, and the rate limits of the log lines
+/// that go with the busiest counters.
+#[derive(Debug)]
 pub struct ProxyMetrics {
     /// Connections accepted, per listener.
     pub connections: Family<ListenerLabels, Counter>,
@@ -88,11 +105,38 @@ pub struct ProxyMetrics {
     pub listeners_active: Gauge,
     /// Listeners waiting for a reference (I2).
     pub listeners_warming: Gauge,
+    /// Rate limit of the "local application refused the connection" log.
+    pub app_down_log: crate::log_limit::SharedLogLimiter,
+}
+
+impl Default for ProxyMetrics {
+    fn default() -> Self {
+        ProxyMetrics {
+            connections: Family::default(),
+            connections_active: Family::default(),
+            bytes: Family::default(),
+            handshake_failures: Family::default(),
+            rbac_denied: Family::default(),
+            upstream_connect_failures: Family::default(),
+            outlier_ejections: Family::default(),
+            xds_connected: Gauge::default(),
+            xds_updates: Family::default(),
+            xds_rejected: Family::default(),
+            cert_expiry_seconds: Gauge::default(),
+            cert_rotations: Counter::default(),
+            listeners_active: Gauge::default(),
+            listeners_warming: Gauge::default(),
+            app_down_log: crate::log_limit::SharedLogLimiter::new(APP_DOWN_LOG_INTERVAL),
+        }
+    }
 }
 
 impl ProxyMetrics {
-    /// Registers every metric in `registry` (under the caller's prefix).
+    /// Registers every metric in `registry` (under the caller's prefix) and
+    /// creates the failure counters' known label sets at 0, so that they are
+    /// exported from start-up, not only after their first event.
     pub fn register(&self, registry: &mut Registry) {
+        self.precreate();
         registry.register(
             "connections",
             "Connections accepted",
@@ -165,6 +209,36 @@ impl ProxyMetrics {
         );
     }
 
+    /// Creates at 0 every failure series whose labels are known up front:
+    /// handshake failures per direction and reason, xDS rejections per type.
+    fn precreate(&self) {
+        for direction in [crate::model::Direction::Inbound, crate::model::Direction::Outbound] {
+            for reason in HANDSHAKE_FAILURE_REASONS {
+                let _ = self.handshake_failures.get_or_create(&FailureLabels {
+                    direction: direction.as_str().to_owned(),
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+        for ty in crate::xds::apply::TYPES {
+            let short = ty.rsplit('.').next().unwrap_or(ty).to_owned();
+            let _ = self
+                .xds_rejected
+                .get_or_create(&TypeLabels { r#type: short });
+        }
+    }
+
+    /// Creates a cluster's failure series (connect failures, ejections) at
+    /// 0 when the cluster becomes known, so they are exported before the
+    /// first failure.
+    pub fn cluster_known(&self, cluster: &str) {
+        let labels = ClusterLabels {
+            cluster: cluster.to_owned(),
+        };
+        let _ = self.upstream_connect_failures.get_or_create(&labels);
+        let _ = self.outlier_ejections.get_or_create(&labels);
+    }
+
     /// Counts one xDS response of type `short` (accepted or NACKed).
     pub fn xds_update(&self, short: &str, accepted: bool) {
         let labels = TypeLabels {
@@ -192,5 +266,50 @@ impl ProxyMetrics {
                 reason: reason.to_owned(),
             })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(metrics: &ProxyMetrics) -> String {
+        let mut registry = Registry::with_prefix("meshlink_proxy");
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        text
+    }
+
+    #[test]
+    fn failure_counters_are_exported_at_zero_from_start_up() {
+        let metrics = ProxyMetrics::default();
+        let text = scrape(&metrics);
+        for line in [
+            r#"meshlink_proxy_handshake_failures_total{direction="inbound",reason="unknown_issuer"} 0"#,
+            r#"meshlink_proxy_handshake_failures_total{direction="outbound",reason="timeout"} 0"#,
+            r#"meshlink_proxy_xds_rejected_total{type="Listener"} 0"#,
+            r#"meshlink_proxy_xds_rejected_total{type="Secret"} 0"#,
+            r#"meshlink_proxy_xds_rejected_total{type="ClusterLoadAssignment"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+        // Per-cluster series appear at 0 as soon as the cluster is known.
+        metrics.cluster_known("backend");
+        let mut registry = Registry::with_prefix("meshlink_proxy");
+        registry.register(
+            "upstream_connect_failures",
+            "",
+            metrics.upstream_connect_failures.clone(),
+        );
+        registry.register("outlier_ejections", "", metrics.outlier_ejections.clone());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        for line in [
+            r#"meshlink_proxy_upstream_connect_failures_total{cluster="backend"} 0"#,
+            r#"meshlink_proxy_outlier_ejections_total{cluster="backend"} 0"#,
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
     }
 }

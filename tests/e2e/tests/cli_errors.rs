@@ -118,5 +118,10 @@ fn wrong_token_is_refused() {
         None,
     );
     assert_eq!(out.code, 1, "{out:#?}");
-    assert!(out.stderr.contains("invalid admin token"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("the admin token given with --token was refused"),
+        "{}",
+        out.stderr
+    );
 }

@@ -1,6 +1,9 @@
 //! `meshlink apply -f FILE|-`: parse every document, refuse the whole input
-//! if any document is invalid, then apply each and report
-//! created / configured / unchanged.
+//! if any document is invalid, check every document against the server
+//! without writing (`POST /api/v1/apply?dryRun=true`: validation, references
+//! such as "the mesh exists", `resourceVersion`), refuse the whole input if
+//! any fails there, then apply each and report created / configured /
+//! unchanged.
 
 use std::io::Read;
 use std::time::Duration;
@@ -51,6 +54,7 @@ pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
     if docs.is_empty() {
         return Err(Failure::BadInput(format!("{source}: no resources found")));
     }
+    dry_run(client, &source, &docs).await?;
     let mut worst: Option<Failure> = None;
     for d in docs {
         let Ok(r) = d.outcome else { continue };
@@ -105,6 +109,94 @@ pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
             "some documents were not applied".to_string(),
         )),
     }
+}
+
+/// Most documents per dry-run request, and roughly most bytes (the server
+/// reads at most 1 MiB per request).
+const DRY_RUN_ITEMS: usize = 200;
+const DRY_RUN_BYTES: usize = 512 * 1024;
+
+/// Checks every document against the server without writing. Reports every
+/// failure and fails if there is any: then nothing is applied.
+async fn dry_run(
+    client: &ApiClient,
+    source: &str,
+    docs: &[meshlink_api::ParsedDocument],
+) -> Result<(), Failure> {
+    let mut chunks: Vec<Vec<(usize, serde_json::Value)>> = vec![Vec::new()];
+    let mut bytes = 0;
+    for d in docs {
+        let Ok(r) = &d.outcome else { continue };
+        let json = r.to_json();
+        let size = json.to_string().len();
+        let last = chunks.last_mut().expect("one chunk");
+        if !last.is_empty() && (last.len() >= DRY_RUN_ITEMS || bytes + size > DRY_RUN_BYTES) {
+            chunks.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += size;
+        chunks.last_mut().expect("one chunk").push((d.index, json));
+    }
+    let mut pending_meshes: Vec<String> = Vec::new();
+    let mut errors = 0;
+    let mut runtime = false;
+    for chunk in chunks.iter().filter(|c| !c.is_empty()) {
+        let items: Vec<_> = chunk.iter().map(|(_, j)| j.clone()).collect();
+        let body = serde_json::json!({ "items": items, "pendingMeshes": pending_meshes });
+        let resp = client
+            .call(
+                Method::POST,
+                "/api/v1/apply",
+                &[("dryRun", "true".to_string())],
+                Some(&body),
+                Duration::from_secs(60),
+            )
+            .await
+            .map_err(|e| e.into_failure())?;
+        let results = resp["items"].as_array().cloned().unwrap_or_default();
+        for (pos, (index, json)) in chunk.iter().enumerate() {
+            let res = &results.get(pos).cloned().unwrap_or_default();
+            let err = &res["error"];
+            if err.is_null() {
+                if json["kind"] == "Mesh"
+                    && let Some(n) = json["metadata"]["name"].as_str()
+                {
+                    pending_meshes.push(n.to_string());
+                }
+                continue;
+            }
+            errors += 1;
+            let status = err["status"].as_u64().unwrap_or(0);
+            runtime |= !matches!(status, 400 | 422 | 413);
+            let fields: Vec<meshlink_api::FieldError> =
+                serde_json::from_value(err["fields"].clone()).unwrap_or_default();
+            if fields.is_empty() {
+                let name = match (json["kind"].as_str(), json["metadata"]["name"].as_str()) {
+                    (Some(k), Some(n)) => match k.parse() {
+                        Ok(k) => display_name(k, n, json["metadata"]["mesh"].as_str()),
+                        Err(_) => format!("{k}/{n}"),
+                    },
+                    _ => "resource".to_string(),
+                };
+                eprintln!(
+                    "error: {source}[{index}] {name}: {}",
+                    err["message"].as_str().unwrap_or("rejected")
+                );
+            }
+            for f in &fields {
+                eprintln!("error: {}", f.located(source, *index));
+            }
+        }
+    }
+    if errors == 0 {
+        return Ok(());
+    }
+    let msg = format!("{source}: {errors} document(s) rejected by the control plane; nothing was applied");
+    Err(if runtime {
+        Failure::Runtime(msg)
+    } else {
+        Failure::BadInput(msg)
+    })
 }
 
 /// `kind/name` or `kind/name (mesh m)`, as printed in results.

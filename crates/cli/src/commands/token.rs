@@ -104,8 +104,13 @@ fn write_cert_dir(dir: &Path, cc: &serde_json::Value) -> Result<(), Failure> {
 }
 
 /// Revokes a token by id.
-pub(crate) async fn revoke(client: &ApiClient, id: &str, reason: &str) -> Result<(), Failure> {
-    let body = json!({ "id": id, "reason": reason });
+pub(crate) async fn revoke(
+    client: &ApiClient,
+    id: &str,
+    reason: &str,
+    force: bool,
+) -> Result<(), Failure> {
+    let body = json!({ "id": id, "reason": reason, "force": force });
     let resp = client
         .call(
             Method::POST,

@@ -84,6 +84,7 @@ impl From<ResourceError> for ApiError {
             ResourceError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "Conflict", m),
             ResourceError::Invalid(fields) => ApiError::invalid(fields),
             ResourceError::BadRequest(m) => ApiError::bad_request(m),
+            ResourceError::InUse(m) => ApiError::new(StatusCode::CONFLICT, "InUse", m),
             e @ ResourceError::Store(_) => {
                 tracing::warn!(error = %e, "store error");
                 ApiError::new(
@@ -92,6 +93,23 @@ impl From<ResourceError> for ApiError {
                     e.to_string(),
                 )
             }
+        }
+    }
+}
+
+impl ApiError {
+    /// The error body's inner object (`status`, `reason`, `message`,
+    /// `fields`), for APIs that report several errors in one answer.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.inner()).unwrap_or_default()
+    }
+
+    fn inner(&self) -> Inner<'_> {
+        Inner {
+            status: self.status.as_u16(),
+            reason: self.reason,
+            message: &self.message,
+            fields: &self.fields,
         }
     }
 }

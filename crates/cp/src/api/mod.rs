@@ -4,6 +4,7 @@
 //! Owns HTTP concerns only (routing, auth, limits, error bodies); resource
 //! semantics live in [`crate::resources`]. No request content may panic it.
 
+mod apply;
 mod error;
 mod health;
 mod metrics;
@@ -84,6 +85,7 @@ pub fn router(state: ApiState) -> Router {
             axum::routing::put(resources::put_status),
         )
         .route("/api/v1/watch", get(watch::watch))
+        .route("/api/v1/apply", axum::routing::post(apply::dry_run))
         .route(
             "/api/v1/tokens/dataplane",
             axum::routing::post(tokens::dataplane),

@@ -21,6 +21,9 @@ pub(super) struct ResourceParams {
     mesh: Option<String>,
     label_selector: Option<String>,
     resource_version: Option<String>,
+    /// `DELETE` of a Mesh: also delete everything in it.
+    #[serde(default)]
+    cascade: bool,
 }
 
 pub(super) fn kind_of(plural: &str) -> Result<Kind, ApiError> {
@@ -199,6 +202,17 @@ pub(super) async fn delete(
         .as_deref()
         .map(parse_version)
         .transpose()?;
+    if p.cascade {
+        let (r, cascaded) = st
+            .resources
+            .delete_cascade(kind, mesh.as_deref(), &name, expected)
+            .await?;
+        let cascaded: Vec<_> = cascaded
+            .iter()
+            .map(|c| json!({ "kind": c.kind().as_str(), "mesh": c.mesh(), "name": c.name() }))
+            .collect();
+        return Ok(Json(json!({ "resource": r.to_json(), "cascaded": cascaded })).into_response());
+    }
     let r = st
         .resources
         .delete(kind, mesh.as_deref(), &name, expected)

@@ -11,6 +11,9 @@ use axum::extract::{Path, State};
 use meshlink_api::Kind;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use meshlink_store::ObjectKey;
 
 use super::resources::{body_json, kind_of};
 use super::{ApiError, ApiState};
@@ -90,6 +93,7 @@ pub(super) async fn dataplane(
         )));
     }
     let (token, claims) = st.tokens.issue(&req.mesh, &req.name, services, valid_for);
+    record_issued(st.resources.store().as_ref(), &claims).await?;
     let mut resp = json!({
         "token": token,
         "id": claims.jti,
@@ -127,12 +131,42 @@ pub(crate) fn dataplane_client_uri(mesh: &str, name: &str) -> String {
 /// The URI SAN prefix of xDS client certificates; `<mesh>/<name>` follows.
 pub(crate) const DATAPLANE_CLIENT_URI_PREFIX: &str = "spiffe://meshlink-cp.local/dataplane/";
 
+/// The store kind that records every issued token id, so that revoking an
+/// id that was never issued (a typo during an incident) is an error.
+pub(crate) const ISSUED_TOKEN: &str = "internal.IssuedToken";
+
+/// Records an issued token's id (no secret: the token itself is not kept).
+async fn record_issued(
+    store: &dyn meshlink_store::Store,
+    claims: &meshlink_identity::TokenClaims,
+) -> Result<(), ApiError> {
+    let body = json!({
+        "mesh": claims.mesh,
+        "name": claims.name,
+        "issuedAt": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        "expiresAt": humantime::format_rfc3339_seconds(claims.expires_at()).to_string(),
+    });
+    store
+        .create(
+            &ObjectKey::new(ISSUED_TOKEN, "", &claims.jti),
+            &BTreeMap::new(),
+            &body,
+        )
+        .await
+        .map_err(|e| ApiError::from(ResourceError::from(e)))?;
+    Ok(())
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RevokeRequest {
     id: String,
     #[serde(default)]
     reason: String,
+    /// Revoke even if this control plane has no record of issuing the id
+    /// (tokens issued before ids were recorded).
+    #[serde(default)]
+    force: bool,
 }
 
 /// Revokes a token by id.
@@ -145,6 +179,21 @@ pub(super) async fn revoke(
         return Err(ApiError::bad_request(
             "id must be a token id as printed by `meshlink token dataplane`",
         ));
+    }
+    let store = st.resources.store().as_ref();
+    let issued = store
+        .get(&ObjectKey::new(ISSUED_TOKEN, "", &req.id))
+        .await
+        .map_err(|e| ApiError::from(ResourceError::from(e)))?
+        .is_some();
+    let revoked = tokens::is_revoked(store, &req.id)
+        .await
+        .map_err(|e| ApiError::from(ResourceError::BadRequest(e.to_string())))?;
+    if !issued && !revoked && !req.force {
+        return Err(ApiError::not_found(format!(
+            "no token with id {}; token ids are printed when a token is issued (`meshlink token dataplane` prints \"token <id> for dataplane ...\")",
+            req.id
+        )));
     }
     let newly = tokens::revoke(st.resources.store().as_ref(), &req.id, &req.reason)
         .await

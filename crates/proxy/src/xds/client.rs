@@ -29,6 +29,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::{self, Rejected, TYPES};
+use crate::log_limit::LogLimiter;
 use crate::backoff::Backoff;
 use crate::cp::CpTarget;
 use crate::metrics::ProxyMetrics;
@@ -71,6 +72,9 @@ impl XdsClient {
     /// Runs sessions until `cancel` fires.
     pub async fn run(self, cancel: CancellationToken) {
         let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(15));
+        // While the control plane stays down: the first failure, then one
+        // line per 30 s with the count.
+        let mut log = LogLimiter::new(crate::log_limit::REPEAT_INTERVAL);
         loop {
             let healthy = tokio::select! {
                 () = cancel.cancelled() => return,
@@ -83,6 +87,7 @@ impl XdsClient {
             };
             if failure.healthy {
                 backoff.reset();
+                log.reset();
             }
             let mut delay = backoff.next_delay();
             if failure.unreachable {
@@ -92,7 +97,9 @@ impl XdsClient {
                 delay = delay.max(crate::backoff::after_hint(hint));
             }
             let error = failure.why;
-            tracing::warn!(error = %error, "xDS stream to the control plane lost; keeping the last good configuration and reconnecting");
+            if let Some(failures) = log.hit(tokio::time::Instant::now()) {
+                tracing::warn!(error = %error, failures, "xDS stream to the control plane lost; keeping the last good configuration and reconnecting (logged at most every 30 s while it lasts)");
+            }
             {
                 let mut s = self.status.lock().expect("xds status lock");
                 s.connected = false;
