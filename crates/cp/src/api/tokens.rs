@@ -186,9 +186,7 @@ pub(super) async fn revoke(
         .await
         .map_err(|e| ApiError::from(ResourceError::from(e)))?
         .is_some();
-    let revoked = tokens::is_revoked(store, &req.id)
-        .await
-        .map_err(|e| ApiError::from(ResourceError::BadRequest(e.to_string())))?;
+    let revoked = st.tokens.is_revoked(&req.id);
     if !issued && !revoked && !req.force {
         return Err(ApiError::not_found(format!(
             "no token with id {}; token ids are printed when a token is issued (`meshlink token dataplane` prints \"token <id> for dataplane ...\")",
