@@ -78,11 +78,28 @@ fn two_control_planes_race_certify_during_a_ca_rotation() {
     a.cli_stdin(&["apply", "-f", "-"], Some(&mesh_yaml("ca-1")))
         .success();
     for cp in [&a, &b] {
-        cp.cli(&["wait", "mesh/race", "--for", "condition=Ready", "--timeout", "30s"])
-            .success();
+        cp.cli(&[
+            "wait",
+            "mesh/race",
+            "--for",
+            "condition=Ready",
+            "--timeout",
+            "30s",
+        ])
+        .success();
     }
     let tokens: Vec<String> = (0..DATAPLANES)
-        .map(|i| a.dataplane_token(&["--mesh", "race", "--name", &format!("dp-{i}"), "--service", "web"]).0)
+        .map(|i| {
+            a.dataplane_token(&[
+                "--mesh",
+                "race",
+                "--name",
+                &format!("dp-{i}"),
+                "--service",
+                "web",
+            ])
+            .0
+        })
         .collect();
 
     // Every dataplane holds a certificate from ca-1.
@@ -107,29 +124,47 @@ fn two_control_planes_race_certify_during_a_ca_rotation() {
     let new_roots: Vec<String> = [certify_all(&a, &tokens), certify_all(&b, &tokens)].concat();
     let new_root = new_roots[0].clone();
     assert_ne!(new_root, old_root, "the rotation moved issuance to ca-2");
-    assert!(new_roots.iter().all(|r| *r == new_root), "both issue from one CA");
+    assert!(
+        new_roots.iter().all(|r| *r == new_root),
+        "both issue from one CA"
+    );
 
     // The rotation completes, and both control planes agree on the result.
-    let views = eventually("both control planes to finish the rotation", SETTLED, || {
-        let views = [ca(&a), ca(&b)];
-        views
-            .iter()
-            .all(|v| {
-                v["backend"] == "ca-2"
-                    && v["rotation"]["phase"] == "stable"
-                    && v["trustBundle"].as_array().map(Vec::len) == Some(1)
-            })
-            .then_some(views)
-    });
+    let views = eventually(
+        "both control planes to finish the rotation",
+        SETTLED,
+        || {
+            let views = [ca(&a), ca(&b)];
+            views
+                .iter()
+                .all(|v| {
+                    v["backend"] == "ca-2"
+                        && v["rotation"]["phase"] == "stable"
+                        && v["trustBundle"].as_array().map(Vec::len) == Some(1)
+                })
+                .then_some(views)
+        },
+    );
     assert_eq!(views[0]["fingerprint"], views[1]["fingerprint"], "one CA");
     assert_eq!(views[0]["trustBundle"], views[1]["trustBundle"]);
     for cp in [&a, &b] {
-        cp.cli(&["wait", "mesh/race", "--for", "condition=CARotation=False", "--timeout", "30s"])
-            .success();
+        cp.cli(&[
+            "wait",
+            "mesh/race",
+            "--for",
+            "condition=CARotation=False",
+            "--timeout",
+            "30s",
+        ])
+        .success();
     }
 
     // One CA per backend, each created once.
-    assert_eq!(history(&url, "internal.MeshCA").len(), 2, "two CAs, created once");
+    assert_eq!(
+        history(&url, "internal.MeshCA").len(),
+        2,
+        "two CAs, created once"
+    );
     // The state's whole history: created on ca-1, rotated to ca-2 with ca-1
     // kept, rotation ended. Two writers racing with last-writer-wins puts
     // would show duplicate, lost or stale (ca-1 again) writes here.

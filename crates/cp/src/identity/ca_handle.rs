@@ -138,7 +138,11 @@ impl CaHandle {
                     return Err(MeshCaError::MtlsDisabled(mesh.name().to_string()));
                 }
                 Ok(Ok(Reconciled::Failed(reason))) => {
-                    tracing::debug!(mesh = mesh.name(), reason, "CA state not reconciled yet; waiting");
+                    tracing::debug!(
+                        mesh = mesh.name(),
+                        reason,
+                        "CA state not reconciled yet; waiting"
+                    );
                     let pause = tokio::time::Instant::now() + Duration::from_millis(100);
                     tokio::time::sleep_until(pause.min(deadline)).await;
                 }

@@ -204,13 +204,17 @@ impl CertifyService {
             }
             Err(e) => return Err(Status::unavailable(e.to_string())),
         };
-        let identity = self.ca.load(&self.resources, &mesh).await.map_err(|e| match e {
-            e @ MeshCaError::MtlsDisabled(_) => Status::failed_precondition(e.to_string()),
-            e @ MeshCaError::Invalid { .. } => Status::failed_precondition(e.to_string()),
-            e @ (MeshCaError::Store(_) | MeshCaError::NotReady(_)) => {
-                Status::unavailable(e.to_string())
-            }
-        })?;
+        let identity = self
+            .ca
+            .load(&self.resources, &mesh)
+            .await
+            .map_err(|e| match e {
+                e @ MeshCaError::MtlsDisabled(_) => Status::failed_precondition(e.to_string()),
+                e @ MeshCaError::Invalid { .. } => Status::failed_precondition(e.to_string()),
+                e @ (MeshCaError::Store(_) | MeshCaError::NotReady(_)) => {
+                    Status::unavailable(e.to_string())
+                }
+            })?;
         let id = SpiffeId::new(&identity.trust_domain, &service)
             .map_err(|e| Status::invalid_argument(format!("service {service:?}: {e}")))?;
         let info = inspect_csr(&req.csr).map_err(csr_status)?;

@@ -282,11 +282,9 @@ impl Controller {
                     self.mark_dirty(&mesh);
                 }
             }
-            "Dataplane" if deleted => {
-                if self.tracker.remove(&key.mesh, &key.name) {
-                    let mesh = key.mesh.clone();
-                    self.mark_dirty(&mesh);
-                }
+            "Dataplane" if deleted && self.tracker.remove(&key.mesh, &key.name) => {
+                let mesh = key.mesh.clone();
+                self.mark_dirty(&mesh);
             }
             _ => {}
         }
@@ -432,7 +430,11 @@ impl Controller {
                         continue;
                     }
                     if next.previous.is_none() && current.is_some_and(|c| c.previous.is_some()) {
-                        tracing::info!(mesh, backend, "CA rotation complete: no dataplane holds a certificate from the previous CA");
+                        tracing::info!(
+                            mesh,
+                            backend,
+                            "CA rotation complete: no dataplane holds a certificate from the previous CA"
+                        );
                     }
                     Some(next)
                 }

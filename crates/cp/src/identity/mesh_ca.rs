@@ -275,7 +275,11 @@ pub struct Observed<'a> {
 /// `previous`); a rotation ends when `on_previous` is 0 and `settle` has
 /// passed since it started, so issuances that another control plane has not
 /// yet flushed to the store are still counted.
-pub fn next_state(stored: Option<&CaState>, seen: Observed<'_>, settle: Duration) -> Option<CaState> {
+pub fn next_state(
+    stored: Option<&CaState>,
+    seen: Observed<'_>,
+    settle: Duration,
+) -> Option<CaState> {
     let Observed {
         backend,
         root,
@@ -352,9 +356,9 @@ pub async fn write_state(
     };
     match r {
         Ok(_) => Ok(true),
-        Err(StoreError::AlreadyExists(_) | StoreError::Conflict { .. } | StoreError::NotFound(_)) => {
-            Ok(false)
-        }
+        Err(
+            StoreError::AlreadyExists(_) | StoreError::Conflict { .. } | StoreError::NotFound(_),
+        ) => Ok(false),
         Err(e) => Err(e.into()),
     }
 }
@@ -445,8 +449,14 @@ mod tests {
         assert_eq!(rot.rotation_started, Some(100));
         assert_eq!(rot.mesh_revision, 2);
         // Still settling, or proxies still on the old CA: no change.
-        assert_eq!(next_state(Some(&rot), seen("ca-2", &rb, 3, 0, 101), SETTLE), None);
-        assert_eq!(next_state(Some(&rot), seen("ca-2", &rb, 3, 5, 200), SETTLE), None);
+        assert_eq!(
+            next_state(Some(&rot), seen("ca-2", &rb, 3, 0, 101), SETTLE),
+            None
+        );
+        assert_eq!(
+            next_state(Some(&rot), seen("ca-2", &rb, 3, 5, 200), SETTLE),
+            None
+        );
         let done = next_state(Some(&rot), seen("ca-2", &rb, 3, 0, 103), SETTLE).unwrap();
         assert!(done.previous.is_none() && done.rotation_started.is_none());
         assert_eq!(done.enabled.fingerprint, "b");
@@ -459,12 +469,16 @@ mod tests {
         let a = next_state(None, seen("ca-1", &ra, 1, 0, 100), SETTLE).unwrap();
         let rot = next_state(Some(&a), seen("ca-2", &rb, 5, 0, 100), SETTLE).unwrap();
         // Another control plane read the Mesh at revision 4 (still ca-1).
-        assert_eq!(next_state(Some(&rot), seen("ca-1", &ra, 4, 0, 100), SETTLE), None);
+        assert_eq!(
+            next_state(Some(&rot), seen("ca-1", &ra, 4, 0, 100), SETTLE),
+            None
+        );
     }
 
     #[test]
     fn a_bundle_keeps_the_previous_root_while_the_state_lists_it() {
-        let material = MeshCa::generate_builtin("m", "ca-1", "m", Duration::from_secs(3600)).unwrap();
+        let material =
+            MeshCa::generate_builtin("m", "ca-1", "m", Duration::from_secs(3600)).unwrap();
         let ca = MeshCa::load(&material).unwrap();
         let state = CaState {
             enabled_backend: "ca-1".into(),
@@ -484,7 +498,10 @@ mod tests {
         assert_eq!(id.bundle().roots_pem.len(), 2);
         assert!(matches!(
             id.rotation(0).phase,
-            RotationPhase::Rotating { proxies_on_old: 0, .. }
+            RotationPhase::Rotating {
+                proxies_on_old: 0,
+                ..
+            }
         ));
     }
 }

@@ -151,7 +151,10 @@ mod tests {
         let mut t = RotationTracker::default();
         t.record("m", "dp", &rec("new", 200, 5));
         assert!(!t.record("m", "dp", &rec("old", 100, 4)), "older issuance");
-        assert!(!t.record("m", "dp", &rec("new", 200, 5)), "same issuance again");
+        assert!(
+            !t.record("m", "dp", &rec("new", 200, 5)),
+            "same issuance again"
+        );
         assert_eq!(t.holders("m", "old", 50), (0, None));
         assert_eq!(t.holders("m", "new", 50), (1, Some(200)));
     }
@@ -162,7 +165,11 @@ mod tests {
         t.record("m", "a", &rec("old", 100, 1));
         t.record("m", "b", &rec("old", 300, 1));
         t.record("m", "c", &rec("old", 400, 1));
-        assert_eq!(t.holders("m", "old", 100), (2, Some(300)), "a expired at 100");
+        assert_eq!(
+            t.holders("m", "old", 100),
+            (2, Some(300)),
+            "a expired at 100"
+        );
         assert_eq!(t.tracked("m"), 2, "the expired holder is forgotten");
         assert!(t.remove("m", "b"));
         assert_eq!(t.holders("m", "old", 100), (1, Some(400)));

@@ -10,9 +10,7 @@ use futures::stream::BoxStream;
 use meshlink_api::Kind;
 use meshlink_identity::{KeyedRateLimiter, WallClock};
 use meshlink_runtime::{MetricsRegistry, Shutdown};
-use meshlink_store::{
-    Change, ListQuery, Object, ObjectKey, SqliteStore, Store, StoreError,
-};
+use meshlink_store::{Change, ListQuery, Object, ObjectKey, SqliteStore, Store, StoreError};
 use meshlink_xds::certify::CertifyRequest;
 use meshlink_xds::certify::certify_server::Certify;
 use tonic::Code;
@@ -40,7 +38,12 @@ impl Counting {
 
     fn count<T>(&self, key: &ObjectKey, r: Result<T, StoreError>) -> Result<T, StoreError> {
         if r.is_ok() {
-            *self.writes.lock().unwrap().entry(key.kind.clone()).or_default() += 1;
+            *self
+                .writes
+                .lock()
+                .unwrap()
+                .entry(key.kind.clone())
+                .or_default() += 1;
         }
         r
     }
@@ -69,7 +72,12 @@ impl Store for Counting {
         body: &serde_json::Value,
         expected_revision: Option<u64>,
     ) -> Result<Object, StoreError> {
-        self.count(key, self.inner.update(key, labels, body, expected_revision).await)
+        self.count(
+            key,
+            self.inner
+                .update(key, labels, body, expected_revision)
+                .await,
+        )
     }
     async fn delete(&self, key: &ObjectKey, expected: Option<u64>) -> Result<Object, StoreError> {
         self.count(key, self.inner.delete(key, expected).await)
@@ -105,7 +113,9 @@ pub(crate) struct Fixture {
 impl Fixture {
     pub(crate) async fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let inner = SqliteStore::open(&dir.path().join("store.db")).await.unwrap();
+        let inner = SqliteStore::open(&dir.path().join("store.db"))
+            .await
+            .unwrap();
         let store = Arc::new(Counting {
             inner,
             writes: Mutex::default(),
@@ -171,7 +181,10 @@ async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -183,8 +196,14 @@ async fn certify_reads_the_ca_state_and_never_writes_anything() {
     let shutdown = Shutdown::new();
     let task = tokio::spawn(controller.run(shutdown.clone()));
     let mesh = f.resources.get(Kind::Mesh, None, "default").await.unwrap();
-    ca.load(&f.resources, &mesh).await.expect("the controller creates the state");
-    assert_eq!(f.store.writes(MESH_CA_STATE), 1, "created once, by the controller");
+    ca.load(&f.resources, &mesh)
+        .await
+        .expect("the controller creates the state");
+    assert_eq!(
+        f.store.writes(MESH_CA_STATE),
+        1,
+        "created once, by the controller"
+    );
     shutdown.trigger();
     task.await.unwrap();
 
@@ -193,7 +212,10 @@ async fn certify_reads_the_ca_state_and_never_writes_anything() {
     let before = f.store.all_writes();
     let svc = f.certify_service(ca.clone());
     for i in 0..20 {
-        let resp = svc.certify(f.request(&format!("dp-{i}"))).await.expect("issued");
+        let resp = svc
+            .certify(f.request(&format!("dp-{i}")))
+            .await
+            .expect("issued");
         assert_eq!(resp.get_ref().trust_bundle_pem.len(), 1);
     }
     assert_eq!(f.store.all_writes(), before, "Certify wrote to the store");
@@ -218,21 +240,34 @@ async fn issuance_events_end_a_rotation_with_writes_linear_in_proxies() {
     let task = tokio::spawn(controller.run(shutdown.clone()));
     let svc = f.certify_service(ca.clone());
     for i in 0..N {
-        svc.certify(f.request(&format!("dp-{i}"))).await.expect("issued on ca-1");
+        svc.certify(f.request(&format!("dp-{i}")))
+            .await
+            .expect("issued on ca-1");
     }
     let mesh_writes = f.store.writes("Mesh");
     let started = tokio::time::Instant::now();
     f.apply_mesh("ca-2").await;
-    let first = svc.certify(f.request("dp-0")).await.expect("issued on ca-2");
-    assert_eq!(first.get_ref().trust_bundle_pem.len(), 2, "both roots while rotating");
+    let first = svc
+        .certify(f.request("dp-0"))
+        .await
+        .expect("issued on ca-2");
+    assert_eq!(
+        first.get_ref().trust_bundle_pem.len(),
+        2,
+        "both roots while rotating"
+    );
     let on_old = ca.proxies_on_previous("default").await;
     assert_eq!(on_old, Some(N - 1), "dp-0 moved, the others did not");
     for i in 1..N {
-        svc.certify(f.request(&format!("dp-{i}"))).await.expect("issued on ca-2");
+        svc.certify(f.request(&format!("dp-{i}")))
+            .await
+            .expect("issued on ca-2");
     }
     let store = f.store.clone();
     wait_for("the rotation to end", async || {
-        let (s, _) = mesh_ca::read_state(store.as_ref(), "default").await.unwrap()?;
+        let (s, _) = mesh_ca::read_state(store.as_ref(), "default")
+            .await
+            .unwrap()?;
         s.previous.is_none().then_some(())
     })
     .await;
@@ -247,7 +282,12 @@ async fn issuance_events_end_a_rotation_with_writes_linear_in_proxies() {
         "{status_writes} Mesh status writes in {elapsed:?}: not coalesced"
     );
     // create, rotation start, rotation end.
-    assert_eq!(f.store.writes(MESH_CA_STATE), 3, "{:?}", f.store.all_writes());
+    assert_eq!(
+        f.store.writes(MESH_CA_STATE),
+        3,
+        "{:?}",
+        f.store.all_writes()
+    );
     assert_eq!(f.store.writes(MESH_CA), 2, "two builtin CAs, created once");
     let issued = f.store.writes(ISSUED_CERT);
     assert!(
@@ -267,14 +307,23 @@ async fn issuance_events_end_a_rotation_with_writes_linear_in_proxies() {
 /// CPU time of thread `tid` of this process (`schedstat`, ns).
 fn thread_cpu(tid: &str) -> Duration {
     let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap_or_default();
-    let ns = s.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let ns = s
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     Duration::from_nanos(ns)
 }
 
 /// CPU time of the whole process (`/proc/self/stat` utime + stime).
 fn process_cpu() -> Duration {
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let fields: Vec<&str> = s
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
         + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
     Duration::from_millis(ticks * 10)
@@ -301,8 +350,13 @@ async fn bench_rotation_cost() {
     let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let ctl = std::thread::spawn(move || {
         let me = std::fs::read_link("/proc/thread-self").unwrap();
-        tid_tx.send(me.file_name().unwrap().to_string_lossy().to_string()).unwrap();
-        let local = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        tid_tx
+            .send(me.file_name().unwrap().to_string_lossy().to_string())
+            .unwrap();
+        let local = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let _guard = rt.enter();
         local.block_on(controller.run(sd));
     });
@@ -326,7 +380,9 @@ async fn bench_rotation_cost() {
     let certify_wall = t0.elapsed();
     let store = f.store.clone();
     wait_for("the rotation to end", async || {
-        let (s, _) = mesh_ca::read_state(store.as_ref(), "default").await.unwrap()?;
+        let (s, _) = mesh_ca::read_state(store.as_ref(), "default")
+            .await
+            .unwrap()?;
         s.previous.is_none().then_some(())
     })
     .await;
