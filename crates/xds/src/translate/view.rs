@@ -136,7 +136,10 @@ impl MeshView {
 
     /// `(address, port)` of every inbound tagged with `service`, sorted.
     pub(crate) fn endpoints_of(&self, service: &str) -> impl Iterator<Item = &(String, u16)> {
-        self.endpoints.get(service).into_iter().flat_map(|m| m.keys())
+        self.endpoints
+            .get(service)
+            .into_iter()
+            .flat_map(|m| m.keys())
     }
 
     /// Every Dataplane's name and spec.
@@ -154,10 +157,7 @@ impl MeshView {
     /// Adds or replaces a Dataplane (ignored unless it is one); returns
     /// the previous one.
     pub fn upsert_dataplane(&mut self, r: Resource) -> Option<Resource> {
-        let Some(dp) = r.spec.as_dataplane() else {
-            return None;
-        };
-        self.add_endpoints(dp);
+        self.add_endpoints(r.spec.as_dataplane()?);
         match self.by_name.get(r.name()) {
             Some(&i) => {
                 let old = std::mem::replace(&mut self.dataplanes[i], r);
@@ -167,7 +167,8 @@ impl MeshView {
                 Some(old)
             }
             None => {
-                self.by_name.insert(r.name().to_owned(), self.dataplanes.len());
+                self.by_name
+                    .insert(r.name().to_owned(), self.dataplanes.len());
                 self.dataplanes.push(r);
                 None
             }
