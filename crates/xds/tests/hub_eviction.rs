@@ -61,11 +61,19 @@ async fn connect_disconnect_cycles_leave_the_hub_maps_at_baseline() {
     sleep(EVICT_AFTER + EVICT_AFTER / 4 + Duration::from_secs(1)).await;
     let after = stats(&h).await;
     assert_eq!(
-        (after.proxies, after.identities, after.meshes, after.disconnected),
+        (
+            after.proxies,
+            after.identities,
+            after.meshes,
+            after.disconnected
+        ),
         (0, 0, 0, 0),
         "{after:?}"
     );
-    assert!(after.recomputed >= CYCLES as u64, "every connect was served");
+    assert!(
+        after.recomputed >= CYCLES as u64,
+        "every connect was served"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -78,7 +86,11 @@ async fn a_deleted_dataplane_loses_its_identity_at_once_and_a_deleted_mesh_its_c
     s.close_and_cleanup().await;
     h.hub.sync(false).await;
     let kept = stats(&h).await;
-    assert_eq!((kept.identities, kept.meshes), (1, 1), "kept for a reconnect");
+    assert_eq!(
+        (kept.identities, kept.meshes),
+        (1, 1),
+        "kept for a reconnect"
+    );
 
     let gone = h.source.delete_dataplane("web-0").unwrap();
     h.hub.resource_changed(MESH, Update::Deleted(gone));
@@ -88,5 +100,9 @@ async fn a_deleted_dataplane_loses_its_identity_at_once_and_a_deleted_mesh_its_c
     h.hub
         .resource_changed(MESH, Update::Deleted(h.source.view().mesh().clone()));
     h.hub.sync(false).await;
-    assert_eq!(stats(&h).await.meshes, 0, "an unused deleted mesh is dropped");
+    assert_eq!(
+        stats(&h).await.meshes,
+        0,
+        "an unused deleted mesh is dropped"
+    );
 }

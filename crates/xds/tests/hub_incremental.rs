@@ -120,7 +120,10 @@ async fn writes_that_change_nothing_a_proxy_receives_recompute_nobody() {
 
     // A Dataplane in a mesh nobody is connected to.
     let elsewhere = dataplane("x-9", "10.9.0.1", "x", 8080, &[]);
-    assert_eq!(recomputes(&h, "elsewhere", Update::Upserted(elsewhere)).await, 0);
+    assert_eq!(
+        recomputes(&h, "elsewhere", Update::Upserted(elsewhere)).await,
+        0
+    );
 
     // CA bookkeeping that leaves the trust bundle as it is.
     let before = recomputed(&h).await;
@@ -166,7 +169,13 @@ async fn a_change_to_a_service_recomputes_its_own_proxy_and_those_that_reference
 
     // ref-1 starts calling y as well: its own proxy only (y's endpoints
     // did not change, so o-* and y-1 are untouched).
-    let widened = dataplane("ref-1", "10.0.2.1", "client", 8080, &[(9001, "x"), (9002, "y")]);
+    let widened = dataplane(
+        "ref-1",
+        "10.0.2.1",
+        "client",
+        8080,
+        &[(9001, "x"), (9002, "y")],
+    );
     h.source.put(widened.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(widened)).await, 1);
     assert_current(&h);
@@ -202,5 +211,9 @@ async fn mesh_wide_changes_recompute_every_proxy() {
     let before = recomputed(&h).await;
     h.hub.reload_all();
     h.hub.sync(false).await;
-    assert_eq!(recomputed(&h).await - before, 0, "a relist that finds no difference");
+    assert_eq!(
+        recomputed(&h).await - before,
+        0,
+        "a relist that finds no difference"
+    );
 }

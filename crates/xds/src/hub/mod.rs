@@ -154,7 +154,7 @@ enum Event {
     },
     Changed {
         mesh: String,
-        update: Update,
+        update: Box<Update>,
         at: Instant,
     },
     TrustChanged {
@@ -236,7 +236,7 @@ impl Hub {
     pub fn resource_changed(&self, mesh: impl Into<String>, update: Update) {
         let _ = self.tx.send(Event::Changed {
             mesh: mesh.into(),
-            update,
+            update: Box::new(update),
             at: Instant::now(),
         });
     }

@@ -183,7 +183,11 @@ impl MeshCtx {
             } else {
                 view.upsert_permission(resource)
             };
-            let new = self.view.as_ref().and_then(|v| v.permission(&name)).cloned();
+            let new = self
+                .view
+                .as_ref()
+                .and_then(|v| v.permission(&name))
+                .cloned();
             self.permission_changed(old.as_ref(), new.as_ref())
         } else {
             Affected::default()
@@ -344,14 +348,7 @@ impl MeshCtx {
         let mut affected = Affected::default();
         let mut relist = false;
         for u in updates {
-            // A listing is current: never skip it as older.
-            let u = match u {
-                Update::Upserted(mut r) => {
-                    r.set_resource_version(None);
-                    Update::Upserted(r)
-                }
-                d => d,
-            };
+            // An object the feed already brought newer is skipped.
             affected.merge(self.apply(u, &mut relist));
         }
         affected

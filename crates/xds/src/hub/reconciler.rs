@@ -143,6 +143,7 @@ impl<S: MeshSource> Reconciler<S> {
                 }
             }
             Event::Changed { mesh, update, at } => {
+                let update = *update;
                 if let super::Update::Deleted(r) = &update
                     && r.spec.as_dataplane().is_some()
                 {
@@ -170,7 +171,10 @@ impl<S: MeshSource> Reconciler<S> {
                     self.schedule(mesh, at, Affected::default(), true, false, None);
                 }
             }
-            Event::Relist { mesh: Some(mesh), at } => {
+            Event::Relist {
+                mesh: Some(mesh),
+                at,
+            } => {
                 if self.meshes.contains_key(&mesh) {
                     self.schedule(mesh, at, Affected::default(), true, true, None);
                 }
@@ -220,7 +224,14 @@ impl<S: MeshSource> Reconciler<S> {
             self.meshes.insert(key.mesh.clone(), MeshCtx::default());
             let now = Instant::now();
             if self.relist(&key.mesh).await.is_none() {
-                self.schedule(key.mesh.clone(), now, Affected::all(), true, true, Some(now + RETRY_AFTER));
+                self.schedule(
+                    key.mesh.clone(),
+                    now,
+                    Affected::all(),
+                    true,
+                    true,
+                    Some(now + RETRY_AFTER),
+                );
             }
         }
         if let Some(ctx) = self.meshes.get_mut(&key.mesh) {
@@ -411,8 +422,9 @@ impl<S: MeshSource> Reconciler<S> {
         let mut identity = None;
         let mut renew_at = None;
         let ctx = self.meshes.get(&key.mesh);
-        let view_and_trust = ctx.and_then(|c| Some((c.view.as_ref()?, c.trust.clone()?)));
-        if let Some((view, trust)) = view_and_trust {
+        let view_and_ca =
+            ctx.and_then(|c| Some((c.view.as_ref()?, c.trust.as_ref()?.ca_fingerprint.clone())));
+        if let Some((view, ca_fingerprint)) = view_and_ca {
             if client != ClientKind::Grpc {
                 encoded.trust_bundle = ctx.and_then(|c| c.trust_secret.clone());
             }
@@ -421,7 +433,7 @@ impl<S: MeshSource> Reconciler<S> {
                 .and_then(|dp| dp.services().first().map(|s| s.to_string()));
             if let (ClientKind::Envoy, Some(service)) = (client, service) {
                 let expected = crate::translate::names::spiffe_id(view.trust_domain(), &service);
-                self.ensure_identity(key, &service, &expected, &trust, renew)
+                self.ensure_identity(key, &service, &expected, &ca_fingerprint, renew)
                     .await;
                 if let Some(c) = self.identities.get(key) {
                     encoded.identity = Some(c.secret.clone());
@@ -475,8 +487,12 @@ impl<S: MeshSource> Reconciler<S> {
                         self.proxies.remove(&key.mesh);
                     }
                 }
+                let now = Instant::now();
                 if let Some(ctx) = self.meshes.get_mut(&key.mesh) {
-                    ctx.unindex(&key.name, Instant::now());
+                    ctx.unindex(&key.name, now);
+                }
+                if self.identities.contains_key(key) {
+                    self.gone.insert(key.clone(), now);
                 }
             }
         }
@@ -489,12 +505,12 @@ impl<S: MeshSource> Reconciler<S> {
         key: &ProxyKey,
         service: &str,
         expected: &str,
-        trust: &MeshTrust,
+        ca_fingerprint: &str,
         renew: bool,
     ) {
         let now = self.clock.now();
         let current = self.identities.get(key).is_some_and(|c| {
-            c.issued.info.ca_fingerprint == trust.ca_fingerprint
+            c.issued.info.ca_fingerprint == ca_fingerprint
                 && c.issued.info.spiffe_id == expected
                 && now < c.renew_at
         });
@@ -526,4 +542,3 @@ impl<S: MeshSource> Reconciler<S> {
         }
     }
 }
-

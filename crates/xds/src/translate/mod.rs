@@ -158,7 +158,12 @@ impl EncodedSecrets {
 /// A proxy whose Dataplane is not in the view gets an empty snapshot (all
 /// of its resources are removed). Pure: no I/O, no clock.
 pub fn translate(proxy: &ProxyContext, view: &MeshView) -> Snapshot {
-    translate_shared(proxy, view, &mut Memo::default(), &EncodedSecrets::default())
+    translate_shared(
+        proxy,
+        view,
+        &mut Memo::default(),
+        &EncodedSecrets::default(),
+    )
 }
 
 /// [`translate`], sharing what every proxy of the mesh can use through

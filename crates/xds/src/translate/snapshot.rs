@@ -119,7 +119,9 @@ impl Snapshot {
     }
 
     fn contains(&self, type_url: &str, name: &str) -> bool {
-        self.types.get(type_url).is_some_and(|m| m.contains_key(name))
+        self.types
+            .get(type_url)
+            .is_some_and(|m| m.contains_key(name))
     }
 
     /// Resources of `type_url` by name (empty for an unknown type).

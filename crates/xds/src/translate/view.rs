@@ -136,7 +136,10 @@ impl MeshView {
 
     /// `(address, port)` of every inbound tagged with `service`, sorted.
     pub(crate) fn endpoints_of(&self, service: &str) -> impl Iterator<Item = &(String, u16)> {
-        self.endpoints.get(service).into_iter().flat_map(|m| m.keys())
+        self.endpoints
+            .get(service)
+            .into_iter()
+            .flat_map(|m| m.keys())
     }
 
     /// Every Dataplane's name and spec.
@@ -154,10 +157,7 @@ impl MeshView {
     /// Adds or replaces a Dataplane (ignored unless it is one); returns
     /// the previous one.
     pub fn upsert_dataplane(&mut self, r: Resource) -> Option<Resource> {
-        let Some(dp) = r.spec.as_dataplane() else {
-            return None;
-        };
-        self.add_endpoints(dp);
+        self.add_endpoints(r.spec.as_dataplane()?);
         match self.by_name.get(r.name()) {
             Some(&i) => {
                 let old = std::mem::replace(&mut self.dataplanes[i], r);
@@ -167,7 +167,8 @@ impl MeshView {
                 Some(old)
             }
             None => {
-                self.by_name.insert(r.name().to_owned(), self.dataplanes.len());
+                self.by_name
+                    .insert(r.name().to_owned(), self.dataplanes.len());
                 self.dataplanes.push(r);
                 None
             }
@@ -233,5 +234,72 @@ impl MeshView {
                 self.endpoints.remove(service);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn dp(name: &str, address: &str, service: &str, port: u16) -> Resource {
+        Resource::from_json(json!({
+            "apiVersion": "meshlink.dev/v1alpha1",
+            "kind": "Dataplane",
+            "metadata": {"name": name, "mesh": "m"},
+            "spec": {"networking": {"address": address, "inbound": [
+                {"port": port, "tags": {"kuma.io/service": service}}
+            ]}},
+        }))
+        .expect("valid dataplane")
+    }
+
+    fn mesh() -> Resource {
+        Resource::from_json(json!({
+            "apiVersion": "meshlink.dev/v1alpha1",
+            "kind": "Mesh",
+            "metadata": {"name": "m"},
+            "spec": {},
+        }))
+        .expect("valid mesh")
+    }
+
+    fn endpoints(v: &MeshView, service: &str) -> Vec<(String, u16)> {
+        v.endpoints_of(service).cloned().collect()
+    }
+
+    #[test]
+    fn patches_keep_the_indexes_equal_to_a_fresh_build() {
+        let mut v = MeshView::new(
+            mesh(),
+            vec![
+                dp("a", "10.0.0.1", "x", 80),
+                dp("b", "10.0.0.1", "x", 80),
+                dp("c", "10.0.0.3", "y", 80),
+            ],
+            Vec::new(),
+        );
+        // Two dataplanes share an endpoint: removing one keeps it.
+        assert!(v.remove_dataplane("a").is_some());
+        assert_eq!(endpoints(&v, "x"), vec![("10.0.0.1".to_owned(), 80)]);
+        // A move replaces the endpoint; a service change moves it across.
+        v.upsert_dataplane(dp("b", "10.0.0.2", "x", 80));
+        v.upsert_dataplane(dp("c", "10.0.0.3", "x", 81));
+        let fresh = MeshView::new(
+            mesh(),
+            vec![dp("b", "10.0.0.2", "x", 80), dp("c", "10.0.0.3", "x", 81)],
+            Vec::new(),
+        );
+        for service in ["x", "y"] {
+            assert_eq!(
+                endpoints(&v, service),
+                endpoints(&fresh, service),
+                "{service}"
+            );
+        }
+        assert_eq!(v.dataplane_count(), 2);
+        assert!(v.dataplane("c").is_some() && v.dataplane("a").is_none());
+        assert!(endpoints(&v, "y").is_empty());
     }
 }
