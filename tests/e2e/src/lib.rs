@@ -61,6 +61,15 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
 }
 
 /// Picks a currently free loopback TCP port.
+///
+/// It binds port 0 and releases it, so another process may take the port
+/// before the intended owner binds it. Use it only where a port must be
+/// named before anything can bind it: the sidecars' inbound and outbound
+/// listener ports, which the Dataplane names up front (the proxy learns
+/// them over xDS), and apps run as child processes that must be told
+/// their port. Everything that can bind port 0 and report its address
+/// does: the control plane (`--ready-file`), the sidecars' admin endpoint
+/// (`--admin-addr-file`) and the in-process apps ([`app::HttpApp::start`]).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
