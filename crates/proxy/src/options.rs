@@ -167,7 +167,14 @@ impl RunArgs {
             admin_addr,
             drain_timeout,
         ) {
-            (true, Some(ca_file), Some(token_file), Some(name), Some(admin_addr), Some(drain_timeout)) => Ok(ProxyOptions {
+            (
+                true,
+                Some(ca_file),
+                Some(token_file),
+                Some(name),
+                Some(admin_addr),
+                Some(drain_timeout),
+            ) => Ok(ProxyOptions {
                 cp: CpTarget {
                     url: self.cp,
                     ca_file,

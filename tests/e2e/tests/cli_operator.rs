@@ -48,7 +48,10 @@ fn deleting_a_mesh_in_use_is_refused_naming_its_users_and_cascade_deletes_all() 
         "1 MeshTrafficPermission (web-to-backend)",
         "delete them first or use --cascade",
     ] {
-        assert!(out.stderr.contains(expected), "missing {expected:?}: {out:#?}");
+        assert!(
+            out.stderr.contains(expected),
+            "missing {expected:?}: {out:#?}"
+        );
     }
     // Nothing was deleted.
     cp.cli(&["get", "mesh", "shop"]).success();
@@ -67,7 +70,10 @@ fn deleting_a_mesh_in_use_is_refused_naming_its_users_and_cascade_deletes_all() 
         "meshtrafficpermission/web-to-backend (mesh shop) deleted",
         "mesh/shop deleted",
     ] {
-        assert!(out.stdout.contains(expected), "missing {expected:?}: {out:#?}");
+        assert!(
+            out.stdout.contains(expected),
+            "missing {expected:?}: {out:#?}"
+        );
     }
     assert_eq!(cp.cli(&["get", "mesh", "shop"]).code, 1);
     let (status, body) = cp.api("GET", "/api/v1/dataplanes?mesh=shop", None);
@@ -117,7 +123,9 @@ fn revoking_a_token_id_never_issued_fails() {
     assert_eq!(out.stdout.trim(), format!("token {id} was already revoked"));
 
     // --force revokes an id this control plane has no record of.
-    let out = cp.cli(&["token", "revoke", "legacy-id", "--force"]).success();
+    let out = cp
+        .cli(&["token", "revoke", "legacy-id", "--force"])
+        .success();
     assert_eq!(out.stdout.trim(), "token legacy-id revoked");
 }
 
@@ -179,11 +187,7 @@ fn a_refused_admin_token_names_where_it_came_from() {
 
 #[test]
 fn a_server_without_scheme_suggests_http() {
-    let out = run_cli(
-        &["--server", "127.0.0.1:5681", "get", "meshes"],
-        &[],
-        None,
-    );
+    let out = run_cli(&["--server", "127.0.0.1:5681", "get", "meshes"], &[], None);
     assert_eq!(out.code, 2, "{out:#?}");
     assert!(
         out.stderr.contains("--server \"127.0.0.1:5681\"")
@@ -274,7 +278,9 @@ fn the_proxy_reports_every_bad_flag_value_at_once() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     for flag in ["--admin-addr", "--drain-timeout", "--mode"] {
         assert!(
-            stderr.lines().any(|l| l.starts_with(&format!("error: {flag} "))),
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("error: {flag} "))),
             "{flag} missing from:\n{stderr}"
         );
     }
