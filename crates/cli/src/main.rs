@@ -280,7 +280,11 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let sources = Sources {
-        server: source_name(matches.value_source("server"), "--server", "MESHLINK_SERVER"),
+        server: source_name(
+            matches.value_source("server"),
+            "--server",
+            "MESHLINK_SERVER",
+        ),
         token: match matches.value_source("token") {
             Some(ValueSource::EnvVariable) => TokenSource::Env,
             _ => TokenSource::Flag,

@@ -306,7 +306,7 @@ impl XdsParts {
         let instance = format!(
             "{}/{}",
             cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
-            config.xds_addr
+            dialable(config.xds_addr, config.advertised_host.as_deref()),
         );
         let options = AdsOptions {
             admission: Some(AdmissionConfig {
@@ -512,5 +512,39 @@ mod tests {
             "postgres://u:***@h:5432/db"
         );
         assert_eq!(redact_url("sqlite://./x.db"), "sqlite://./x.db");
+    }
+}
+
+/// An address a user can dial for `addr`: a wildcard bind (0.0.0.0, ::)
+/// shows the advertised host (default: [`cp_tls::default_advertised_host`]).
+fn dialable(addr: SocketAddr, advertised: Option<&str>) -> String {
+    if !addr.ip().is_unspecified() {
+        return addr.to_string();
+    }
+    let host = advertised.map_or_else(cp_tls::default_advertised_host, str::to_owned);
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, addr.port()).to_string(),
+        Err(_) => format!("{host}:{}", addr.port()),
+    }
+}
+
+#[cfg(test)]
+mod dialable_tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_bind_shows_the_advertised_host() {
+        let any: SocketAddr = "0.0.0.0:5678".parse().unwrap();
+        assert_eq!(dialable(any, Some("10.0.0.7")), "10.0.0.7:5678");
+        assert_eq!(dialable(any, Some("cp.example")), "cp.example:5678");
+        assert_eq!(
+            dialable("[::]:5678".parse().unwrap(), Some("fd00::1")),
+            "[fd00::1]:5678"
+        );
+        assert_eq!(
+            dialable("127.0.0.1:5678".parse().unwrap(), Some("x")),
+            "127.0.0.1:5678"
+        );
+        assert!(!dialable(any, None).starts_with("0.0.0.0"));
     }
 }

@@ -452,7 +452,10 @@ impl ResourceService {
     }
 
     /// What still lives in a mesh: per kind, the count and the first few names.
-    async fn mesh_users(&self, mesh: &str) -> Result<Vec<(Kind, usize, Vec<String>)>, ResourceError> {
+    async fn mesh_users(
+        &self,
+        mesh: &str,
+    ) -> Result<Vec<(Kind, usize, Vec<String>)>, ResourceError> {
         let mut users = Vec::new();
         for k in MESH_CONTENTS {
             let items = self.list(k, Some(mesh), None).await?;

@@ -70,10 +70,7 @@ impl SharedLogLimiter {
 
     /// See [`LogLimiter::hit`].
     pub fn hit(&self) -> Option<u64> {
-        self.0
-            .lock()
-            .expect("log limiter lock")
-            .hit(Instant::now())
+        self.0.lock().expect("log limiter lock").hit(Instant::now())
     }
 }
 

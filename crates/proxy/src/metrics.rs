@@ -212,7 +212,10 @@ impl ProxyMetrics {
     /// Creates at 0 every failure series whose labels are known up front:
     /// handshake failures per direction and reason, xDS rejections per type.
     fn precreate(&self) {
-        for direction in [crate::model::Direction::Inbound, crate::model::Direction::Outbound] {
+        for direction in [
+            crate::model::Direction::Inbound,
+            crate::model::Direction::Outbound,
+        ] {
             for reason in HANDSHAKE_FAILURE_REASONS {
                 let _ = self.handshake_failures.get_or_create(&FailureLabels {
                     direction: direction.as_str().to_owned(),

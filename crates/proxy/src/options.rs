@@ -3,7 +3,8 @@
 //!
 //! Owns flag names, defaults and their environment variables
 //! (`MESHLINK_PROXY_<FLAG>`), as DESIGN.md §5 lists them. Validation
-//! reports every problem at once and names the flag. Files named here are
+//! reports every problem at once and names the flag: values are taken as
+//! text and parsed here, not by clap, which would stop at the first bad one. Files named here are
 //! not required to exist at start-up (the proxy waits for them), except
 //! `--dataplane-file`, which says who the proxy is.
 
@@ -47,27 +48,22 @@ pub struct RunArgs {
     /// Mesh of the Dataplane.
     #[arg(long, env = "MESHLINK_PROXY_MESH", default_value = "default")]
     pub mesh: String,
-    /// Proxy mode.
-    #[arg(
-        long,
-        env = "MESHLINK_PROXY_MODE",
-        value_enum,
-        default_value = "sidecar"
-    )]
-    pub mode: Mode,
+    /// Proxy mode: sidecar or router.
+    #[arg(long, env = "MESHLINK_PROXY_MODE", default_value = "sidecar")]
+    pub mode: String,
     /// Admin address: /ready, /config_dump, /metrics.
     #[arg(
         long,
         env = "MESHLINK_PROXY_ADMIN_ADDR",
         default_value = "127.0.0.1:9901"
     )]
-    pub admin_addr: SocketAddr,
+    pub admin_addr: String,
     /// Once the admin endpoint listens, write its bound address here as JSON ({"adminAddr"}), atomically; useful with port 0.
     #[arg(long, env = "MESHLINK_PROXY_ADMIN_ADDR_FILE")]
     pub admin_addr_file: Option<PathBuf>,
-    /// On SIGTERM, how long open connections may take to finish.
-    #[arg(long, env = "MESHLINK_PROXY_DRAIN_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
-    pub drain_timeout: Duration,
+    /// On SIGTERM, how long open connections may take to finish, e.g. 30s.
+    #[arg(long, env = "MESHLINK_PROXY_DRAIN_TIMEOUT", default_value = "30s")]
+    pub drain_timeout: String,
 }
 
 /// Validated options.
@@ -98,10 +94,33 @@ impl RunArgs {
     /// Checks the flags; every problem is reported, each naming its flag.
     pub fn validate(self) -> Result<ProxyOptions, Vec<String>> {
         let mut errors = Vec::new();
-        if self.mode == Mode::Router {
-            errors
-                .push("--mode router: router mode is not available yet; use --mode sidecar".into());
+        match <Mode as clap::ValueEnum>::from_str(&self.mode, true) {
+            Ok(Mode::Router) => errors
+                .push("--mode router: router mode is not available yet; use --mode sidecar".into()),
+            Ok(Mode::Sidecar) => {}
+            Err(_) => errors.push(format!(
+                "--mode {:?}: expected sidecar or router",
+                self.mode
+            )),
         }
+        let admin_addr = self
+            .admin_addr
+            .parse::<SocketAddr>()
+            .map_err(|e| {
+                errors.push(format!(
+                    "--admin-addr {:?}: {e}; expected IP:PORT, e.g. 127.0.0.1:9901",
+                    self.admin_addr
+                ))
+            })
+            .ok();
+        let drain_timeout = humantime::parse_duration(&self.drain_timeout)
+            .map_err(|e| {
+                errors.push(format!(
+                    "--drain-timeout {:?}: {e}; expected a duration, e.g. 30s",
+                    self.drain_timeout
+                ))
+            })
+            .ok();
         if !(self.cp.starts_with("https://")) {
             errors.push(format!(
                 "--cp {:?}: the control plane is only reachable over TLS; use an https:// URL",
@@ -142,11 +161,25 @@ impl RunArgs {
                 "--mesh {mesh:?}: a mesh name is non-empty and has no dot"
             ));
         }
-        if self.drain_timeout.is_zero() {
+        if drain_timeout.is_some_and(|d| d.is_zero()) {
             errors.push("--drain-timeout must be positive, e.g. 30s".into());
         }
-        match (errors.is_empty(), self.cp_ca, self.token_file, name) {
-            (true, Some(ca_file), Some(token_file), Some(name)) => Ok(ProxyOptions {
+        match (
+            errors.is_empty(),
+            self.cp_ca,
+            self.token_file,
+            name,
+            admin_addr,
+            drain_timeout,
+        ) {
+            (
+                true,
+                Some(ca_file),
+                Some(token_file),
+                Some(name),
+                Some(admin_addr),
+                Some(drain_timeout),
+            ) => Ok(ProxyOptions {
                 cp: CpTarget {
                     url: self.cp,
                     ca_file,
@@ -154,9 +187,9 @@ impl RunArgs {
                 },
                 mesh,
                 name,
-                admin_addr: self.admin_addr,
+                admin_addr,
                 admin_addr_file: self.admin_addr_file,
-                drain_timeout: self.drain_timeout,
+                drain_timeout,
             }),
             _ => Err(errors),
         }
@@ -217,6 +250,34 @@ mod tests {
         let text = errors.join("\n");
         for flag in ["--cp ", "--cp-ca", "--token-file", "--name"] {
             assert!(text.contains(flag), "{flag} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_bad_value_is_reported_at_once() {
+        let errors = parse(&[
+            "--cp-ca",
+            "ca.pem",
+            "--token-file",
+            "t",
+            "--name",
+            "web",
+            "--admin-addr",
+            "localhost",
+            "--drain-timeout",
+            "soon",
+            "--mode",
+            "gateway",
+        ])
+        .unwrap_err();
+        let text = errors.join("\n");
+        assert_eq!(errors.len(), 3, "{text}");
+        for part in [
+            "--admin-addr \"localhost\"",
+            "--drain-timeout \"soon\"",
+            "--mode \"gateway\": expected sidecar or router",
+        ] {
+            assert!(text.contains(part), "{part} missing from:\n{text}");
         }
     }
 

@@ -48,7 +48,10 @@ fn deleting_a_mesh_in_use_is_refused_naming_its_users_and_cascade_deletes_all() 
         "1 MeshTrafficPermission (web-to-backend)",
         "delete them first or use --cascade",
     ] {
-        assert!(out.stderr.contains(expected), "missing {expected:?}: {out:#?}");
+        assert!(
+            out.stderr.contains(expected),
+            "missing {expected:?}: {out:#?}"
+        );
     }
     // Nothing was deleted.
     cp.cli(&["get", "mesh", "shop"]).success();
@@ -67,7 +70,10 @@ fn deleting_a_mesh_in_use_is_refused_naming_its_users_and_cascade_deletes_all() 
         "meshtrafficpermission/web-to-backend (mesh shop) deleted",
         "mesh/shop deleted",
     ] {
-        assert!(out.stdout.contains(expected), "missing {expected:?}: {out:#?}");
+        assert!(
+            out.stdout.contains(expected),
+            "missing {expected:?}: {out:#?}"
+        );
     }
     assert_eq!(cp.cli(&["get", "mesh", "shop"]).code, 1);
     let (status, body) = cp.api("GET", "/api/v1/dataplanes?mesh=shop", None);
@@ -117,7 +123,9 @@ fn revoking_a_token_id_never_issued_fails() {
     assert_eq!(out.stdout.trim(), format!("token {id} was already revoked"));
 
     // --force revokes an id this control plane has no record of.
-    let out = cp.cli(&["token", "revoke", "legacy-id", "--force"]).success();
+    let out = cp
+        .cli(&["token", "revoke", "legacy-id", "--force"])
+        .success();
     assert_eq!(out.stdout.trim(), "token legacy-id revoked");
 }
 
@@ -179,11 +187,7 @@ fn a_refused_admin_token_names_where_it_came_from() {
 
 #[test]
 fn a_server_without_scheme_suggests_http() {
-    let out = run_cli(
-        &["--server", "127.0.0.1:5681", "get", "meshes"],
-        &[],
-        None,
-    );
+    let out = run_cli(&["--server", "127.0.0.1:5681", "get", "meshes"], &[], None);
     assert_eq!(out.code, 2, "{out:#?}");
     assert!(
         out.stderr.contains("--server \"127.0.0.1:5681\"")
@@ -247,4 +251,93 @@ metadata: {name: third}
     // dry run sees the mesh the same file creates.
     let f = fixture("xds-mesh.yaml");
     cp.cli(&["apply", "-f", f.to_str().unwrap()]).success();
+}
+
+#[test]
+fn the_proxy_reports_every_bad_flag_value_at_once() {
+    let out = Command::new(meshlink_e2e::bin_path("meshlink-proxy"))
+        .args([
+            "run",
+            "--cp-ca",
+            "ca.pem",
+            "--token-file",
+            "token",
+            "--name",
+            "web",
+            "--admin-addr",
+            "localhost",
+            "--drain-timeout",
+            "soon",
+            "--mode",
+            "gateway",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run meshlink-proxy");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for flag in ["--admin-addr", "--drain-timeout", "--mode"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("error: {flag} "))),
+            "{flag} missing from:\n{stderr}"
+        );
+    }
+}
+
+/// docs/cli.md quotes the warning for a field meshlink ignores; the binary
+/// must print exactly that line.
+#[test]
+fn cli_md_quotes_the_real_ignored_field_warning() {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md"),
+    )
+    .expect("read docs/cli.md");
+    let quoted = docs
+        .lines()
+        .find(|l| l.starts_with("warning: mesh.yaml[0] "))
+        .expect("docs/cli.md quotes a warning for mesh.yaml[0]");
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("mesh.yaml"),
+        "type: Mesh\nname: default\nmetrics:\n  enabledBackend: prometheus-1\n",
+    )
+    .expect("write mesh.yaml");
+    let out = Command::new(meshlink_e2e::bin_path("meshlink"))
+        .args(["--server", &cp.server(), "--token", cp.token()])
+        .args(["apply", "-f", "mesh.yaml"])
+        .env_remove("MESHLINK_SERVER")
+        .env_remove("MESHLINK_TOKEN")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run meshlink");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l == quoted),
+        "docs/cli.md quotes {quoted:?} but the CLI printed:\n{stderr}"
+    );
+}
+
+/// docs/quickstart.md must not claim that everything listens on 127.0.0.1
+/// while the xDS port binds every interface by default.
+#[test]
+fn quickstart_states_where_the_xds_port_binds() {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/quickstart.md"),
+    )
+    .expect("read docs/quickstart.md");
+    let help = Command::new(meshlink_e2e::bin_path("meshlink-cp"))
+        .args(["run", "--help"])
+        .output()
+        .expect("run meshlink-cp run --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("0.0.0.0:5678"), "xds default changed? {help}");
+    assert!(
+        docs.contains("0.0.0.0:5678") && !docs.contains("listens on 127.0.0.1."),
+        "quickstart.md must say xDS binds 0.0.0.0:5678"
+    );
 }

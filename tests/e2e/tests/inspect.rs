@@ -93,6 +93,14 @@ fn inspect_shows_a_connected_proxy_its_certificate_acks_and_config() {
     let body: Value = serde_json::from_str(&json.stdout).expect("JSON");
     assert_eq!(body["connected"], true, "{body}");
     assert!(body.get("configDump").is_none(), "{body}");
+    // Times are RFC 3339, not unix seconds.
+    let connected_at = body["connectedAt"]
+        .as_str()
+        .expect("connectedAt is a string");
+    assert!(
+        connected_at.len() == 20 && connected_at.ends_with('Z') && connected_at.contains('T'),
+        "{body}"
+    );
     let cert = &body["certificate"];
     assert_eq!(cert["spiffeId"], "spiffe://default/web", "{body}");
     let cert_line = format!(
@@ -103,6 +111,14 @@ fn inspect_shows_a_connected_proxy_its_certificate_acks_and_config() {
     assert!(out.stdout.contains(" expires "), "{out:#?}");
 
     let yaml = cp.cli(&[&inspect[..], &["-o", "yaml"]].concat()).success();
+    assert!(
+        yaml.stdout
+            .contains(&format!("connectedAt: {connected_at}"))
+            || yaml
+                .stdout
+                .contains(&format!("connectedAt: '{connected_at}'")),
+        "{yaml:#?}"
+    );
     assert!(
         yaml.stdout.contains("spiffeId: spiffe://default/web"),
         "{yaml:#?}"

@@ -191,7 +191,9 @@ async fn dry_run(
     if errors == 0 {
         return Ok(());
     }
-    let msg = format!("{source}: {errors} document(s) rejected by the control plane; nothing was applied");
+    let msg = format!(
+        "{source}: {errors} document(s) rejected by the control plane; nothing was applied"
+    );
     Err(if runtime {
         Failure::Runtime(msg)
     } else {

@@ -23,13 +23,7 @@ pub(crate) async fn run(
         query.push(("cascade", "true".to_string()));
     }
     let resp = client
-        .call(
-            Method::DELETE,
-            &path,
-            &query,
-            None,
-            Duration::from_secs(30),
-        )
+        .call(Method::DELETE, &path, &query, None, Duration::from_secs(30))
         .await
         .map_err(|e| e.into_failure())?;
     for c in resp["cascaded"].as_array().into_iter().flatten() {

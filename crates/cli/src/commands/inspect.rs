@@ -318,7 +318,11 @@ fn rfc3339(t: SystemTime) -> String {
 
 /// A unix-seconds JSON value as RFC 3339, or `?`.
 fn time(v: &Value, now: SystemTime) -> String {
-    match v.as_u64().map(unix) {
+    let t = v
+        .as_u64()
+        .map(unix)
+        .or_else(|| humantime::parse_rfc3339(v.as_str()?).ok());
+    match t {
         Some(t) => format!("{} ({})", rfc3339(t), relative(t, now)),
         None => "?".to_string(),
     }
@@ -354,7 +358,7 @@ mod tests {
     fn connected() -> Value {
         json!({"mesh":"default","name":"web-1","connected":true,
             "controlPlane":"host/127.0.0.1:5678","streamId":3,"generation":1,
-            "protocol":"sotw","client":"envoy","connectedAt":1_796_000_000u64,
+            "protocol":"sotw","client":"envoy","connectedAt":"2026-11-30T00:53:20Z",
             "disconnectedAt":null,"closeReason":null,
             "types":{
                 "Cluster":{"lastSentVersion":"0123456789abcdef","lastAckedVersion":"0123456789abcdef",
@@ -392,7 +396,7 @@ mod tests {
     fn disconnected_summary_says_when_and_why() {
         let mut r = connected();
         r["connected"] = json!(false);
-        r["disconnectedAt"] = json!(NOW - 60);
+        r["disconnectedAt"] = json!("2026-11-30T00:54:20Z");
         r["closeReason"] = json!("token revoked");
         let s = summary(&r, unix(NOW));
         let lines: Vec<&str> = s.lines().collect();

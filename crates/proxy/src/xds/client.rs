@@ -29,9 +29,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::{self, Rejected, TYPES};
-use crate::log_limit::LogLimiter;
 use crate::backoff::Backoff;
 use crate::cp::CpTarget;
+use crate::log_limit::LogLimiter;
 use crate::metrics::ProxyMetrics;
 use crate::model::ProxyConfig;
 

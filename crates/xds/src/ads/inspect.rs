@@ -44,9 +44,11 @@ pub struct StreamReport {
     pub protocol: &'static str,
     /// Client kind from the node metadata, once the first request arrived.
     pub client: Option<&'static str>,
-    /// When the stream opened (unix seconds).
+    /// When the stream opened (unix seconds; serialized as RFC 3339).
+    #[serde(serialize_with = "rfc3339::secs")]
     pub connected_at: u64,
-    /// When it closed (unix seconds), if it did.
+    /// When it closed (unix seconds; serialized as RFC 3339), if it did.
+    #[serde(serialize_with = "rfc3339::opt_secs")]
     pub disconnected_at: Option<u64>,
     /// Why it closed, if it ended with an error status.
     pub close_reason: Option<String>,
@@ -79,6 +81,26 @@ pub struct StreamView {
 
 /// Receives every changed [`StreamView`]; must not block.
 pub type StreamObserver = Arc<dyn Fn(StreamView) + Send + Sync>;
+
+/// Serializes unix seconds as RFC 3339 (UTC), as every time in the API is.
+mod rfc3339 {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn text(secs: u64) -> String {
+        humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
+    }
+
+    pub(super) fn secs<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&text(*v))
+    }
+
+    pub(super) fn opt_secs<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_str(&text(*v)),
+            None => s.serialize_none(),
+        }
+    }
+}
 
 /// All stream reports of this instance. Cheap to clone.
 #[derive(Clone, Default)]

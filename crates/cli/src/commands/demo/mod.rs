@@ -233,7 +233,10 @@ impl Demo {
         let admin = std::fs::read_to_string(&path)
             .map_err(|e| Failure::Runtime(format!("cannot read {}: {e}", path.display())))?;
         let source = crate::client::TokenSource::File(path.display().to_string());
-        Ok(ApiClient::new(&server, Some((admin.trim().to_string(), source))))
+        Ok(ApiClient::new(
+            &server,
+            Some((admin.trim().to_string(), source)),
+        ))
     }
 
     /// Waits until a sidecar's `/ready` is 200, printing what it misses.
