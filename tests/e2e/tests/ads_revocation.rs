@@ -162,3 +162,24 @@ fn a_wrong_node_id_is_refused_before_it_takes_over_the_proxy() {
         ]) >= 1.0
     );
 }
+
+#[test]
+fn a_proxy_whose_name_differs_from_its_token_is_told_to_check_name() {
+    use meshlink_e2e::eventually;
+    use meshlink_e2e::proxy::{Sidecar, SidecarOptions, write_token};
+    let cp = setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("web-1.token");
+    write_token(&cp, &token, "web-1");
+    // The token is for web-1; the proxy calls itself backend-1.
+    let mut proxy = Sidecar::spawn(&SidecarOptions::new(&cp, &token, "backend-1"));
+    eventually(
+        "the proxy to log why the control plane refused it",
+        std::time::Duration::from_secs(30),
+        || {
+            assert_eq!(proxy.exit_status(), None, "{}", proxy.logs());
+            let logs = proxy.logs();
+            (logs.contains("--name") && logs.contains("web-1")).then_some(())
+        },
+    );
+}

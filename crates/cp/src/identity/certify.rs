@@ -169,13 +169,13 @@ impl CertifyService {
         let req = request.into_inner();
         if req.mesh != claims.mesh {
             return Err(Status::permission_denied(format!(
-                "the token is for mesh {:?}, not {:?}",
+                "the token is for mesh {:?}, not {:?} (meshlink-proxy: check --mesh)",
                 claims.mesh, req.mesh
             )));
         }
         if req.dataplane != claims.name {
             return Err(Status::permission_denied(format!(
-                "the token is for dataplane {:?}, not {:?}",
+                "the token is for dataplane {:?}, not {:?} (meshlink-proxy: check --name)",
                 claims.name, req.dataplane
             )));
         }
