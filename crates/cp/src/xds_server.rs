@@ -24,6 +24,8 @@ const CERTIFY_BURST: u32 = 10;
 const CERTIFY_PER_SECOND: f64 = 1.0;
 
 /// Binds the xDS port and returns its address and the server future.
+/// `issuance` is told about every certificate Certify issues.
+#[allow(clippy::too_many_arguments)] // each part is distinct; a struct would only rename them
 pub(crate) async fn start(
     config: &CpConfig,
     tls: &CpTls,
