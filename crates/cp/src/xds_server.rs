@@ -29,10 +29,9 @@ const CERTIFY_BURST: u32 = 10;
 const CERTIFY_PER_SECOND: f64 = 1.0;
 
 /// Binds the xDS port and returns its address and the server future.
-// `ca` (the mesh CA controller's handle, for Certify) made it eight; the
-// lead may fold the arguments into a struct when merging with the
-// lifecycle work on this file.
-#[allow(clippy::too_many_arguments)]
+/// `ca` serves Certify the mesh CAs; `issuance` is told about every
+/// certificate Certify issues.
+#[allow(clippy::too_many_arguments)] // each part is distinct; a struct would only rename them
 pub(crate) async fn start(
     config: &CpConfig,
     tls: &CpTls,
