@@ -168,16 +168,16 @@ impl ControlPlane {
         let clock = meshlink_identity::WallClock::start();
         let (ca, ca_controller) = identity::controller::new(resources.clone(), clock);
         let (status_handle, status_inbox) = status::channel();
-        let xds = XdsParts::new(
-            &config,
-            &resources,
-            &tokens,
-            &registry,
-            &shutdown,
-            &ca,
-            &background,
-            &status_handle,
-        );
+        let xds = XdsParts::new(XdsInputs {
+            config: &config,
+            resources: &resources,
+            tokens: &tokens,
+            registry: &registry,
+            shutdown: &shutdown,
+            ca: &ca,
+            background: &background,
+            status: &status_handle,
+        });
         let ads_server = xds.server.clone();
         tasks.spawn(follow_revisions(
             store.clone(),
@@ -273,17 +273,33 @@ struct XdsParts {
     instance: String,
 }
 
+/// What the xDS machinery is built from.
+struct XdsInputs<'a> {
+    config: &'a CpConfig,
+    resources: &'a ResourceService,
+    tokens: &'a Arc<identity::tokens::TokenService>,
+    registry: &'a MetricsRegistry,
+    shutdown: &'a Shutdown,
+    /// The mesh CA controller's handle (CA reads, issuance events, clock).
+    ca: &'a identity::CaHandle,
+    /// Owns the reconciler, so shutdown waits for it.
+    background: &'a TaskTracker,
+    /// Receives stream views for the Dataplane status.
+    status: &'a status::StatusHandle,
+}
+
 impl XdsParts {
-    fn new(
-        config: &CpConfig,
-        resources: &ResourceService,
-        tokens: &Arc<identity::tokens::TokenService>,
-        registry: &MetricsRegistry,
-        shutdown: &Shutdown,
-        ca: &identity::CaHandle,
-        background: &TaskTracker,
-        status: &status::StatusHandle,
-    ) -> Self {
+    fn new(inputs: XdsInputs<'_>) -> Self {
+        let XdsInputs {
+            config,
+            resources,
+            tokens,
+            registry,
+            shutdown,
+            ca,
+            background,
+            status,
+        } = inputs;
         use meshlink_xds::ads::{
             AdmissionConfig, AdsMetrics, AdsOptions, AdsParts, AdsServer, Inspector,
         };
