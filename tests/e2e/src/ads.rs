@@ -26,6 +26,28 @@ pub use meshlink_xds::translate::{
     CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE,
 };
 
+/// A two-worker tokio runtime, for driving ADS streams from a sync test.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A control plane (SQLite) with `fixtures/xds-mesh.yaml` applied: the mesh
+/// `default` with mTLS, web-1 and backend-1.
+pub fn start_xds_mesh() -> ControlPlane {
+    let cp = ControlPlane::start(crate::StoreKind::Sqlite);
+    cp.cli(&[
+        "apply",
+        "-f",
+        crate::fixture("xds-mesh.yaml").to_str().unwrap(),
+    ])
+    .success();
+    cp
+}
+
 /// An xDS node for `<mesh>.<name>` with `meshlink.dev/client` = `client`.
 pub fn node(mesh: &str, name: &str, client: &str) -> Node {
     let fields = HashMap::from([(

@@ -6,23 +6,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use meshlink_e2e::ads::*;
-use meshlink_e2e::{ControlPlane, StoreKind, eventually, fixture};
+use meshlink_e2e::{ControlPlane, eventually};
 use tonic::Code;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn setup() -> ControlPlane {
-    let cp = ControlPlane::start(StoreKind::Sqlite);
-    cp.cli(&["apply", "-f", fixture("xds-mesh.yaml").to_str().unwrap()])
-        .success();
-    cp
-}
 
 fn token(cp: &ControlPlane, name: &str) -> String {
     cp.dataplane_token(&["--mesh", "default", "--name", name]).0
@@ -44,7 +29,7 @@ async fn healthy(cp: &ControlPlane, token: &str) {
 
 #[test]
 fn garbage_bytes_on_the_xds_port_do_not_hurt_the_server() {
-    let cp = setup();
+    let cp = start_xds_mesh();
     let addr = cp.xds_url().trim_start_matches("https://").to_owned();
     for junk in [
         &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
@@ -62,7 +47,7 @@ fn garbage_bytes_on_the_xds_port_do_not_hurt_the_server() {
 
 #[test]
 fn missing_wrong_and_foreign_credentials_are_refused_clearly() {
-    let cp = setup();
+    let cp = start_xds_mesh();
     let web = token(&cp, "web-1");
     let backend = token(&cp, "backend-1");
     let rt = runtime();
@@ -145,7 +130,7 @@ fn missing_wrong_and_foreign_credentials_are_refused_clearly() {
 
 #[test]
 fn client_certificate_from_cert_dir_authenticates_its_dataplane_only() {
-    let cp = setup();
+    let cp = start_xds_mesh();
     let dir = tempfile::tempdir().unwrap();
     let dir_s = dir.path().to_str().unwrap();
     cp.cli(&[
@@ -192,7 +177,7 @@ fn client_certificate_from_cert_dir_authenticates_its_dataplane_only() {
 
 #[test]
 fn unknown_type_url_ends_only_that_stream() {
-    let cp = setup();
+    let cp = start_xds_mesh();
     let web = token(&cp, "web-1");
     let backend = token(&cp, "backend-1");
     runtime().block_on(async {
@@ -221,7 +206,7 @@ fn unknown_type_url_ends_only_that_stream() {
 
 #[test]
 fn nack_storm_from_one_proxy_does_not_resend_or_hurt_others() {
-    let cp = setup();
+    let cp = start_xds_mesh();
     let web = token(&cp, "web-1");
     let backend = token(&cp, "backend-1");
     let rt = runtime();

@@ -3,23 +3,13 @@
 //! and removal, make-before-break order, and SDS identity delivery.
 
 use meshlink_e2e::ads::*;
-use meshlink_e2e::{ControlPlane, StoreKind, eventually, fixture};
+use meshlink_e2e::{ControlPlane, eventually, fixture};
 use serde_json::Value;
 use std::time::Duration;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 /// A control plane with `fixtures/xds-mesh.yaml` applied, and web-1's token.
 fn setup() -> (ControlPlane, String) {
-    let cp = ControlPlane::start(StoreKind::Sqlite);
-    cp.cli(&["apply", "-f", fixture("xds-mesh.yaml").to_str().unwrap()])
-        .success();
+    let cp = start_xds_mesh();
     let (token, _) = cp.dataplane_token(&["--mesh", "default", "--name", "web-1"]);
     (cp, token)
 }

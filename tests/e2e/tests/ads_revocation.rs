@@ -7,27 +7,12 @@
 
 use std::time::Instant;
 
+use meshlink_e2e::ControlPlane;
 use meshlink_e2e::ads::*;
 use meshlink_e2e::certify::{certify, csr};
-use meshlink_e2e::{ControlPlane, StoreKind, fixture};
 use tonic::Code;
 
 const SDS_NAMES: [&str; 2] = ["identity_cert:web", "mesh_ca:default"];
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-fn setup() -> ControlPlane {
-    let cp = ControlPlane::start(StoreKind::Sqlite);
-    cp.cli(&["apply", "-f", fixture("xds-mesh.yaml").to_str().unwrap()])
-        .success();
-    cp
-}
 
 /// An Envoy-style SotW stream for web-1 that received its identity Secret.
 async fn envoy_with_identity(cp: &ControlPlane, token: &str) -> Sotw {
@@ -51,7 +36,7 @@ async fn envoy_with_identity(cp: &ControlPlane, token: &str) -> Sotw {
 
 #[test]
 fn revoking_a_token_ends_its_open_stream_and_certify_refuses_it() {
-    let cp = setup();
+    let cp = start_xds_mesh();
     let (token, id) = cp.dataplane_token(&["--mesh", "default", "--name", "web-1"]);
     let rt = runtime();
     let mut stream = rt.block_on(envoy_with_identity(&cp, &token));
@@ -120,7 +105,7 @@ fn revoking_a_token_ends_its_open_stream_and_certify_refuses_it() {
 
 #[test]
 fn a_wrong_node_id_is_refused_before_it_takes_over_the_proxy() {
-    let cp = setup();
+    let cp = start_xds_mesh();
     let (token, _) = cp.dataplane_token(&["--mesh", "default", "--name", "web-1"]);
     let rt = runtime();
     rt.block_on(async {
@@ -167,7 +152,7 @@ fn a_wrong_node_id_is_refused_before_it_takes_over_the_proxy() {
 fn a_proxy_whose_name_differs_from_its_token_is_told_to_check_name() {
     use meshlink_e2e::eventually;
     use meshlink_e2e::proxy::{Sidecar, SidecarOptions, write_token};
-    let cp = setup();
+    let cp = start_xds_mesh();
     let dir = tempfile::tempdir().expect("tempdir");
     let token = dir.path().join("web-1.token");
     write_token(&cp, &token, "web-1");

@@ -16,14 +16,6 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 /// The Dataplane as `meshlink get -o json` prints it.
 fn dataplane(cp: &ControlPlane, name: &str) -> Value {
     let out = cp.cli(&["get", "dataplane", name, "-o", "json"]).success();

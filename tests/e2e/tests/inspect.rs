@@ -7,26 +7,10 @@
 use std::time::Duration;
 
 use meshlink_e2e::ads::*;
-use meshlink_e2e::{CliOutput, ControlPlane, StoreKind, eventually, fixture};
+use meshlink_e2e::{CliOutput, eventually};
 use serde_json::Value;
 
 const SECRETS: [&str; 2] = ["identity_cert:web", "mesh_ca:default"];
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-/// A control plane with `fixtures/xds-mesh.yaml` applied.
-fn start() -> ControlPlane {
-    let cp = ControlPlane::start(StoreKind::Sqlite);
-    cp.cli(&["apply", "-f", fixture("xds-mesh.yaml").to_str().unwrap()])
-        .success();
-    cp
-}
 
 /// The row of `type_` in the summary's type table, split into columns.
 fn type_row(out: &CliOutput, type_: &str) -> Option<Vec<String>> {
@@ -38,7 +22,7 @@ fn type_row(out: &CliOutput, type_: &str) -> Option<Vec<String>> {
 
 #[test]
 fn inspect_shows_a_connected_proxy_its_certificate_acks_and_config() {
-    let cp = start();
+    let cp = start_xds_mesh();
     let (token, _) = cp.dataplane_token(&["--mesh", "default", "--name", "web-1"]);
     let rt = runtime();
     let (stream, sds_version) = rt.block_on(async {
@@ -173,7 +157,7 @@ fn inspect_shows_a_connected_proxy_its_certificate_acks_and_config() {
 
 #[test]
 fn inspect_reports_never_connected_and_missing_dataplanes() {
-    let cp = start();
+    let cp = start_xds_mesh();
 
     // backend-1 exists but no proxy ever connected for it.
     let out = cp.cli(&["inspect", "dp", "backend-1"]).success();
