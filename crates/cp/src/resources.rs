@@ -83,6 +83,26 @@ pub fn key_of(kind: Kind, mesh: Option<&str>, name: &str) -> ObjectKey {
     ObjectKey::new(kind.as_str(), mesh.unwrap_or(""), name)
 }
 
+/// `metadata.resourceVersion` was given for a resource that does not exist.
+fn missing_at_version(r: &Resource, v: u64) -> ResourceError {
+    ResourceError::Conflict(format!(
+        "{} does not exist, but resourceVersion {v} was given; drop metadata.resourceVersion to create it",
+        describe(r.kind(), r.mesh(), r.name())
+    ))
+}
+
+/// `metadata.resourceVersion` is not the stored revision.
+fn stale_version(key: &ObjectKey, expected: u64, actual: u64) -> ResourceError {
+    ResourceError::Conflict(
+        StoreError::Conflict {
+            key: key.to_string(),
+            expected,
+            actual,
+        }
+        .to_string(),
+    )
+}
+
 fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
     match mesh {
         Some(m) => format!("{} {name:?} in mesh {m:?}", kind.as_str()),
@@ -265,10 +285,7 @@ impl ResourceService {
         for _ in 0..5 {
             let Some(existing) = self.store.get(&key).await? else {
                 if let Some(v) = expected {
-                    return Err(ResourceError::Conflict(format!(
-                        "{} does not exist, but resourceVersion {v} was given; drop metadata.resourceVersion to create it",
-                        describe(r.kind(), r.mesh(), r.name())
-                    )));
+                    return Err(missing_at_version(&r, v));
                 }
                 match self.create(r.clone()).await {
                     Ok(created) => return Ok((ApplyOutcome::Created, created)),
@@ -279,14 +296,7 @@ impl ResourceService {
             if let Some(v) = expected
                 && v != existing.revision
             {
-                return Err(ResourceError::Conflict(
-                    StoreError::Conflict {
-                        key: key.to_string(),
-                        expected: v,
-                        actual: existing.revision,
-                    }
-                    .to_string(),
-                ));
+                return Err(stale_version(&key, v, existing.revision));
             }
             let current = Self::decode(existing.clone())?;
             if current.same_desired_state(&r) {
@@ -330,10 +340,7 @@ impl ResourceService {
         let key = key_of(r.kind(), r.mesh(), r.name());
         let Some(existing) = self.store.get(&key).await? else {
             if let Some(v) = expected {
-                return Err(ResourceError::Conflict(format!(
-                    "{} does not exist, but resourceVersion {v} was given; drop metadata.resourceVersion to create it",
-                    describe(r.kind(), r.mesh(), r.name())
-                )));
+                return Err(missing_at_version(r, v));
             }
             if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
                 self.check_references(r).await?;
@@ -343,14 +350,7 @@ impl ResourceService {
         if let Some(v) = expected
             && v != existing.revision
         {
-            return Err(ResourceError::Conflict(
-                StoreError::Conflict {
-                    key: key.to_string(),
-                    expected: v,
-                    actual: existing.revision,
-                }
-                .to_string(),
-            ));
+            return Err(stale_version(&key, v, existing.revision));
         }
         let current = Self::decode(existing)?;
         Ok(if current.same_desired_state(r) {
