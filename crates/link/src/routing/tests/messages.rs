@@ -236,3 +236,26 @@ fn lsas_and_hellos_round_trip_as_versioned_json_and_ignore_unknown_fields() {
         hello
     );
 }
+
+#[test]
+fn a_bad_router_identity_or_hello_is_refused_with_the_reason() {
+    let err = LinkStateRouter::new(RouterInfo::new("", "site", false), 1).unwrap_err();
+    assert_eq!(err.to_string(), "router id must not be empty");
+
+    let a = router("a", 1);
+    let mut hello = router("b", 1).hello();
+    hello.v = 9;
+    let err = a.check_neighbour(&hello).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("hello refused: routing protocol version 9"),
+        "{err}"
+    );
+    hello.v = PROTOCOL_VERSION;
+    hello.router.name.clear();
+    let err = a.check_neighbour(&hello).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "hello refused: router name must not be empty"
+    );
+}
