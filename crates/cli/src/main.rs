@@ -113,13 +113,15 @@ enum InspectCommand {
         /// Mesh of the dataplane.
         #[arg(short = 'm', long, default_value = "default")]
         mesh: String,
-        /// Also show the resources this control plane sends the proxy
-        /// (private keys are never included).
+        /// Print instead the resources this control plane sends the proxy,
+        /// in the shape of Envoy's admin /config_dump (JSON, or YAML with
+        /// -o yaml; private keys redacted).
         #[arg(long)]
         config_dump: bool,
-        /// Output format: a human summary, or the API body as JSON or YAML.
-        #[arg(short = 'o', long, value_enum, default_value_t = InspectFormat::Table)]
-        output: InspectFormat,
+        /// Output format: a human summary (the default), or the API body as
+        /// JSON or YAML. With --config-dump: json (the default) or yaml.
+        #[arg(short = 'o', long, value_enum)]
+        output: Option<InspectFormat>,
     },
 }
 

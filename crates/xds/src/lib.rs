@@ -4,6 +4,7 @@
 //! - [`owner`]: stream ownership per proxy key (invariant I1).
 //! - [`hub`]: the reconciler that turns store changes into per-proxy state.
 //! - [`ads`]: the Envoy v3 ADS server (SotW and delta).
+//! - [`dump`]: a proxy's configuration in Envoy's `/config_dump` JSON shape.
 //! - [`certify`]: meshlink's own Certify RPC (generated).
 
 /// `meshlink.v1`: the Certify RPC (generated from `proto/meshlink/v1/certify.proto`).
@@ -13,6 +14,7 @@ pub mod certify {
 }
 
 pub mod ads;
+pub mod dump;
 pub mod hub;
 pub mod owner;
 pub mod translate;

@@ -20,6 +20,55 @@ fn type_row(out: &CliOutput, type_: &str) -> Option<Vec<String>> {
         .map(|l| l.split_whitespace().map(str::to_owned).collect())
 }
 
+/// The entry of the `list` of the dump message `kind` that `pick` selects.
+fn dump_entry<'a>(
+    dump: &'a Value,
+    kind: &str,
+    list: &str,
+    pick: impl Fn(&Value) -> bool,
+) -> &'a Value {
+    let config = dump["configs"]
+        .as_array()
+        .expect("configs")
+        .iter()
+        .find(|c| c["@type"] == format!("type.googleapis.com/envoy.admin.v3.{kind}"))
+        .unwrap_or_else(|| panic!("no {kind} in {dump}"));
+    config[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {config}"))
+        .iter()
+        .find(|e| pick(e))
+        .unwrap_or_else(|| panic!("no matching entry in {kind}.{list}: {config}"))
+}
+
+/// The dump of web-1 (outbound to backend on 9001) in Envoy's shape: its
+/// outbound listener and the backend cluster, found by name.
+fn assert_config_dump(dump: &Value) {
+    let l = dump_entry(dump, "ListenersConfigDump", "dynamic_listeners", |l| {
+        l["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("outbound:"))
+    });
+    let listener = &l["active_state"]["listener"];
+    assert_eq!(listener["@type"], LISTENER_TYPE, "{l}");
+    assert_eq!(listener["name"], l["name"], "{l}");
+    assert_eq!(
+        listener["address"]["socket_address"]["port_value"], 9001,
+        "{l}"
+    );
+    let c = dump_entry(dump, "ClustersConfigDump", "dynamic_active_clusters", |c| {
+        c["cluster"]["name"] == "backend"
+    });
+    assert_eq!(c["cluster"]["@type"], CLUSTER_TYPE, "{c}");
+    assert!(
+        c["cluster"]["connect_timeout"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('s')),
+        "{c}"
+    );
+    assert!(c["version_info"].is_string(), "{c}");
+}
+
 #[test]
 fn inspect_shows_a_connected_proxy_its_certificate_acks_and_config() {
     let cp = start_xds_mesh();
@@ -87,6 +136,15 @@ fn inspect_shows_a_connected_proxy_its_certificate_acks_and_config() {
     );
     let cert = &body["certificate"];
     assert_eq!(cert["spiffeId"], "spiffe://default/web", "{body}");
+    for t in ["notBefore", "notAfter"] {
+        let at = cert[t]
+            .as_str()
+            .unwrap_or_else(|| panic!("{t} is a string: {body}"));
+        assert!(
+            humantime::parse_rfc3339(at).is_ok(),
+            "{t} is RFC 3339: {body}"
+        );
+    }
     let cert_line = format!(
         "Certificate: spiffe://default/web serial {} ",
         cert["serial"].as_str().expect("serial")
@@ -108,29 +166,46 @@ fn inspect_shows_a_connected_proxy_its_certificate_acks_and_config() {
         "{yaml:#?}"
     );
 
-    // --config-dump: the resources sent, with certificates but no keys.
-    let dump = cp
-        .cli(&[&inspect[..], &["--config-dump"]].concat())
-        .success();
-    assert!(
-        dump.stdout
-            .starts_with("Dataplane default/web-1: connected")
-    );
-    assert!(dump.stdout.contains("identity_cert:web"), "{dump:#?}");
-    assert!(dump.stdout.contains("BEGIN CERTIFICATE"), "{dump:#?}");
+    // --config-dump: Envoy's /config_dump JSON (jq-able: stdout is one JSON
+    // document), with the proxy's listener and cluster findable by name,
+    // certificates shown and keys redacted.
+    let dump_args = [&inspect[..], &["--config-dump"]].concat();
+    let dump = cp.cli(&dump_args).success();
     assert!(!dump.stdout.contains("PRIVATE KEY"), "{dump:#?}");
-    let dump_json = cp
-        .cli(&[&inspect[..], &["--config-dump", "-o", "json"]].concat())
+    let body: Value = serde_json::from_str(&dump.stdout).expect("the dump is JSON");
+    assert_config_dump(&body);
+    let secret = dump_entry(&body, "SecretsConfigDump", "dynamic_active_secrets", |s| {
+        s["name"] == "identity_cert:web"
+    });
+    let cert = &secret["secret"]["tls_certificate"];
+    assert!(
+        cert["certificate_chain"]["inline_string"]
+            .as_str()
+            .is_some_and(|c| c.contains("BEGIN CERTIFICATE")),
+        "{secret}"
+    );
+    assert_eq!(
+        cert["private_key"]["inline_string"], "[redacted]",
+        "{secret}"
+    );
+    // -o json is the same document; -o yaml the same in YAML.
+    let json = cp
+        .cli(&[&dump_args[..], &["-o", "json"]].concat())
         .success();
-    assert!(!dump_json.stdout.contains("PRIVATE KEY"), "{dump_json:#?}");
-    let body: Value = serde_json::from_str(&dump_json.stdout).expect("JSON");
-    let names: Vec<&str> = body["configDump"]["Secret"]
-        .as_array()
-        .expect("Secret dump")
-        .iter()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
-    assert!(names.contains(&"identity_cert:web"), "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&json.stdout).expect("JSON"),
+        body
+    );
+    let yaml = cp
+        .cli(&[&dump_args[..], &["-o", "yaml"]].concat())
+        .success();
+    let from_yaml: Value = serde_yaml_ng::from_str(&yaml.stdout).expect("the dump is YAML");
+    assert_config_dump(&from_yaml);
+    assert!(!yaml.stdout.contains("PRIVATE KEY"), "{yaml:#?}");
+    // A config dump has no table form: bad usage, exit code 2.
+    let table = cp.cli(&[&dump_args[..], &["-o", "table"]].concat());
+    assert_eq!(table.code, 2, "{table:#?}");
+    assert!(table.stderr.contains("-o yaml"), "{table:#?}");
 
     // The proxy goes away: inspect says so, and when.
     rt.block_on(async move { drop(stream) });

@@ -2,9 +2,10 @@
 //!
 //! Shows what the control plane's xDS stream for one proxy looks like
 //! (`GET /api/v1/dataplanes/{name}/xds`): connection, identity certificate,
-//! per-type versions sent and acknowledged, the last NACK, and with
-//! `--config-dump` the resources the proxy was sent. It only reads the API
-//! body; it never decodes xDS itself.
+//! per-type versions sent and acknowledged, the last NACK. With
+//! `--config-dump` it prints instead the resources the proxy is sent, in
+//! the shape of Envoy's admin `/config_dump`, as JSON (the default, for
+//! `jq`) or YAML. It only reads the API body; it never decodes xDS itself.
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -38,14 +39,15 @@ const TYPE_ORDER: [&str; 5] = [
 /// Versions longer than this are abbreviated in the table.
 const VERSION_WIDTH: usize = 16;
 
-/// Runs `inspect dataplane`.
+/// Runs `inspect dataplane`; `format` is what `-o` said, if anything.
 pub(crate) async fn dataplane(
     client: &ApiClient,
     name: &str,
     mesh: &str,
     config_dump: bool,
-    format: Format,
+    format: Option<Format>,
 ) -> Result<(), Failure> {
+    let format = output_format(config_dump, format)?;
     let mut query = vec![("mesh", mesh.to_string())];
     if config_dump {
         query.push(("configDump", "true".to_string()));
@@ -60,28 +62,44 @@ pub(crate) async fn dataplane(
         )
         .await
         .map_err(|e| e.into_failure())?;
+    let shown = if config_dump {
+        body.get("configDump").ok_or_else(|| {
+            Failure::Runtime(format!(
+                "no config dump: this control-plane instance holds no configuration for \
+                 {mesh}/{name} (its proxy is not connected here; with several control \
+                 planes, ask the one it is connected to)"
+            ))
+        })?
+    } else {
+        &body
+    };
     match format {
         Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&body).expect("JSON prints")
+            serde_json::to_string_pretty(shown).expect("JSON prints")
         ),
         Format::Yaml => print!(
             "{}",
-            serde_yaml_ng::to_string(&body).expect("JSON prints as YAML")
+            serde_yaml_ng::to_string(shown).expect("JSON prints as YAML")
         ),
-        Format::Table => {
-            print!("{}", summary(&body, SystemTime::now()));
-            if config_dump {
-                match body.get("configDump") {
-                    Some(dump) => print!("{}", dump_text(dump)),
-                    None => eprintln!(
-                        "no config dump: this control-plane instance holds no config for {mesh}/{name}"
-                    ),
-                }
-            }
-        }
+        Format::Table => print!("{}", summary(&body, SystemTime::now())),
     }
     Ok(())
+}
+
+/// The format to print in: `-o` if given, else the summary, or JSON for a
+/// config dump (which has no table form).
+fn output_format(config_dump: bool, format: Option<Format>) -> Result<Format, Failure> {
+    match (config_dump, format) {
+        (true, Some(Format::Table)) => Err(Failure::BadInput(
+            "--config-dump prints Envoy's config dump as JSON (the default) or YAML \
+             (-o yaml); it has no table form. Drop --config-dump for the summary."
+                .to_string(),
+        )),
+        (true, None) => Ok(Format::Json),
+        (false, None) => Ok(Format::Table),
+        (_, Some(f)) => Ok(f),
+    }
 }
 
 // === summary ===
@@ -137,7 +155,7 @@ fn certificate(c: &Value, status: &Value, now: SystemTime) -> String {
     if c.is_null() {
         return status_certificate(status, now);
     }
-    let expiry = match c["notAfter"].as_u64().map(unix) {
+    let expiry = match instant(&c["notAfter"]) {
         Some(t) => format!("expires {} ({})", rfc3339(t), relative(t, now)),
         None => "expiry unknown".to_string(),
     };
@@ -256,37 +274,6 @@ fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
     out
 }
 
-// === config dump ===
-
-/// The config dump as text: one block per resource, in type order.
-fn dump_text(dump: &Value) -> String {
-    let mut out = String::from("\nConfig dump (resources this control plane sends the proxy):\n");
-    let Some(map) = dump.as_object() else {
-        return out;
-    };
-    let mut types: Vec<&String> = map.keys().collect();
-    types.sort_by_key(|n| {
-        TYPE_ORDER
-            .iter()
-            .position(|t| t == n)
-            .unwrap_or(TYPE_ORDER.len())
-    });
-    for t in types {
-        let items = map[t].as_array().map(Vec::as_slice).unwrap_or_default();
-        let _ = writeln!(out, "\n## {t} ({} resources)", items.len());
-        for item in items {
-            let _ = writeln!(
-                out,
-                "--- {} (version {})\n{}",
-                text(&item["name"]),
-                text(&item["version"]),
-                text(&item["resource"])
-            );
-        }
-    }
-    out
-}
-
 // === values and times ===
 
 /// A JSON scalar as plain text (strings unquoted, null empty).
@@ -316,13 +303,16 @@ fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// A unix-seconds JSON value as RFC 3339, or `?`.
-fn time(v: &Value, now: SystemTime) -> String {
-    let t = v
-        .as_u64()
+/// An RFC 3339 JSON string (or, from an older server, unix seconds).
+fn instant(v: &Value) -> Option<SystemTime> {
+    v.as_u64()
         .map(unix)
-        .or_else(|| humantime::parse_rfc3339(v.as_str()?).ok());
-    match t {
+        .or_else(|| humantime::parse_rfc3339(v.as_str()?).ok())
+}
+
+/// A JSON time as RFC 3339 with how long ago or ahead it is, or `?`.
+fn time(v: &Value, now: SystemTime) -> String {
+    match instant(v) {
         Some(t) => format!("{} ({})", rfc3339(t), relative(t, now)),
         None => "?".to_string(),
     }
@@ -366,8 +356,8 @@ mod tests {
                 "Secret":{"lastSentVersion":"aaaa","lastAckedVersion":null,
                     "lastNack":{"version":"aaaa","detail":"bad cert"},"resources":2,"responses":1}},
             "certificate":{"serial":"0a1b","spiffeId":"spiffe://default/web",
-                "caFingerprint":"ffffffffffffffffffff","notBefore":1_796_000_000u64,
-                "notAfter":1_796_003_600u64}})
+                "caFingerprint":"ffffffffffffffffffff","notBefore":"2026-11-30T00:53:20Z",
+                "notAfter":"2026-11-30T01:53:20Z"}})
     }
 
     #[test]
@@ -456,17 +446,19 @@ mod tests {
     }
 
     #[test]
-    fn dump_prints_each_resource_under_its_type() {
-        let d = json!({"Cluster":[{"name":"c1","version":"v1","resource":"Cluster { name: \"c1\" }"}],
-            "Secret":[]});
-        let s = dump_text(&d);
-        assert!(
-            s.find("## Secret (0 resources)") < s.find("## Cluster (1 resources)"),
-            "{s}"
+    fn config_dump_defaults_to_json_and_refuses_the_table() {
+        assert_eq!(output_format(true, None).unwrap(), Format::Json);
+        assert_eq!(
+            output_format(true, Some(Format::Yaml)).unwrap(),
+            Format::Yaml
         );
-        assert!(
-            s.contains("--- c1 (version v1)\nCluster { name: \"c1\" }\n"),
-            "{s}"
+        assert_eq!(output_format(false, None).unwrap(), Format::Table);
+        assert_eq!(
+            output_format(false, Some(Format::Json)).unwrap(),
+            Format::Json
         );
+        let e = output_format(true, Some(Format::Table)).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("-o yaml"), "{e}");
     }
 }

@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use meshlink_api::Kind;
-use meshlink_xds::ads::config_dump;
+use meshlink_xds::dump::config_dump;
 use meshlink_xds::owner::ProxyKey;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -32,7 +32,6 @@
 
 mod admission;
 mod delta;
-mod dump;
 mod inspect;
 mod metrics;
 mod revocation;
@@ -62,7 +61,6 @@ use tonic::transport::CertificateDer;
 use tonic::{Request, Response, Status, Streaming};
 
 pub use admission::{Admission, AdmissionConfig, RETRY_AFTER_MS, RetryAfter};
-pub use dump::config_dump;
 pub use inspect::{Inspector, StreamObserver, StreamReport, StreamView};
 pub use metrics::{AdsMetrics, REJECT_REASONS};
 pub use types::{NackReport, TypeReport, short_type};

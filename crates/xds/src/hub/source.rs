@@ -35,11 +35,11 @@ pub struct IdentityInfo {
     pub spiffe_id: String,
     /// Fingerprint of the issuing CA.
     pub ca_fingerprint: String,
-    /// notBefore.
-    #[serde(with = "unix_seconds")]
+    /// notBefore (serialized as RFC 3339, as every time in the API is).
+    #[serde(with = "rfc3339")]
     pub not_before: SystemTime,
-    /// notAfter.
-    #[serde(with = "unix_seconds")]
+    /// notAfter (serialized as RFC 3339).
+    #[serde(with = "rfc3339")]
     pub not_after: SystemTime,
 }
 
@@ -74,12 +74,11 @@ pub trait MeshSource: Send + Sync + 'static {
     ) -> Result<IssuedIdentity, SourceError>;
 }
 
-/// Serializes a `SystemTime` as whole unix seconds.
-mod unix_seconds {
-    use std::time::{SystemTime, UNIX_EPOCH};
+/// Serializes a `SystemTime` as RFC 3339 (UTC, whole seconds).
+mod rfc3339 {
+    use std::time::SystemTime;
 
     pub(super) fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        s.serialize_u64(secs)
+        s.collect_str(&humantime::format_rfc3339_seconds(*t))
     }
 }

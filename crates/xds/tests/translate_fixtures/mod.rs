@@ -237,8 +237,14 @@ fn render_all(snap: &Snapshot) -> String {
 /// Compares `actual` with `tests/golden/<name>.txt`; `UPDATE_GOLDEN=1`
 /// rewrites the file instead.
 pub fn assert_golden(name: &str, actual: &str) {
+    assert_golden_file(&format!("{name}.txt"), actual);
+}
+
+/// Compares `actual` with `tests/golden/<file>`; `UPDATE_GOLDEN=1`
+/// rewrites the file instead.
+pub fn assert_golden_file(file: &str, actual: &str) {
     let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{name}.txt"));
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{file}"));
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
         return;
