@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use super::error::{AdjacencyError, LsaError};
 use super::lsdb::{LinkStateDb, Offer};
 use super::picker::Picker;
-use super::spf::{self, Graph, Route};
+use super::spf::{self, Route};
 use super::table::{Destination, RouteDiff, RoutingTable};
 use super::view::NetworkView;
 use super::wire::{
@@ -78,7 +78,6 @@ pub struct Received {
 pub struct LinkStateRouter {
     me: RouterInfo,
     db: LinkStateDb,
-    graph: Graph,
     table: RoutingTable,
     picker: Picker,
     route_changes: u64,
@@ -103,7 +102,6 @@ impl LinkStateRouter {
         let db = LinkStateDb::new(own);
         Ok(Self {
             me,
-            graph: spf::graph(&db),
             db,
             table: RoutingTable::default(),
             picker: Picker::default(),
@@ -203,7 +201,11 @@ impl LinkStateRouter {
                 diff: RouteDiff::default(),
             });
         }
-        let flood = (!self.me.edge).then(|| lsa.clone());
+        let origin = lsa.origin.id.clone();
+        let topology_changed = self
+            .db
+            .get(&origin)
+            .is_none_or(|held| !held.same_topology(&lsa));
         match self.db.offer(lsa) {
             Offer::Duplicate => Ok(nothing(ReceivedKind::Duplicate)),
             Offer::Stale(newer) => Ok(Received {
@@ -212,9 +214,13 @@ impl LinkStateRouter {
             }),
             Offer::Installed => Ok(Received {
                 kind: ReceivedKind::Installed,
-                flood,
+                flood: if self.me.edge {
+                    None
+                } else {
+                    self.db.get(&origin).cloned()
+                },
                 reply: None,
-                diff: self.recompute(),
+                diff: self.recompute(topology_changed),
             }),
         }
     }
@@ -239,11 +245,8 @@ impl LinkStateRouter {
     /// routes or the view, swept or not: this only bounds memory.
     pub fn sweep(&mut self) -> Vec<RouterId> {
         let reachable = self.table.routes.keys().cloned().collect();
-        let dropped = self.db.sweep(&reachable);
-        if !dropped.is_empty() {
-            self.graph = spf::graph(&self.db);
-        }
-        dropped
+        // Only unreachable routers go, so no route changes.
+        self.db.sweep(&reachable)
     }
 
     /// The route to `router`, if reachable (`None` for this router).
@@ -283,7 +286,7 @@ impl LinkStateRouter {
 
     /// The network as this router sees it, for status.
     pub fn network_view(&self) -> NetworkView {
-        NetworkView::new(&self.db, &self.graph, &self.table.routes)
+        NetworkView::new(&self.db, &spf::graph(&self.db), &self.table.routes)
     }
 
     /// Route changes since start: the sum of the entries (routers and
@@ -304,23 +307,26 @@ impl LinkStateRouter {
         }
         candidate.version.seq = own.version.seq + 1;
         candidate.validate()?;
+        let topology_changed = !own.same_topology(&candidate);
         self.db.set_own(candidate.clone());
         Ok(Update {
             flood: Some(candidate),
-            diff: self.recompute(),
+            diff: self.recompute(topology_changed),
         })
     }
 
-    fn recompute(&mut self) -> RouteDiff {
-        self.graph = spf::graph(&self.db);
-        let db = &self.db;
-        let routes = spf::shortest_paths(&self.graph, &self.me.id, |id| {
-            db.get(id).is_some_and(|lsa| lsa.origin.edge)
-        });
-        let table = RoutingTable::new(&self.db, routes);
-        let diff = table.diff(&self.table);
-        self.table = table;
-        self.picker.retain(&self.table);
+    /// Recomputes the routes (only if links or edge flags changed: nothing
+    /// else moves them) and the key destinations; returns what changed.
+    fn recompute(&mut self, topology_changed: bool) -> RouteDiff {
+        let mut diff = RouteDiff::default();
+        if topology_changed {
+            let routes = spf::shortest_paths(&spf::graph(&self.db), &self.me.id);
+            diff.routes = self.table.set_routes(routes);
+        }
+        diff.keys = self.table.refresh_keys(&self.db);
+        if !diff.keys.is_empty() || !diff.routes.is_empty() {
+            self.picker.retain(&self.table);
+        }
         self.route_changes += (diff.routes.len() + diff.keys.len()) as u64;
         diff
     }

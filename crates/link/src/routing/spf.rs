@@ -30,14 +30,22 @@ pub struct Route {
     pub hops: u32,
 }
 
-/// Usable links: for each router, its neighbours and the link costs.
-pub(crate) type Graph = BTreeMap<RouterId, Vec<(RouterId, u64)>>;
+/// A router in the [`Graph`]: whether it is an edge router, and its
+/// usable links with their costs.
+#[derive(Debug, Default)]
+pub(crate) struct Node<'a> {
+    pub(crate) edge: bool,
+    pub(crate) links: Vec<(&'a RouterId, u64)>,
+}
+
+/// Usable links, borrowed from the database, by router.
+pub(crate) type Graph<'a> = BTreeMap<&'a RouterId, Node<'a>>;
 
 /// The usable links among the LSAs in `db` (two-way, no edge–edge).
-pub(crate) fn graph(db: &LinkStateDb) -> Graph {
+pub(crate) fn graph(db: &LinkStateDb) -> Graph<'_> {
     let mut graph = Graph::new();
     for lsa in db.lsas() {
-        let mut neighbours = Vec::new();
+        let mut links = Vec::with_capacity(lsa.links.len());
         for link in &lsa.links {
             let Some(peer) = db.get(&link.peer) else {
                 continue;
@@ -48,50 +56,46 @@ pub(crate) fn graph(db: &LinkStateDb) -> Graph {
             if lsa.origin.edge && peer.origin.edge {
                 continue;
             }
-            neighbours.push((link.peer.clone(), u64::from(link.cost.max(back))));
+            links.push((&link.peer, u64::from(link.cost.max(back))));
         }
-        graph.insert(lsa.origin.id.clone(), neighbours);
+        let node = Node {
+            edge: lsa.origin.edge,
+            links,
+        };
+        graph.insert(&lsa.origin.id, node);
     }
     graph
 }
 
-/// Cheapest routes from `source` to every router it can reach; `is_edge`
-/// tells which routers may not carry transit.
-pub(crate) fn shortest_paths(
-    graph: &Graph,
-    source: &RouterId,
-    is_edge: impl Fn(&RouterId) -> bool,
-) -> BTreeMap<RouterId, Route> {
+/// Cheapest routes from `source` to every router it can reach.
+pub(crate) fn shortest_paths(graph: &Graph<'_>, source: &RouterId) -> BTreeMap<RouterId, Route> {
     // Heap entries: (cost, hops, first hop, router); the smallest pops first.
-    type Candidate = Reverse<(u64, u32, RouterId, RouterId)>;
+    type Candidate<'a> = Reverse<(u64, u32, &'a RouterId, &'a RouterId)>;
     let mut routes: BTreeMap<RouterId, Route> = BTreeMap::new();
-    let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
-    for (peer, cost) in graph.get(source).into_iter().flatten() {
-        heap.push(Reverse((*cost, 1, peer.clone(), peer.clone())));
+    let mut heap: BinaryHeap<Candidate<'_>> = BinaryHeap::new();
+    let links = |id: &RouterId| graph.get(id).map(|n| n.links.as_slice()).unwrap_or(&[]);
+    for (peer, cost) in links(source) {
+        heap.push(Reverse((*cost, 1, peer, peer)));
     }
     while let Some(Reverse((cost, hops, first, at))) = heap.pop() {
-        if &at == source || routes.contains_key(&at) {
+        if at == source || routes.contains_key(at) {
             continue;
         }
+        let next_hop = first.clone();
         routes.insert(
             at.clone(),
             Route {
-                next_hop: first.clone(),
+                next_hop,
                 cost,
                 hops,
             },
         );
-        if is_edge(&at) {
+        if graph.get(at).is_none_or(|n| n.edge) {
             continue;
         }
-        for (peer, link_cost) in graph.get(&at).into_iter().flatten() {
-            if peer != source && !routes.contains_key(peer) {
-                heap.push(Reverse((
-                    cost + link_cost,
-                    hops + 1,
-                    first.clone(),
-                    peer.clone(),
-                )));
+        for (peer, link_cost) in links(at) {
+            if *peer != source && !routes.contains_key(*peer) {
+                heap.push(Reverse((cost + link_cost, hops + 1, first, peer)));
             }
         }
     }

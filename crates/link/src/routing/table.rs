@@ -2,8 +2,8 @@
 //! key the routers with connectors for it, cheapest first. Also the diff
 //! between two tables, which the transport counts as route changes.
 //!
-//! Owns the derivation from the database and the routes; it never
-//! balances (that is [`super::picker`]) and never changes the database.
+//! Owns the derivation from the database and the routes, and the diffs;
+//! it never balances (that is [`super::picker`]) and never changes the database.
 
 use std::collections::BTreeMap;
 
@@ -62,69 +62,79 @@ pub(crate) struct RoutingTable {
 }
 
 impl RoutingTable {
-    /// The table for `routes` (from [`super::spf::shortest_paths`]) over
-    /// the LSAs in `db`.
-    pub(crate) fn new(db: &LinkStateDb, routes: BTreeMap<RouterId, Route>) -> Self {
-        let mut keys: BTreeMap<String, Vec<Destination>> = BTreeMap::new();
-        let own = db.own();
-        let reachable = std::iter::once((&own.origin.id, None))
-            .chain(routes.iter().map(|(id, route)| (id, Some(route))));
-        for (id, route) in reachable {
-            let Some(lsa) = db.get(id) else { continue };
-            for service in &lsa.services {
-                if service.connectors.is_empty() {
-                    continue;
-                }
-                keys.entry(service.routing_key.clone())
-                    .or_default()
-                    .push(Destination {
-                        router: id.clone(),
-                        cost: route.map_or(0, |r| r.cost),
-                        next_hop: route.map(|r| r.next_hop.clone()),
-                        weight: u32::try_from(service.connectors.len()).unwrap_or(u32::MAX),
-                    });
-            }
-        }
-        for destinations in keys.values_mut() {
-            destinations.sort_by(|a, b| (a.cost, &a.router).cmp(&(b.cost, &b.router)));
-        }
-        Self { routes, keys }
-    }
-
-    /// What changed from `before` to `self`.
-    pub(crate) fn diff(&self, before: &RoutingTable) -> RouteDiff {
-        let mut diff = RouteDiff::default();
-        for (router, old) in &before.routes {
-            let new = self.routes.get(router);
+    /// Replaces the routes with `routes` (from
+    /// [`super::spf::shortest_paths`]); returns what changed. The key
+    /// destinations must be refreshed after.
+    pub(crate) fn set_routes(&mut self, routes: BTreeMap<RouterId, Route>) -> Vec<RouteChange> {
+        let mut changes = Vec::new();
+        for (router, old) in &self.routes {
+            let new = routes.get(router);
             if new != Some(old) {
-                diff.routes.push(RouteChange {
+                changes.push(RouteChange {
                     router: router.clone(),
                     before: Some(old.clone()),
                     after: new.cloned(),
                 });
             }
         }
-        for (router, new) in &self.routes {
-            if !before.routes.contains_key(router) {
-                diff.routes.push(RouteChange {
+        for (router, new) in &routes {
+            if !self.routes.contains_key(router) {
+                changes.push(RouteChange {
                     router: router.clone(),
                     before: None,
                     after: Some(new.clone()),
                 });
             }
         }
-        diff.routes.sort_by(|a, b| a.router.cmp(&b.router));
-        for (key, old) in &before.keys {
-            if self.keys.get(key) != Some(old) {
-                diff.keys.push(key.clone());
+        changes.sort_by(|a, b| a.router.cmp(&b.router));
+        self.routes = routes;
+        changes
+    }
+
+    /// Recomputes the key destinations from the services in `db` of this
+    /// router and the routers it has routes to; returns the keys whose
+    /// destinations changed.
+    pub(crate) fn refresh_keys(&mut self, db: &LinkStateDb) -> Vec<String> {
+        let mut keys: BTreeMap<String, Vec<Destination>> = BTreeMap::new();
+        let own = db.own();
+        let reachable = std::iter::once((&own.origin.id, None))
+            .chain(self.routes.iter().map(|(id, route)| (id, Some(route))));
+        for (id, route) in reachable {
+            let Some(lsa) = db.get(id) else { continue };
+            for service in &lsa.services {
+                if service.connectors.is_empty() {
+                    continue;
+                }
+                let destination = Destination {
+                    router: id.clone(),
+                    cost: route.map_or(0, |r| r.cost),
+                    next_hop: route.map(|r| r.next_hop.clone()),
+                    weight: u32::try_from(service.connectors.len()).unwrap_or(u32::MAX),
+                };
+                match keys.get_mut(&service.routing_key) {
+                    Some(list) => list.push(destination),
+                    None => {
+                        keys.insert(service.routing_key.clone(), vec![destination]);
+                    }
+                }
             }
         }
-        for key in self.keys.keys() {
-            if !before.keys.contains_key(key) {
-                diff.keys.push(key.clone());
+        for destinations in keys.values_mut() {
+            destinations.sort_by(|a, b| (a.cost, &a.router).cmp(&(b.cost, &b.router)));
+        }
+        let mut changed: Vec<String> = Vec::new();
+        for (key, old) in &self.keys {
+            if keys.get(key) != Some(old) {
+                changed.push(key.clone());
             }
         }
-        diff.keys.sort();
-        diff
+        for key in keys.keys() {
+            if !self.keys.contains_key(key) {
+                changed.push(key.clone());
+            }
+        }
+        changed.sort();
+        self.keys = keys;
+        changed
     }
 }

@@ -78,7 +78,11 @@ impl NetworkView {
 
     /// The view over the LSAs in `db` of this router and the routers it
     /// has `routes` to, with usable links from `graph`.
-    pub(crate) fn new(db: &LinkStateDb, graph: &Graph, routes: &BTreeMap<RouterId, Route>) -> Self {
+    pub(crate) fn new(
+        db: &LinkStateDb,
+        graph: &Graph<'_>,
+        routes: &BTreeMap<RouterId, Route>,
+    ) -> Self {
         let me = &db.own().origin.id;
         let reachable = |id: &RouterId| id == me || routes.contains_key(id);
         let mut sites: Vec<SiteView> = std::iter::once(me)
@@ -93,8 +97,8 @@ impl NetworkView {
                     .map(|link| {
                         let used = usable
                             .into_iter()
-                            .flatten()
-                            .find(|(peer, _)| peer == &link.peer);
+                            .flat_map(|node| &node.links)
+                            .find(|(peer, _)| *peer == &link.peer);
                         LinkView {
                             name: link.name.clone(),
                             remote_site_id: link.peer.clone(),

@@ -253,6 +253,17 @@ impl Lsa {
         Ok(())
     }
 
+    /// Whether `other` has the same edge flag and the same links at the
+    /// same costs (the only parts of an LSA that move routes).
+    pub(crate) fn same_topology(&self, other: &Lsa) -> bool {
+        self.origin.edge == other.origin.edge
+            && self.links.len() == other.links.len()
+            && other
+                .links
+                .iter()
+                .all(|l| self.cost_to(&l.peer) == Some(l.cost))
+    }
+
     /// The cost this LSA's origin gives its link to `peer`, if it has one.
     pub(crate) fn cost_to(&self, peer: &RouterId) -> Option<u32> {
         self.links.iter().find(|l| &l.peer == peer).map(|l| l.cost)
