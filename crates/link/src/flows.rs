@@ -1,0 +1,230 @@
+//! Flows: opening one towards a routing key, and serving the flow streams
+//! a neighbour opens (to a local connector, or on to the next hop).
+//!
+//! A flow stream starts with one [`StreamHeader::Flow`] frame, then raw
+//! bytes both ways; end of stream in one direction is a half-close that
+//! is passed on (yamux FIN <-> TCP FIN). Owns the splice; never decides
+//! routes (it reads the route table) and never touches link state.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use crate::core::Core;
+use crate::mux::LinkStream;
+use crate::wire::{StreamHeader, read_frame, write_frame};
+
+/// How long a connector's target may take to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a flow stream may take to send its header.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Buffer per direction when splicing.
+const SPLICE_BUFFER: usize = 64 * 1024;
+
+/// Why a flow could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// No router is known to have a connector for the key.
+    #[error(
+        "no router has a connector for routing key {0:?}; add a Connector for it in a linked site"
+    )]
+    NoRoute(String),
+    /// The destination is known but no link to its next hop is up.
+    #[error("no link is up towards router {0:?}; check the Links on the path")]
+    NoLink(String),
+    /// The link failed while the flow was opened; a retry may succeed.
+    #[error("opening the flow on the link to {peer:?} failed: {reason}")]
+    Link {
+        /// The neighbour.
+        peer: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The local connector's target refused or timed out.
+    #[error("connecting to connector target {target}: {reason}")]
+    Connect {
+        /// `host:port`.
+        target: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// One flow's byte stream: a yamux stream on a link, or a direct
+/// connection when the connector is on this router.
+#[derive(Debug)]
+pub struct Flow {
+    io: FlowIo,
+    /// The router whose connector serves it.
+    pub destination: String,
+}
+
+#[derive(Debug)]
+enum FlowIo {
+    Link(LinkStream),
+    Local(TcpStream),
+}
+
+/// Opens a flow to `routing_key` via the route table.
+pub(crate) async fn open(core: &Core, routing_key: &str) -> Result<Flow, FlowError> {
+    let routes = core.routes.borrow().clone();
+    let dest = routes
+        .pick(routing_key)
+        .ok_or_else(|| FlowError::NoRoute(routing_key.to_owned()))?
+        .router
+        .clone();
+    if dest == core.id {
+        let stream = connect_local(core, routing_key).await?;
+        return Ok(Flow {
+            io: FlowIo::Local(stream),
+            destination: dest,
+        });
+    }
+    let header = StreamHeader::Flow {
+        routing_key: routing_key.to_owned(),
+        destination: dest.clone(),
+        origin: core.id.clone(),
+        flow_id: core.next_id(),
+    };
+    let stream = open_towards(core, &routes.next_hop, &dest, &header).await?;
+    Ok(Flow {
+        io: FlowIo::Link(stream),
+        destination: dest,
+    })
+}
+
+/// Serves a flow stream a neighbour opened: to a local connector when the
+/// flow is for this router, else on to the next hop (transit).
+pub(crate) async fn serve_inbound(core: Arc<Core>, mut stream: LinkStream) {
+    let header = match timeout(HEADER_TIMEOUT, read_frame(&mut stream)).await {
+        Ok(Ok(Some(h))) => h,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => return tracing::debug!(error = %e, "bad flow stream header"),
+        Err(_) => return tracing::debug!("flow stream sent no header"),
+    };
+    let StreamHeader::Flow {
+        routing_key,
+        destination,
+        ..
+    } = &header
+    else {
+        return tracing::debug!("a second control stream was refused");
+    };
+    let result = if *destination == core.id {
+        match connect_local(&core, routing_key).await {
+            Ok(mut tcp) => splice(&core, &mut stream, &mut tcp).await.map(|_| ()),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        }
+    } else {
+        let next_hop = core.routes.borrow().next_hop.clone();
+        match open_towards(&core, &next_hop, destination, &header).await {
+            Ok(mut out) => splice(&core, &mut stream, &mut out).await.map(|_| ()),
+            Err(e) => Err(io::Error::other(e.to_string())),
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(routing_key, destination, error = %e, "flow ended with an error");
+    }
+}
+
+/// Copies both ways until both directions ended, passing half-closes on.
+/// Returns (bytes a to b, bytes b to a). Ends early on shutdown.
+pub(crate) async fn splice<A, B>(core: &Core, a: &mut A, b: &mut B) -> io::Result<(u64, u64)>
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    tokio::select! {
+        r = tokio::io::copy_bidirectional_with_sizes(a, b, SPLICE_BUFFER, SPLICE_BUFFER) => r,
+        _ = core.shutdown.cancelled() => Err(io::Error::other("router shutting down")),
+    }
+}
+
+async fn open_towards(
+    core: &Core,
+    next_hop: &std::collections::BTreeMap<String, String>,
+    dest: &str,
+    header: &StreamHeader,
+) -> Result<LinkStream, FlowError> {
+    let hop = next_hop
+        .get(dest)
+        .ok_or_else(|| FlowError::NoLink(dest.to_owned()))?;
+    let peer = core
+        .peer(hop)
+        .ok_or_else(|| FlowError::NoLink(hop.clone()))?;
+    let failed = |reason: String| FlowError::Link {
+        peer: hop.clone(),
+        reason,
+    };
+    let mut stream = peer.opener.open().await.map_err(failed)?;
+    write_frame(&mut stream, header)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(stream)
+}
+
+async fn connect_local(core: &Core, routing_key: &str) -> Result<TcpStream, FlowError> {
+    let (host, port) = core
+        .connector_target(routing_key)
+        .ok_or_else(|| FlowError::NoRoute(routing_key.to_owned()))?;
+    let target = format!("{host}:{port}");
+    let failed = |reason: String| FlowError::Connect {
+        target: target.clone(),
+        reason,
+    };
+    let tcp = match timeout(CONNECT_TIMEOUT, TcpStream::connect((host.as_str(), port))).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => return Err(failed(e.to_string())),
+        Err(_) => return Err(failed(format!("no answer within {CONNECT_TIMEOUT:?}"))),
+    };
+    let _ = tcp.set_nodelay(true);
+    Ok(tcp)
+}
+
+// === impl Flow ===
+
+impl AsyncRead for Flow {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_read(cx, buf),
+            FlowIo::Local(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Flow {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_write(cx, buf),
+            FlowIo::Local(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_flush(cx),
+            FlowIo::Local(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_shutdown(cx),
+            FlowIo::Local(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
