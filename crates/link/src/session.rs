@@ -64,14 +64,16 @@ where
         match mux.opener.open().await {
             Ok(mut s) => match write_frame(&mut s, &StreamHeader::Control).await {
                 Ok(()) => s,
-                Err(e) => return format!("opening the control stream: {e}"),
+                Err(e) => {
+                    return failure(&mut mux, format!("opening the control stream: {e}")).await;
+                }
             },
-            Err(e) => return format!("opening the control stream: {e}"),
+            Err(e) => return failure(&mut mux, format!("opening the control stream: {e}")).await,
         }
     } else {
         match timeout(DEAD_AFTER, first_control(&mut mux.inbound)).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return e,
+            Ok(Err(e)) => return failure(&mut mux, e).await,
             Err(_) => return format!("no control stream within {DEAD_AFTER:?}"),
         }
     };
@@ -105,7 +107,7 @@ where
         }
     };
     if let Err(e) = send(&mut writer, &hello(&mut seq), Instant::now() + DEAD_AFTER).await {
-        return format!("sending hello: {e}");
+        return failure(&mut mux, format!("sending hello: {e}")).await;
     }
     let mut peer: Option<Peer> = None;
     let mut on_up = Some(on_up);
@@ -130,7 +132,10 @@ where
             msg = msg_rx.recv() => {
                 let msg = match msg {
                     Some(Ok(m)) => m,
-                    Some(Err(e)) => break e,
+                    Some(Err(e)) => {
+                        driver_done = true;
+                        break failure(&mut mux, e).await;
+                    }
                     None => break "control stream reader ended".to_owned(),
                 };
                 deadline = Instant::now() + DEAD_AFTER;
@@ -171,13 +176,16 @@ where
                     let core2 = core.clone();
                     core.tasks.spawn(flows::serve_inbound(core2, stream));
                 }
-                None => break "connection closed".to_owned(),
+                // The driver dropped the channel: its result says why.
+                None => {
+                    driver_done = true;
+                    break driver_end((&mut mux.driver).await);
+                }
             },
-            ended = &mut mux.driver => break match { driver_done = true; ended } {
-                Ok(Ok(())) => "peer closed the link".to_owned(),
-                Ok(Err(e)) => format!("link failed: {e}"),
-                Err(e) => format!("link task failed: {e}"),
-            },
+            ended = &mut mux.driver => {
+                driver_done = true;
+                break driver_end(ended);
+            }
         }
     };
     core.remove_peer(conn);
@@ -188,6 +196,23 @@ where
         let _ = timeout(Duration::from_secs(2), &mut mux.driver).await;
     }
     reason
+}
+
+/// `what` failed on a stream; if the connection itself ended, its reason
+/// (e.g. the peer's TLS alert) is the one worth reporting.
+async fn failure(mux: &mut mux::Mux, what: String) -> String {
+    match timeout(Duration::from_secs(1), &mut mux.driver).await {
+        Ok(ended) => format!("{what} ({})", driver_end(ended)),
+        Err(_) => what,
+    }
+}
+
+fn driver_end(ended: Result<Result<(), String>, tokio::task::JoinError>) -> String {
+    match ended {
+        Ok(Ok(())) => "peer closed the link".to_owned(),
+        Ok(Err(e)) => format!("link failed: {e}"),
+        Err(e) => format!("link task failed: {e}"),
+    }
 }
 
 /// Writes one control message, failing if the peer has not taken it by
