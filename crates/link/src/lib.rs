@@ -19,6 +19,7 @@
 mod accept;
 pub mod config;
 mod core;
+mod counted;
 pub mod credentials;
 mod dial;
 pub mod flows;

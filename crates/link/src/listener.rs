@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ListenerConfig;
 use crate::core::{BindKind, Core};
+use crate::counted::Counted;
 use crate::flows;
 use crate::metrics::BytesLabels;
 use crate::status::BindStatus;
@@ -67,27 +68,30 @@ pub(crate) async fn run_listener(
 }
 
 /// One client connection: open a flow and splice until both sides closed.
-async fn serve_client(core: Arc<Core>, mut tcp: TcpStream, routing_key: String) {
+/// Bytes are counted as they pass, whatever way the flow ends.
+async fn serve_client(core: Arc<Core>, tcp: TcpStream, routing_key: String) {
     let _ = tcp.set_nodelay(true);
     let mut flow = match flows::open(&core, &routing_key).await {
         Ok(f) => f,
         Err(e) => return tracing::debug!(routing_key, error = %e, "flow refused"),
     };
-    let labels = core.metrics.key(&routing_key);
-    core.metrics.flows_opened.get_or_create(&labels).inc();
-    let active = core.metrics.flows_active.get_or_create(&labels).clone();
+    let m = &core.metrics;
+    let labels = m.key(&routing_key);
+    m.flows_opened.get_or_create(&labels).inc();
+    let active = m.flows_active.get_or_create(&labels).clone();
+    let bytes = |direction| {
+        m.flow_bytes
+            .get_or_create(&BytesLabels {
+                routing_key: routing_key.clone(),
+                direction,
+            })
+            .clone()
+    };
+    let mut tcp = Counted::new(tcp, bytes("to_connector"), bytes("to_listener"));
     active.inc();
     let result = flows::splice(&core, &mut tcp, &mut flow).await;
     active.dec();
-    if let Ok((to_connector, to_listener)) = result {
-        for (direction, n) in [("to_connector", to_connector), ("to_listener", to_listener)] {
-            core.metrics
-                .flow_bytes
-                .get_or_create(&BytesLabels {
-                    routing_key: routing_key.clone(),
-                    direction,
-                })
-                .inc_by(n);
-        }
+    if let Err(e) = result {
+        tracing::debug!(routing_key, error = %e, "flow ended with an error");
     }
 }
