@@ -11,10 +11,11 @@
 //! listeners turn connections into flows; connectors are the local
 //! targets ([`Router::apply`] diffs a [`RouterConfig`]).
 //!
+//! [`routing`] is the link-state routing (LSAs, shortest paths, routing
+//! key destinations, the network view); it does no I/O.
+//!
 //! Owns the transport. It never talks to the control plane (the proxy
-//! feeds it a `RouterConfig` and reads its `RouterStatus`), and it does
-//! not compute multi-hop routes: [`routes::RouteTable`] is filled from
-//! direct neighbours until the link-state routing module takes over.
+//! feeds it a `RouterConfig` and reads its `RouterStatus`).
 
 mod accept;
 pub mod config;
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod mux;
 mod router;
 pub mod routes;
+pub mod routing;
 pub mod session;
 pub mod status;
 pub mod wire;

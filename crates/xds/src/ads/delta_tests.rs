@@ -6,76 +6,14 @@
 use std::collections::HashMap;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::Listener;
-use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse,
 };
 use envoy_types::pb::google::rpc::Status as RpcStatus;
-use tokio::time::Instant;
 
 use super::DeltaEngine;
-use crate::ads::ProxyState;
-use crate::translate::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE, Snapshot,
-};
-
-/// A state with secrets, clusters, listeners and load assignments by name;
-/// `tag` changes every resource's content (and so its version).
-fn state(
-    secrets: &[&str],
-    clusters: &[&str],
-    listeners: &[&str],
-    endpoints: &[&str],
-    tag: &str,
-) -> ProxyState {
-    let mut snapshot = Snapshot::new();
-    for s in secrets {
-        snapshot.insert(
-            (*s).to_owned(),
-            &Secret {
-                name: format!("{s}/{tag}"),
-                ..Default::default()
-            },
-        );
-    }
-    for c in clusters {
-        snapshot.insert(
-            (*c).to_owned(),
-            &Cluster {
-                name: (*c).to_owned(),
-                alt_stat_name: tag.to_owned(),
-                ..Default::default()
-            },
-        );
-    }
-    for l in listeners {
-        snapshot.insert(
-            (*l).to_owned(),
-            &Listener {
-                name: (*l).to_owned(),
-                stat_prefix: tag.to_owned(),
-                ..Default::default()
-            },
-        );
-    }
-    for e in endpoints {
-        snapshot.insert(
-            (*e).to_owned(),
-            &ClusterLoadAssignment {
-                cluster_name: (*e).to_owned(),
-                ..Default::default()
-            },
-        );
-    }
-    ProxyState {
-        snapshot,
-        identity: None,
-        renew_at: None,
-        changed_at: Instant::now(),
-    }
-}
+use crate::ads::test_state::state;
+use crate::translate::{CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, SECRET_TYPE};
 
 fn subscribe(type_url: &str, names: &[&str]) -> DeltaDiscoveryRequest {
     DeltaDiscoveryRequest {

@@ -39,6 +39,8 @@ mod revocation;
 mod sotw;
 mod stream;
 mod subscription;
+#[cfg(test)]
+mod test_state;
 mod types;
 
 use std::pin::Pin;

@@ -9,52 +9,16 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use prost::Message;
-use tokio::time::Instant;
 
 use super::SotwEngine;
-use crate::ads::ProxyState;
-use crate::translate::{CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, Snapshot};
+use crate::ads::test_state;
 
-/// A state with clusters `clusters` (each tagged `tag`, so a new tag is a
-/// new version), listeners `listeners` and load assignments `endpoints`.
+/// A state without secrets (see [`test_state::state`]).
 fn state(clusters: &[&str], listeners: &[&str], endpoints: &[&str], tag: &str) -> ProxyState {
-    let mut snapshot = Snapshot::new();
-    for c in clusters {
-        snapshot.insert(
-            (*c).to_owned(),
-            &Cluster {
-                name: (*c).to_owned(),
-                alt_stat_name: tag.to_owned(),
-                ..Default::default()
-            },
-        );
-    }
-    for l in listeners {
-        snapshot.insert(
-            (*l).to_owned(),
-            &Listener {
-                name: (*l).to_owned(),
-                stat_prefix: tag.to_owned(),
-                ..Default::default()
-            },
-        );
-    }
-    for e in endpoints {
-        snapshot.insert(
-            (*e).to_owned(),
-            &ClusterLoadAssignment {
-                cluster_name: (*e).to_owned(),
-                ..Default::default()
-            },
-        );
-    }
-    ProxyState {
-        snapshot,
-        identity: None,
-        renew_at: None,
-        changed_at: Instant::now(),
-    }
+    test_state::state(&[], clusters, listeners, endpoints, tag)
 }
+use crate::ads::ProxyState;
+use crate::translate::{CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE};
 
 fn request(type_url: &str, names: &[&str], ack_of: Option<&DiscoveryResponse>) -> DiscoveryRequest {
     DiscoveryRequest {
