@@ -172,9 +172,11 @@ async fn link_pair(
         RouterOptions {
             router_id: "b".into(),
             site: "b".into(),
+            edge: false,
         },
         metrics(),
-    );
+    )
+    .unwrap();
     let mut bc = RouterConfig::default();
     bc.credentials.insert("server".into(), cred(&ca, true));
     bc.roles.push(RoleConfig {
@@ -202,9 +204,11 @@ async fn link_pair(
         RouterOptions {
             router_id: "a".into(),
             site: "a".into(),
+            edge: false,
         },
         a_metrics,
-    );
+    )
+    .unwrap();
     let mut ac = RouterConfig::default();
     ac.credentials.insert("client".into(), cred(&ca, false));
     ac.links.push(LinkConfig {

@@ -124,6 +124,7 @@ async fn serve(
     let info = SessionInfo {
         dialer: false,
         cost: 1,
+        name: role.clone(),
     };
     let reason = session::run(core.clone(), tls, info, stop, |peer| {
         let name = format!("{role}/{}", peer.router);

@@ -1,46 +1,25 @@
 //! State shared by a router's tasks: identity, credentials, connectors,
-//! the connections to neighbours, the route table and the status channel.
+//! the routing state (with the connections to neighbours) and the status
+//! channel.
 //!
 //! Each piece has one writer: `Router::apply` writes credentials and
-//! connectors; sessions add and remove their own neighbour connection
-//! (compare-and-delete by connection id) and recompute the direct route
-//! table. The peer list is behind a short synchronous lock never held
-//! across an await; everything else is a `watch` channel.
+//! connectors; sessions add and remove their own neighbour connection in
+//! the routing state (by connection id); status entries are written by
+//! their owner's generation. Locks guard short synchronous sections only;
+//! everything else is a `watch` channel.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::credentials::LinkCredential;
+use crate::link_state::Routing;
 use crate::metrics::LinkMetrics;
-use crate::mux::MuxOpener;
-use crate::routes::{Neighbour, RouteTable};
 use crate::status::{BindStatus, LinkState, LinkStatus, RouterStatus};
-use crate::wire::ControlMessage;
-
-/// A routing-protocol message received from a neighbour.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RoutingMessage {
-    /// The neighbour's router id.
-    pub from: String,
-    /// The routing module's payload.
-    pub payload: serde_json::Value,
-}
-
-/// One established connection to a neighbour.
-#[derive(Clone, Debug)]
-pub(crate) struct PeerConn {
-    pub(crate) conn: u64,
-    pub(crate) router: String,
-    pub(crate) cost: u32,
-    pub(crate) routing_keys: Vec<String>,
-    pub(crate) opener: MuxOpener,
-    pub(crate) control: mpsc::Sender<ControlMessage>,
-}
 
 /// Which status map a bind status goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,12 +38,10 @@ pub(crate) struct Core {
     pub(crate) status: watch::Sender<RouterStatus>,
     pub(crate) credentials: watch::Sender<BTreeMap<String, Arc<LinkCredential>>>,
     pub(crate) connectors: watch::Sender<Arc<ConnectorTargets>>,
-    pub(crate) routes: watch::Sender<Arc<RouteTable>>,
-    pub(crate) routing_inbox: mpsc::UnboundedSender<RoutingMessage>,
+    pub(crate) routing: Routing,
     /// Sessions, flows and accept loops; drained on shutdown.
     pub(crate) tasks: TaskTracker,
     pub(crate) shutdown: CancellationToken,
-    peers: std::sync::Mutex<Vec<PeerConn>>,
     bind_owners: std::sync::Mutex<std::collections::HashMap<(BindKind, String), u64>>,
     next_id: AtomicU64,
     connector_turn: AtomicUsize,
@@ -77,7 +54,7 @@ impl Core {
         id: String,
         site: String,
         metrics: Arc<LinkMetrics>,
-        routing_inbox: mpsc::UnboundedSender<RoutingMessage>,
+        routing: Routing,
     ) -> Self {
         Core {
             id,
@@ -86,11 +63,9 @@ impl Core {
             status: watch::Sender::new(RouterStatus::default()),
             credentials: watch::Sender::new(BTreeMap::new()),
             connectors: watch::Sender::new(Arc::new(BTreeMap::new())),
-            routes: watch::Sender::new(Arc::new(RouteTable::default())),
-            routing_inbox,
+            routing,
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
-            peers: std::sync::Mutex::new(Vec::new()),
             bind_owners: std::sync::Mutex::new(std::collections::HashMap::new()),
             next_id: AtomicU64::new(1),
             connector_turn: AtomicUsize::new(0),
@@ -100,11 +75,6 @@ impl Core {
     /// A process-unique id for a connection or a flow.
     pub(crate) fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Routing keys with a local connector, sorted.
-    pub(crate) fn local_keys(&self) -> Vec<String> {
-        self.connectors.borrow().keys().cloned().collect()
     }
 
     /// The next local target for `routing_key`, round robin.
@@ -126,7 +96,6 @@ impl Core {
         init: impl FnOnce() -> LinkStatus,
         edit: impl FnOnce(&mut LinkStatus),
     ) {
-        let mut up = None;
         self.status.send_if_modified(|s| {
             match s.links.get(name) {
                 Some(current) if current.generation > generation => return false,
@@ -141,33 +110,30 @@ impl Core {
                 fresh
             });
             edit(entry);
-            up = Some(entry.state == LinkState::Up);
-            true
-        });
-        if let Some(up) = up {
+            // Before watchers are woken, so the metric never lags the status.
+            let up = i64::from(entry.state == LinkState::Up);
             self.metrics
                 .up
                 .get_or_create(&self.metrics.link(name))
-                .set(i64::from(up));
-        }
+                .set(up);
+            true
+        });
     }
 
     /// Removes link `name`'s status entry if owner `generation` holds it.
     pub(crate) fn remove_link(&self, name: &str, generation: u64) {
-        let removed = self.status.send_if_modified(|s| {
+        self.status.send_if_modified(|s| {
             if s.links
                 .get(name)
                 .is_some_and(|l| l.generation == generation)
             {
                 s.links.remove(name);
+                self.metrics.up.remove(&self.metrics.link(name));
                 true
             } else {
                 false
             }
         });
-        if removed {
-            self.metrics.up.remove(&self.metrics.link(name));
-        }
     }
 
     /// Sets a role's or listener's bind status on behalf of `generation`
@@ -199,71 +165,5 @@ impl Core {
                 None => map.remove(name),
             };
         });
-    }
-
-    /// Adds a neighbour connection (or replaces its advertised keys).
-    pub(crate) fn upsert_peer(&self, peer: PeerConn) {
-        {
-            let mut peers = self.peers.lock().expect("peer lock poisoned");
-            match peers.iter_mut().find(|p| p.conn == peer.conn) {
-                Some(p) => *p = peer,
-                None => peers.push(peer),
-            }
-        }
-        self.recompute_routes();
-    }
-
-    /// Removes the neighbour connection `conn`, if it is still there.
-    pub(crate) fn remove_peer(&self, conn: u64) {
-        let removed = {
-            let mut peers = self.peers.lock().expect("peer lock poisoned");
-            let before = peers.len();
-            peers.retain(|p| p.conn != conn);
-            before != peers.len()
-        };
-        if removed {
-            self.recompute_routes();
-        }
-    }
-
-    /// The cheapest connection to neighbour `router`.
-    pub(crate) fn peer(&self, router: &str) -> Option<PeerConn> {
-        let peers = self.peers.lock().expect("peer lock poisoned");
-        peers
-            .iter()
-            .filter(|p| p.router == router)
-            .min_by_key(|p| (p.cost, p.conn))
-            .cloned()
-    }
-
-    /// Rebuilds the direct route table from the neighbours and the local
-    /// connectors; publishes and counts it only when it changed.
-    pub(crate) fn recompute_routes(&self) {
-        let neighbours = {
-            let peers = self.peers.lock().expect("peer lock poisoned");
-            let mut by_router: BTreeMap<&str, Neighbour> = BTreeMap::new();
-            for p in peers.iter() {
-                let n = by_router.entry(&p.router).or_insert_with(|| Neighbour {
-                    router: p.router.clone(),
-                    cost: p.cost,
-                    routing_keys: Vec::new(),
-                });
-                n.cost = n.cost.min(p.cost);
-                n.routing_keys.extend(p.routing_keys.iter().cloned());
-            }
-            by_router.into_values().collect::<Vec<_>>()
-        };
-        let table = RouteTable::direct(&self.id, &self.local_keys(), &neighbours);
-        let changed = self.routes.send_if_modified(|current| {
-            if **current == table {
-                false
-            } else {
-                *current = Arc::new(table);
-                true
-            }
-        });
-        if changed {
-            self.metrics.route_changes.inc();
-        }
     }
 }

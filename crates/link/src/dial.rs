@@ -75,6 +75,7 @@ pub(crate) async fn run_link(
                 let info = SessionInfo {
                     dialer: true,
                     cost: cfg.cost,
+                    name: name.clone(),
                 };
                 let reason = session::run(core.clone(), tls, info, stop.clone(), |peer| {
                     up = true;

@@ -4,7 +4,7 @@
 //! A flow stream starts with one [`StreamHeader::Flow`] frame, then raw
 //! bytes both ways; end of stream in one direction is a half-close that
 //! is passed on (yamux FIN <-> TCP FIN). Owns the splice; never decides
-//! routes (it reads the route table) and never touches link state.
+//! routes (it asks the routing state) and never touches link state.
 
 use std::io;
 use std::pin::Pin;
@@ -71,32 +71,46 @@ enum FlowIo {
     Local(TcpStream),
 }
 
-/// Opens a flow to `routing_key` via the route table.
+/// Most destinations one new flow tries before it gives up.
+const MAX_ATTEMPTS: usize = 3;
+
+/// Opens a flow to `routing_key`: the routing state picks a destination
+/// (balanced over the cheapest); when it cannot be reached, the flow fails
+/// over to the next pick, at most [`MAX_ATTEMPTS`] destinations.
 pub(crate) async fn open(core: &Core, routing_key: &str) -> Result<Flow, FlowError> {
-    let routes = core.routes.borrow().clone();
-    let dest = routes
-        .pick(routing_key)
-        .ok_or_else(|| FlowError::NoRoute(routing_key.to_owned()))?
-        .router
-        .clone();
-    if dest == core.id {
-        let stream = connect_local(core, routing_key).await?;
-        return Ok(Flow {
-            io: FlowIo::Local(stream),
-            destination: dest,
-        });
+    let mut excluded = Vec::new();
+    let mut last = None;
+    while excluded.len() < MAX_ATTEMPTS {
+        let Some(dest) = core.routing.pick(routing_key, &excluded) else {
+            break;
+        };
+        let router = dest.router.as_str().to_owned();
+        let attempt = if dest.next_hop.is_none() {
+            connect_local(core, routing_key).await.map(FlowIo::Local)
+        } else {
+            let header = StreamHeader::Flow {
+                routing_key: routing_key.to_owned(),
+                destination: router.clone(),
+                origin: core.id.clone(),
+                flow_id: core.next_id(),
+            };
+            open_towards(core, &router, &header).await.map(FlowIo::Link)
+        };
+        match attempt {
+            Ok(io) => {
+                return Ok(Flow {
+                    io,
+                    destination: router,
+                });
+            }
+            Err(e) => {
+                tracing::debug!(routing_key, destination = %router, error = %e, "failing over");
+                excluded.push(dest.router);
+                last = Some(e);
+            }
+        }
     }
-    let header = StreamHeader::Flow {
-        routing_key: routing_key.to_owned(),
-        destination: dest.clone(),
-        origin: core.id.clone(),
-        flow_id: core.next_id(),
-    };
-    let stream = open_towards(core, &routes.next_hop, &dest, &header).await?;
-    Ok(Flow {
-        io: FlowIo::Link(stream),
-        destination: dest,
-    })
+    Err(last.unwrap_or_else(|| FlowError::NoRoute(routing_key.to_owned())))
 }
 
 /// Serves a flow stream a neighbour opened: to a local connector when the
@@ -122,8 +136,7 @@ pub(crate) async fn serve_inbound(core: Arc<Core>, mut stream: LinkStream) {
             Err(e) => Err(io::Error::other(e.to_string())),
         }
     } else {
-        let next_hop = core.routes.borrow().next_hop.clone();
-        match open_towards(&core, &next_hop, destination, &header).await {
+        match open_towards(&core, destination, &header).await {
             Ok(mut out) => splice(&core, &mut stream, &mut out).await.map(|_| ()),
             Err(e) => Err(io::Error::other(e.to_string())),
         }
@@ -146,20 +159,19 @@ where
     }
 }
 
+/// Opens a stream towards router `dest` on the link to its next hop and
+/// writes `header`.
 async fn open_towards(
     core: &Core,
-    next_hop: &std::collections::BTreeMap<String, String>,
     dest: &str,
     header: &StreamHeader,
 ) -> Result<LinkStream, FlowError> {
-    let hop = next_hop
-        .get(dest)
-        .ok_or_else(|| FlowError::NoLink(dest.to_owned()))?;
     let peer = core
-        .peer(hop)
-        .ok_or_else(|| FlowError::NoLink(hop.clone()))?;
+        .routing
+        .next_hop(dest)
+        .ok_or_else(|| FlowError::NoLink(dest.to_owned()))?;
     let failed = |reason: String| FlowError::Link {
-        peer: hop.clone(),
+        peer: peer.router.clone(),
         reason,
     };
     let mut stream = peer.opener.open().await.map_err(failed)?;

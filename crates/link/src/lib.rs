@@ -24,6 +24,7 @@ mod counted;
 pub mod credentials;
 mod dial;
 pub mod flows;
+mod link_state;
 mod listener;
 pub mod metrics;
 pub mod mux;
@@ -37,7 +38,6 @@ pub mod wire;
 pub use config::{
     ConfigError, ConnectorConfig, LinkConfig, ListenerConfig, RoleConfig, RouterConfig,
 };
-pub use core::RoutingMessage;
 pub use credentials::{CredentialError, CredentialPem, LinkCredential};
 pub use flows::{Flow, FlowError};
 pub use metrics::LinkMetrics;

@@ -12,35 +12,42 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::accept;
 use crate::config::{ConfigError, LinkConfig, ListenerConfig, RoleConfig, RouterConfig};
-use crate::core::{ConnectorTargets, Core, RoutingMessage};
+use crate::core::{ConnectorTargets, Core};
 use crate::credentials::{CredentialPem, LinkCredential};
 use crate::dial;
 use crate::flows::{self, Flow, FlowError};
+use crate::link_state::Routing;
 use crate::listener;
 use crate::metrics::LinkMetrics;
 use crate::routes::RouteTable;
+use crate::routing::{LsaError, NetworkView, RouterInfo, ServiceAdvert};
 use crate::status::RouterStatus;
-use crate::wire::ControlMessage;
 
 /// Who a router is.
 #[derive(Clone, Debug)]
 pub struct RouterOptions {
-    /// This router's id, unique in the network.
+    /// This router's id, unique in the network (the site id).
     pub router_id: String,
     /// This router's site name.
     pub site: String,
+    /// An edge router: links only to interior routers, never transit.
+    pub edge: bool,
 }
+
+/// How often routers that stayed unreachable are forgotten.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
 /// A running router. Dropping it does not stop it; call [`Router::shutdown`].
 pub struct Router {
     core: Arc<Core>,
     running: std::sync::Mutex<Running>,
-    routing_inbox: std::sync::Mutex<Option<mpsc::UnboundedReceiver<RoutingMessage>>>,
 }
 
 #[derive(Default)]
@@ -60,14 +67,34 @@ struct Item<C> {
 
 impl Router {
     /// A router with nothing configured; `metrics` may be registered in
-    /// the process registry by the caller. Needs a tokio runtime.
-    pub fn start(options: RouterOptions, metrics: Arc<LinkMetrics>) -> Router {
-        let (tx, rx) = mpsc::unbounded_channel();
-        Router {
-            core: Arc::new(Core::new(options.router_id, options.site, metrics, tx)),
+    /// the process registry by the caller. Needs a tokio runtime. Fails
+    /// only for an id or site name the routing protocol refuses (empty, or
+    /// over 253 bytes).
+    pub fn start(options: RouterOptions, metrics: Arc<LinkMetrics>) -> Result<Router, LsaError> {
+        let me = RouterInfo::new(
+            options.router_id.clone(),
+            options.site.clone(),
+            options.edge,
+        );
+        // Grows from one start to the next, so this life's LSAs win.
+        let incarnation = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let routing = Routing::new(me, incarnation, metrics.clone())?;
+        let core = Arc::new(Core::new(options.router_id, options.site, metrics, routing));
+        let sweeper = core.clone();
+        core.tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = sweeper.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(SWEEP_INTERVAL) => sweeper.routing.sweep(),
+                }
+            }
+        });
+        Ok(Router {
+            core,
             running: std::sync::Mutex::new(Running::default()),
-            routing_inbox: std::sync::Mutex::new(Some(rx)),
-        }
+        })
     }
 
     /// This router's id.
@@ -95,7 +122,7 @@ impl Router {
             }
         }
         self.core.connectors.send_replace(Arc::new(targets));
-        self.core.recompute_routes();
+        self.core.routing.set_services(services(config, &bad));
 
         let core = &self.core;
         reconcile(
@@ -147,7 +174,7 @@ impl Router {
 
     /// The current route table; changes when a neighbour or key does.
     pub fn routes(&self) -> watch::Receiver<Arc<RouteTable>> {
-        self.core.routes.subscribe()
+        self.core.routing.routes.subscribe()
     }
 
     /// Opens a flow to `routing_key`: picks a destination (balanced over
@@ -156,22 +183,10 @@ impl Router {
         flows::open(&self.core, routing_key).await
     }
 
-    /// Sends a routing message to neighbour `peer`; `false` when no link
-    /// to it is up or its control queue is full.
-    pub fn send_routing(&self, peer: &str, payload: serde_json::Value) -> bool {
-        self.core.peer(peer).is_some_and(|p| {
-            p.control
-                .try_send(ControlMessage::Routing { payload })
-                .is_ok()
-        })
-    }
-
-    /// The routing messages neighbours send; can be taken once.
-    pub fn take_routing_inbox(&self) -> Option<mpsc::UnboundedReceiver<RoutingMessage>> {
-        self.routing_inbox
-            .lock()
-            .expect("inbox lock poisoned")
-            .take()
+    /// The network as this router sees it (sites, links, routing keys),
+    /// for status.
+    pub fn network_view(&self) -> NetworkView {
+        self.core.routing.network_view()
     }
 
     /// Stops accepting, closes links and flows, and waits for every task
@@ -232,6 +247,40 @@ impl Router {
             std::mem::replace(&mut s.credential_errors, refused.clone()) != refused
         });
     }
+}
+
+/// The routing keys this router serves (valid connectors) and listens
+/// for (valid listeners), for its LSA.
+fn services(config: &RouterConfig, bad: &HashSet<String>) -> Vec<ServiceAdvert> {
+    let mut by_key: BTreeMap<String, ServiceAdvert> = BTreeMap::new();
+    for (i, c) in config.connectors.iter().enumerate() {
+        if !bad.contains(&format!("connectors[{i}]")) {
+            service(&mut by_key, &c.routing_key)
+                .connectors
+                .push(c.name.clone());
+        }
+    }
+    for (i, l) in config.listeners.iter().enumerate() {
+        if !bad.contains(&format!("listeners[{i}]")) {
+            service(&mut by_key, &l.routing_key)
+                .listeners
+                .push(l.name.clone());
+        }
+    }
+    by_key.into_values().collect()
+}
+
+fn service<'a>(
+    by_key: &'a mut BTreeMap<String, ServiceAdvert>,
+    key: &str,
+) -> &'a mut ServiceAdvert {
+    by_key
+        .entry(key.to_owned())
+        .or_insert_with(|| ServiceAdvert {
+            routing_key: key.to_owned(),
+            connectors: Vec::new(),
+            listeners: Vec::new(),
+        })
 }
 
 /// Diffs `running` against `desired` by name: removes and restarts what

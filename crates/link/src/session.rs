@@ -17,9 +17,11 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::{Core, PeerConn, RoutingMessage};
+use crate::core::Core;
 use crate::flows;
+use crate::link_state::PeerConn;
 use crate::mux::{self, LinkStream};
+use crate::routing::LinkDirection;
 use crate::wire::{ControlMessage, StreamHeader, read_frame, write_frame};
 
 /// How often each side sends a hello.
@@ -33,6 +35,9 @@ pub(crate) struct SessionInfo {
     pub(crate) dialer: bool,
     /// Path cost.
     pub(crate) cost: u32,
+    /// The Link's name when dialled; the role's when accepted (the link
+    /// is then named `<role>/<peer router id>`).
+    pub(crate) name: String,
 }
 
 /// The peer, once its first hello arrived.
@@ -94,15 +99,16 @@ where
     }));
 
     let conn = core.next_id();
-    let (control_tx, mut control_rx) = mpsc::channel::<ControlMessage>(64);
+    let (control_tx, mut control_rx) = mpsc::unbounded_channel::<ControlMessage>();
+    let routing_hello = core.routing.hello();
     let mut seq = 0u64;
     let hello = |seq: &mut u64| {
         *seq += 1;
         ControlMessage::Hello {
             router_id: core.id.clone(),
             site: core.site.clone(),
-            routing_keys: core.local_keys(),
             link_cost: info.dialer.then_some(info.cost),
+            routing: Some(routing_hello.clone()),
             seq: *seq - 1,
         }
     };
@@ -140,33 +146,43 @@ where
                 };
                 deadline = Instant::now() + DEAD_AFTER;
                 match msg {
-                    ControlMessage::Hello { router_id, site, routing_keys, link_cost, .. } => {
+                    ControlMessage::Hello { router_id, site, link_cost, routing, .. } => {
                         if router_id == core.id {
                             break format!("the peer has this router's own id {router_id:?}; each router needs its own id");
                         }
-                        if let Some(p) = &peer && p.router != router_id {
-                            break format!("the peer changed its id from {:?} to {router_id:?}", p.router);
+                        if let Some(p) = &peer {
+                            if p.router != router_id {
+                                break format!("the peer changed its id from {:?} to {router_id:?}", p.router);
+                            }
+                            continue;
                         }
+                        let Some(routing) = routing else {
+                            break format!("router {router_id:?} sent no routing hello; upgrade it");
+                        };
                         let cost = if info.dialer { info.cost } else { link_cost.unwrap_or(info.cost) };
-                        core.upsert_peer(PeerConn {
+                        let name = if info.dialer { info.name.clone() } else { format!("{}/{router_id}", info.name) };
+                        let up = core.routing.peer_up(PeerConn {
                             conn,
                             router: router_id.clone(),
+                            site: site.clone(),
+                            name,
                             cost,
-                            routing_keys,
+                            direction: if info.dialer { LinkDirection::Outgoing } else { LinkDirection::Incoming },
                             opener: mux.opener.clone(),
                             control: control_tx.clone(),
-                        });
-                        if peer.is_none() {
-                            let p = Peer { router: router_id, site, conn, cost };
-                            if let Some(f) = on_up.take() {
-                                f(&p);
-                            }
-                            peer = Some(p);
+                        }, &routing);
+                        if let Err(e) = up {
+                            break format!("link refused: {e}");
                         }
+                        let p = Peer { router: router_id, site, conn, cost };
+                        if let Some(f) = on_up.take() {
+                            f(&p);
+                        }
+                        peer = Some(p);
                     }
                     ControlMessage::Routing { payload } => {
-                        if let Some(p) = &peer {
-                            let _ = core.routing_inbox.send(RoutingMessage { from: p.router.clone(), payload });
+                        if peer.is_some() {
+                            core.routing.received(conn, payload);
                         }
                     }
                 }
@@ -188,7 +204,7 @@ where
             }
         }
     };
-    core.remove_peer(conn);
+    core.routing.peer_down(conn);
     drop(read_task);
     if stop.is_cancelled() && !driver_done {
         // Removed or shutting down: give the graceful close a chance.

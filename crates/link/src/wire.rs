@@ -40,23 +40,23 @@ pub enum StreamHeader {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum ControlMessage {
-    /// Sent on connect and every second: who the sender is and which
-    /// routing keys it has connectors for.
+    /// Sent on connect and every second: who the sender is. The first one
+    /// on a link brings the link up.
     #[serde(rename_all = "camelCase")]
     Hello {
         /// The sender's router id.
         router_id: String,
         /// The sender's site name.
         site: String,
-        /// Routing keys with a local connector at the sender, sorted.
-        routing_keys: Vec<String>,
         /// The link's cost, sent by the dialler (whose Link names it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         link_cost: Option<u32>,
+        /// The sender's routing hello (router info and incarnation).
+        routing: Option<crate::routing::Hello>,
         /// Counts hellos on this link from 0.
         seq: u64,
     },
-    /// A routing-protocol message, opaque to the transport.
+    /// A routing-protocol message (an LSA), opaque to the transport.
     Routing {
         /// The routing module's own message.
         payload: serde_json::Value,

@@ -37,9 +37,11 @@ async fn link_flow_and_route_metrics_are_exported() {
         RouterOptions {
             router_id: "a".into(),
             site: "site-a".into(),
+            edge: false,
         },
         metrics,
-    );
+    )
+    .unwrap();
     let mut cfg = RouterConfig::default();
     add_link(&mut cfg, "to-b", b_addr, site.client("a"));
     cfg.listeners.push(ListenerConfig {

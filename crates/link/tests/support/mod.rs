@@ -69,9 +69,11 @@ pub fn router(id: &str) -> Router {
         RouterOptions {
             router_id: id.into(),
             site: format!("site-{id}"),
+            edge: false,
         },
         Arc::new(LinkMetrics::default()),
     )
+    .unwrap()
 }
 
 /// A config with one inter-router role on 127.0.0.1:`port`.
