@@ -12,7 +12,9 @@
 //! targets ([`Router::apply`] diffs a [`RouterConfig`]).
 //!
 //! [`routing`] is the link-state routing (LSAs, shortest paths, routing
-//! key destinations, the network view); it does no I/O.
+//! key destinations, the network view); it does no I/O. The transport
+//! drives it over the links' control streams and asks it where each flow
+//! goes.
 //!
 //! Owns the transport. It never talks to the control plane (the proxy
 //! feeds it a `RouterConfig` and reads its `RouterStatus`).
