@@ -7,6 +7,14 @@
 //! the routing state (by connection id); status entries are written by
 //! their owner's generation. Locks guard short synchronous sections only;
 //! everything else is a `watch` channel.
+//!
+//! Why a restarted link never loses its status to the old task's cleanup:
+//! generations come from one counter, so a newer owner's id is larger. A
+//! write is applied only if no newer owner holds the entry (and replaces
+//! an older owner's entry whole); a removal is applied only by the owner
+//! that holds it. Whatever the interleaving, the entry ends up as the
+//! newest owner left it, and an owner that ended removed exactly its own
+//! entry (`tests::every_interleaving_leaves_the_newest_owners_entry`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,6 +42,8 @@ pub(crate) type ConnectorTargets = BTreeMap<String, Vec<(String, u16)>>;
 pub(crate) struct Core {
     pub(crate) id: String,
     pub(crate) site: String,
+    /// An edge router never carries transit flows.
+    pub(crate) edge: bool,
     pub(crate) metrics: Arc<LinkMetrics>,
     pub(crate) status: watch::Sender<RouterStatus>,
     pub(crate) credentials: watch::Sender<BTreeMap<String, Arc<LinkCredential>>>,
@@ -53,12 +63,14 @@ impl Core {
     pub(crate) fn new(
         id: String,
         site: String,
+        edge: bool,
         metrics: Arc<LinkMetrics>,
         routing: Routing,
     ) -> Self {
         Core {
             id,
             site,
+            edge,
             metrics,
             status: watch::Sender::new(RouterStatus::default()),
             credentials: watch::Sender::new(BTreeMap::new()),
@@ -165,5 +177,75 @@ impl Core {
                 None => map.remove(name),
             };
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routing::RouterInfo;
+    use crate::status::Direction;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Op {
+        Write(u64, LinkState),
+        Remove(u64),
+    }
+
+    fn core() -> Core {
+        let metrics = Arc::new(LinkMetrics::default());
+        let routing =
+            Routing::new(RouterInfo::new("r", "site", false), 1, metrics.clone()).unwrap();
+        Core::new("r".into(), "site".into(), false, metrics, routing)
+    }
+
+    /// Every order of `a` and `b` that keeps each one's own order.
+    fn interleavings(a: &[Op], b: &[Op]) -> Vec<Vec<Op>> {
+        if a.is_empty() || b.is_empty() {
+            return vec![[a, b].concat()];
+        }
+        let mut out = Vec::new();
+        for mut rest in interleavings(&a[1..], b) {
+            rest.insert(0, a[0]);
+            out.push(rest);
+        }
+        for mut rest in interleavings(a, &b[1..]) {
+            rest.insert(0, b[0]);
+            out.push(rest);
+        }
+        out
+    }
+
+    #[test]
+    fn every_interleaving_leaves_the_newest_owners_entry() {
+        use LinkState::{Down, Up};
+        let old = [Op::Write(1, Up), Op::Write(1, Down), Op::Remove(1)];
+        // The new owner stays, or ends too.
+        for (new, expected) in [
+            (vec![Op::Write(2, Up)], Some(Up)),
+            (vec![Op::Write(2, Up), Op::Remove(2)], None),
+        ] {
+            let orders = interleavings(&old, &new);
+            assert_eq!(orders.len(), if new.len() == 1 { 4 } else { 10 });
+            for order in orders {
+                let core = core();
+                for op in &order {
+                    match *op {
+                        Op::Write(g, state) => core.update_link(
+                            "l",
+                            g,
+                            || LinkStatus::new(Direction::Dialled, 1),
+                            |s| s.state = state,
+                        ),
+                        Op::Remove(g) => core.remove_link("l", g),
+                    }
+                }
+                let status = core.status.borrow().clone();
+                let got = status.links.get("l").map(|l| (l.generation, l.state));
+                assert_eq!(got, expected.map(|s| (2, s)), "{order:?}");
+                let gauge = core.metrics.up.get_or_create(&core.metrics.link("l")).get();
+                assert_eq!(gauge, i64::from(expected == Some(Up)), "{order:?}");
+            }
+        }
     }
 }

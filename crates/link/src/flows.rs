@@ -18,10 +18,13 @@ use tokio::time::timeout;
 
 use crate::core::Core;
 use crate::mux::LinkStream;
-use crate::wire::{StreamHeader, read_frame, write_frame};
+use crate::wire::{FlowReply, StreamHeader, read_frame, write_frame};
 
 /// How long a connector's target may take to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a flow's destination may take to answer (its connect
+/// included).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a flow stream may take to send its header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Buffer per direction when splicing.
@@ -44,6 +47,15 @@ pub enum FlowError {
         /// The neighbour.
         peer: String,
         /// What failed.
+        reason: String,
+    },
+    /// The destination router refused the flow (its connector target is
+    /// down, or it has no route onwards).
+    #[error("router {router:?} refused the flow: {reason}")]
+    Refused {
+        /// The destination router.
+        router: String,
+        /// Its reason.
         reason: String,
     },
     /// The local connector's target refused or timed out.
@@ -94,7 +106,12 @@ pub(crate) async fn open(core: &Core, routing_key: &str) -> Result<Flow, FlowErr
                 origin: core.id.clone(),
                 flow_id: core.next_id(),
             };
-            open_towards(core, &router, &header).await.map(FlowIo::Link)
+            match open_towards(core, &router, &header).await {
+                Ok(mut stream) => await_reply(&mut stream, &router)
+                    .await
+                    .map(|()| FlowIo::Link(stream)),
+                Err(e) => Err(e),
+            }
         };
         match attempt {
             Ok(io) => {
@@ -130,15 +147,31 @@ pub(crate) async fn serve_inbound(core: Arc<Core>, mut stream: LinkStream) {
     else {
         return tracing::debug!("a second control stream was refused");
     };
+    if core.edge && *destination != core.id {
+        // Routes never pass through an edge router; refuse a flow that
+        // tries to.
+        let reason = format!("edge router {:?} carries no transit", core.id);
+        return refuse(&mut stream, reason).await;
+    }
     let result = if *destination == core.id {
         match connect_local(&core, routing_key).await {
-            Ok(mut tcp) => splice(&core, &mut stream, &mut tcp).await.map(|_| ()),
-            Err(e) => Err(io::Error::other(e.to_string())),
+            Ok(mut tcp) => match write_frame(&mut stream, &FlowReply::Accepted).await {
+                Ok(()) => splice(&core, &mut stream, &mut tcp).await.map(|_| ()),
+                Err(e) => Err(io::Error::other(e.to_string())),
+            },
+            Err(e) => {
+                let reason = format!("router {:?}: {e}", core.id);
+                return refuse(&mut stream, reason).await;
+            }
         }
     } else {
+        // Transit: the destination's reply passes through the splice.
         match open_towards(&core, destination, &header).await {
             Ok(mut out) => splice(&core, &mut stream, &mut out).await.map(|_| ()),
-            Err(e) => Err(io::Error::other(e.to_string())),
+            Err(e) => {
+                let reason = format!("router {:?}: {e}", core.id);
+                return refuse(&mut stream, reason).await;
+            }
         }
     };
     if let Err(e) = result {
@@ -179,6 +212,28 @@ async fn open_towards(
         .await
         .map_err(|e| failed(e.to_string()))?;
     Ok(stream)
+}
+
+/// Waits for the destination's [`FlowReply`] on a stream opened by
+/// [`open_towards`].
+async fn await_reply(stream: &mut LinkStream, dest: &str) -> Result<(), FlowError> {
+    let refused = |reason: String| FlowError::Refused {
+        router: dest.to_owned(),
+        reason,
+    };
+    match timeout(REPLY_TIMEOUT, read_frame::<_, FlowReply>(stream)).await {
+        Ok(Ok(Some(FlowReply::Accepted))) => Ok(()),
+        Ok(Ok(Some(FlowReply::Refused { reason }))) => Err(refused(reason)),
+        Ok(Ok(None)) => Err(refused("the stream closed without an answer".into())),
+        Ok(Err(e)) => Err(refused(e.to_string())),
+        Err(_) => Err(refused(format!("no answer within {REPLY_TIMEOUT:?}"))),
+    }
+}
+
+/// Tells the opener the flow is refused, then ends the stream.
+async fn refuse(stream: &mut LinkStream, reason: String) {
+    let _ = write_frame(stream, &FlowReply::Refused { reason }).await;
+    let _ = tokio::io::AsyncWriteExt::shutdown(stream).await;
 }
 
 async fn connect_local(core: &Core, routing_key: &str) -> Result<TcpStream, FlowError> {

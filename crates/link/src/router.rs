@@ -81,7 +81,13 @@ impl Router {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let routing = Routing::new(me, incarnation, metrics.clone())?;
-        let core = Arc::new(Core::new(options.router_id, options.site, metrics, routing));
+        let core = Arc::new(Core::new(
+            options.router_id,
+            options.site,
+            options.edge,
+            metrics,
+            routing,
+        ));
         let sweeper = core.clone();
         core.tasks.spawn(async move {
             loop {

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use serde::Serialize;
 
 /// Whether a link is carrying traffic.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum LinkState {
     /// Waiting for something it needs (e.g. its credential); not dialled.

@@ -5,8 +5,9 @@
 //! (`tokio_util`'s `LengthDelimitedCodec` format), at most
 //! [`MAX_FRAME`] bytes. JSON keeps the protocol readable in captures and
 //! lets either side add fields; a control message is sent once a second,
-//! so its cost does not matter. A flow stream carries exactly one frame
-//! (its [`StreamHeader`]) and then raw bytes until half-close.
+//! so its cost does not matter. A flow stream carries one frame each way
+//! (its [`StreamHeader`] out, the destination's [`FlowReply`] back) and
+//! then raw bytes until half-close.
 //!
 //! Owns the message types and their encoding; never interprets them.
 
@@ -33,6 +34,22 @@ pub enum StreamHeader {
         origin: String,
         /// Unique per origin router, for logs.
         flow_id: u64,
+    },
+}
+
+/// The destination's answer on a flow stream, its first frame back: the
+/// flow is connected to a connector target, or refused with the reason.
+/// Transit routers pass it through; the opener waits for it, so it can
+/// fail over, and it is also what acknowledges the yamux stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum FlowReply {
+    /// Connected; raw bytes follow.
+    Accepted,
+    /// Not connected; the stream ends.
+    Refused {
+        /// Why, naming the router and target.
+        reason: String,
     },
 }
 

@@ -148,3 +148,119 @@ async fn flows_are_balanced_over_two_sites_and_fail_over_when_one_stops() {
         assert_eq!(round_trip(flow, &data).await, data);
     }
 }
+
+fn edge_router(id: &str) -> Router {
+    Router::start(
+        meshlink_link::RouterOptions {
+            router_id: id.into(),
+            site: format!("site-{id}"),
+            edge: true,
+        },
+        std::sync::Arc::new(meshlink_link::LinkMetrics::default()),
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_router_never_carries_transit_and_edges_do_not_link() {
+    // a and c are interior routers linked only through the edge router e.
+    let site_a = Site::new("a");
+    let site_c = Site::new("c");
+    let echo = echo_server().await.port();
+    let (a, c) = (router("a"), router("c"));
+    assert!(a.apply(&acceptor_config(&site_a, 0)).is_empty());
+    let mut c_cfg = acceptor_config(&site_c, 0);
+    c_cfg.connectors.push(connector("db", echo));
+    assert!(c.apply(&c_cfg).is_empty());
+    let e = edge_router("e");
+    let mut e_cfg = RouterConfig::default();
+    add_link(
+        &mut e_cfg,
+        "to-a",
+        role_addr(&a, "inter-router").await,
+        site_a.client("e"),
+    );
+    add_link(
+        &mut e_cfg,
+        "to-c",
+        role_addr(&c, "inter-router").await,
+        site_c.client("e"),
+    );
+    assert!(e.apply(&e_cfg).is_empty());
+    up(&e, "to-a").await;
+    up(&e, "to-c").await;
+
+    // e itself reaches db at c; a never learns a route through e.
+    wait_watch(e.routes(), "e to learn db", |r| {
+        r.destinations.contains_key("db")
+    })
+    .await;
+    let flow = e.open_flow("db").await.unwrap();
+    let data = pattern(31, 1_000);
+    assert_eq!(round_trip(flow, &data).await, data);
+    let routes = a.routes().borrow().clone();
+    assert!(!routes.destinations.contains_key("db"), "{routes:?}");
+    assert!(!routes.next_hop.contains_key("c"), "{routes:?}");
+    let err = a.open_flow("db").await.unwrap_err();
+    assert!(
+        err.to_string().contains("no router has a connector"),
+        "{err}"
+    );
+
+    // Two edge routers refuse to link, naming why.
+    let site_f = Site::new("f");
+    let f = edge_router("f");
+    assert!(f.apply(&acceptor_config(&site_f, 0)).is_empty());
+    let mut e2 = e_cfg.clone();
+    add_link(
+        &mut e2,
+        "to-f",
+        role_addr(&f, "inter-router").await,
+        site_f.client("e"),
+    );
+    assert!(e.apply(&e2).is_empty());
+    let s = wait_status(&e, "edge-edge link refused", |s| {
+        s.links.get("to-f").is_some_and(|l| {
+            l.state == LinkState::Down
+                && l.last_error
+                    .as_deref()
+                    .is_some_and(|m| m.contains("link refused"))
+        })
+    })
+    .await;
+    eprintln!("{}", s.links["to-f"].last_error.as_deref().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_refused_by_a_dead_connector_target_fails_over_to_another_site() {
+    let (site_b, site_c) = (Site::new("b"), Site::new("c"));
+    let echo = echo_server().await.port();
+    // c's connector points at a port nothing listens on.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let a = router("a");
+    let mut a_cfg = RouterConfig::default();
+    let mut others = Vec::new();
+    for (id, site, port) in [("b", &site_b, echo), ("c", &site_c, dead)] {
+        let r = router(id);
+        let mut cfg = acceptor_config(site, 0);
+        cfg.connectors.push(connector("svc", port));
+        assert!(r.apply(&cfg).is_empty());
+        let addr = role_addr(&r, "inter-router").await;
+        add_link(&mut a_cfg, &format!("to-{id}"), addr, site.client("a"));
+        others.push(r);
+    }
+    assert!(a.apply(&a_cfg).is_empty());
+    wait_watch(a.routes(), "svc at b and c", |r| {
+        r.destinations.get("svc").is_some_and(|d| d.len() == 2)
+    })
+    .await;
+    for i in 0..6 {
+        let flow = a.open_flow("svc").await.unwrap();
+        assert_eq!(flow.destination, "b", "flow {i} failed over from c");
+        let data = pattern(200 + i, 2_000);
+        assert_eq!(round_trip(flow, &data).await, data);
+    }
+}
