@@ -1,6 +1,48 @@
-//! meshlink-link: the site-to-site link protocol.
+//! meshlink-link: the site-to-site link transport of router mode.
 //!
-//! [`routing`] is the link-state routing (LSAs, shortest paths, routing key
-//! destinations, the network view); it does no I/O.
+//! A link is one TLS 1.3 mTLS connection between two routers
+//! ([`credentials`]), multiplexed with yamux ([`mux`]) so that it carries
+//! many flows both ways whichever side dialled. The dialer's first stream
+//! is the control stream: hellos every second, link down after 3 s of
+//! silence ([`session`]), and routing messages ([`wire`]). Every other
+//! stream is a flow: a header (routing key, destination router, origin,
+//! flow id), then raw bytes with half-close ([`flows`]). Dialled links
+//! reconnect with jittered backoff; RouterAccess roles accept links; TCP
+//! listeners turn connections into flows; connectors are the local
+//! targets ([`Router::apply`] diffs a [`RouterConfig`]).
+//!
+//! [`routing`] is the link-state routing (LSAs, shortest paths, routing
+//! key destinations, the network view); it does no I/O. The transport
+//! drives it over the links' control streams and asks it where each flow
+//! goes.
+//!
+//! Owns the transport. It never talks to the control plane (the proxy
+//! feeds it a `RouterConfig` and reads its `RouterStatus`).
 
+mod accept;
+pub mod config;
+mod core;
+mod counted;
+pub mod credentials;
+mod dial;
+pub mod flows;
+mod link_state;
+mod listener;
+pub mod metrics;
+pub mod mux;
+mod router;
+pub mod routes;
 pub mod routing;
+pub mod session;
+pub mod status;
+pub mod wire;
+
+pub use config::{
+    ConfigError, ConnectorConfig, LinkConfig, ListenerConfig, RoleConfig, RouterConfig,
+};
+pub use credentials::{CredentialError, CredentialPem, LinkCredential};
+pub use flows::{Flow, FlowError};
+pub use metrics::LinkMetrics;
+pub use router::{Router, RouterOptions};
+pub use routes::{Destination, RouteTable};
+pub use status::{BindStatus, Direction, LinkState, LinkStatus, RouterStatus};

@@ -1,8 +1,9 @@
 //! Process plumbing shared by meshlink's binaries: shutdown signals,
-//! tracing set-up and the metrics registry.
+//! tracing set-up, the metrics registry and reconnect backoff.
 //!
 //! It owns no business logic and must never spawn work of its own.
 
+pub mod backoff;
 mod metrics;
 mod shutdown;
 

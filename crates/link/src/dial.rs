@@ -1,0 +1,151 @@
+//! One dialled Link: wait for its credential, connect, handshake, run the
+//! session, and reconnect with jittered exponential backoff.
+//!
+//! The credential is read at every dial, so a rotated credential is used by
+//! the next handshake and never disturbs the connection that is up. A link
+//! without its credential stays warming (I2) and dials as soon as it
+//! arrives. Owns the link's status entry (by generation) and removes it
+//! when the link is removed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshlink_runtime::backoff::Backoff;
+use rustls_pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LinkConfig;
+use crate::core::Core;
+use crate::credentials::{LinkCredential, leaf_serial};
+use crate::session::{self, SessionInfo};
+use crate::status::{Direction, LinkState, LinkStatus};
+
+/// First reconnect delay; doubles up to [`BACKOFF_MAX`], ±20% jitter.
+const BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+/// Longest reconnect delay (before jitter).
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// TCP connect and TLS handshake, each.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs link `cfg` until `stop` is cancelled; `generation` owns its status.
+pub(crate) async fn run_link(
+    core: Arc<Core>,
+    cfg: LinkConfig,
+    generation: u64,
+    stop: CancellationToken,
+) {
+    let name = cfg.name.clone();
+    let init = || LinkStatus::new(Direction::Dialled, cfg.cost);
+    let mut backoff = Backoff::new(BACKOFF_INITIAL, BACKOFF_MAX);
+    let mut creds = core.credentials.subscribe();
+    let mut ever_up = false;
+    'outer: loop {
+        let cred = loop {
+            if let Some(c) = creds.borrow_and_update().get(&cfg.credential).cloned() {
+                break c;
+            }
+            let missing = format!(
+                "waiting for credential {:?} (a kubernetes.io/tls Secret)",
+                cfg.credential
+            );
+            core.update_link(&name, generation, init, |s| {
+                s.state = LinkState::Warming;
+                s.last_error = Some(missing);
+            });
+            tokio::select! {
+                _ = stop.cancelled() => break 'outer,
+                changed = creds.changed() => if changed.is_err() { break 'outer },
+            }
+        };
+        core.update_link(&name, generation, init, |s| {
+            s.state = LinkState::Connecting;
+        });
+        let connected = tokio::select! {
+            _ = stop.cancelled() => break 'outer,
+            c = connect(&cfg, &cred) => c,
+        };
+        let error = match connected {
+            Err(e) => e,
+            Ok((tls, serial)) => {
+                let mut up = false;
+                let info = SessionInfo {
+                    dialer: true,
+                    cost: cfg.cost,
+                    name: name.clone(),
+                };
+                let reason = session::run(core.clone(), tls, info, stop.clone(), |peer| {
+                    up = true;
+                    let reconnected = ever_up;
+                    if reconnected {
+                        core.metrics
+                            .reconnects
+                            .get_or_create(&core.metrics.link(&name))
+                            .inc();
+                    }
+                    core.update_link(&name, generation, init, |s| {
+                        s.state = LinkState::Up;
+                        s.peer = Some(peer.router.clone());
+                        s.peer_site = Some(peer.site.clone());
+                        s.peer_certificate_serial = serial;
+                        s.connection = peer.conn;
+                        s.last_error = None;
+                        s.reconnects += u64::from(reconnected);
+                    });
+                })
+                .await;
+                if up {
+                    ever_up = true;
+                    backoff.reset();
+                }
+                reason
+            }
+        };
+        if stop.is_cancelled() {
+            break;
+        }
+        tracing::debug!(link = %name, error = %error, "link down");
+        core.update_link(&name, generation, init, |s| {
+            s.state = LinkState::Down;
+            s.last_error = Some(error);
+        });
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+        }
+    }
+    core.remove_link(&name, generation);
+}
+
+/// TCP connect and TLS handshake; returns the stream and the serial of the
+/// server's certificate.
+async fn connect(
+    cfg: &LinkConfig,
+    cred: &LinkCredential,
+) -> Result<(TlsStream<TcpStream>, Option<String>), String> {
+    let at = format!("{}:{}", cfg.host, cfg.port);
+    let server_name = ServerName::try_from(cfg.host.clone())
+        .map_err(|e| format!("host {:?} is not a DNS name or IP address: {e}", cfg.host))?;
+    let tcp = match timeout(
+        HANDSHAKE_TIMEOUT,
+        TcpStream::connect((cfg.host.as_str(), cfg.port)),
+    )
+    .await
+    {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => return Err(format!("connecting to {at}: {e}")),
+        Err(_) => return Err(format!("connecting to {at}: no answer within 5s")),
+    };
+    let _ = tcp.set_nodelay(true);
+    let connector = TlsConnector::from(cred.client_config());
+    let tls = match timeout(HANDSHAKE_TIMEOUT, connector.connect(server_name, tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => return Err(format!("TLS handshake with {at}: {e}")),
+        Err(_) => return Err(format!("TLS handshake with {at}: no answer within 5s")),
+    };
+    let serial = tls.get_ref().1.peer_certificates().and_then(leaf_serial);
+    Ok((tls, serial))
+}

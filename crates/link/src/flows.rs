@@ -1,0 +1,297 @@
+//! Flows: opening one towards a routing key, and serving the flow streams
+//! a neighbour opens (to a local connector, or on to the next hop).
+//!
+//! A flow stream starts with one [`StreamHeader::Flow`] frame, then raw
+//! bytes both ways; end of stream in one direction is a half-close that
+//! is passed on (yamux FIN <-> TCP FIN). Owns the splice; never decides
+//! routes (it asks the routing state) and never touches link state.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use crate::core::Core;
+use crate::mux::LinkStream;
+use crate::wire::{FlowReply, StreamHeader, read_frame, write_frame};
+
+/// How long a connector's target may take to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a flow's destination may take to answer (its connect
+/// included).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a flow stream may take to send its header.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Buffer per direction when splicing.
+const SPLICE_BUFFER: usize = 64 * 1024;
+
+/// Why a flow could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// No router is known to have a connector for the key.
+    #[error(
+        "no router has a connector for routing key {0:?}; add a Connector for it in a linked site"
+    )]
+    NoRoute(String),
+    /// The destination is known but no link to its next hop is up.
+    #[error("no link is up towards router {0:?}; check the Links on the path")]
+    NoLink(String),
+    /// The link failed while the flow was opened; a retry may succeed.
+    #[error("opening the flow on the link to {peer:?} failed: {reason}")]
+    Link {
+        /// The neighbour.
+        peer: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The destination router refused the flow (its connector target is
+    /// down, or it has no route onwards).
+    #[error("router {router:?} refused the flow: {reason}")]
+    Refused {
+        /// The destination router.
+        router: String,
+        /// Its reason.
+        reason: String,
+    },
+    /// The local connector's target refused or timed out.
+    #[error("connecting to connector target {target}: {reason}")]
+    Connect {
+        /// `host:port`.
+        target: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// One flow's byte stream: a yamux stream on a link, or a direct
+/// connection when the connector is on this router.
+#[derive(Debug)]
+pub struct Flow {
+    io: FlowIo,
+    /// The router whose connector serves it.
+    pub destination: String,
+}
+
+#[derive(Debug)]
+enum FlowIo {
+    Link(LinkStream),
+    Local(TcpStream),
+}
+
+/// Most destinations one new flow tries before it gives up.
+const MAX_ATTEMPTS: usize = 3;
+
+/// Opens a flow to `routing_key`: the routing state picks a destination
+/// (balanced over the cheapest); when it cannot be reached, the flow fails
+/// over to the next pick, at most [`MAX_ATTEMPTS`] destinations.
+pub(crate) async fn open(core: &Core, routing_key: &str) -> Result<Flow, FlowError> {
+    let mut excluded = Vec::new();
+    let mut last = None;
+    while excluded.len() < MAX_ATTEMPTS {
+        let Some(dest) = core.routing.pick(routing_key, &excluded) else {
+            break;
+        };
+        let router = dest.router.as_str().to_owned();
+        let attempt = if dest.next_hop.is_none() {
+            connect_local(core, routing_key).await.map(FlowIo::Local)
+        } else {
+            let header = StreamHeader::Flow {
+                routing_key: routing_key.to_owned(),
+                destination: router.clone(),
+                origin: core.id.clone(),
+                flow_id: core.next_id(),
+            };
+            match open_towards(core, &router, &header).await {
+                Ok(mut stream) => await_reply(&mut stream, &router)
+                    .await
+                    .map(|()| FlowIo::Link(stream)),
+                Err(e) => Err(e),
+            }
+        };
+        match attempt {
+            Ok(io) => {
+                return Ok(Flow {
+                    io,
+                    destination: router,
+                });
+            }
+            Err(e) => {
+                tracing::debug!(routing_key, destination = %router, error = %e, "failing over");
+                excluded.push(dest.router);
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| FlowError::NoRoute(routing_key.to_owned())))
+}
+
+/// Serves a flow stream a neighbour opened: to a local connector when the
+/// flow is for this router, else on to the next hop (transit).
+pub(crate) async fn serve_inbound(core: Arc<Core>, mut stream: LinkStream) {
+    let header = match timeout(HEADER_TIMEOUT, read_frame(&mut stream)).await {
+        Ok(Ok(Some(h))) => h,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => return tracing::debug!(error = %e, "bad flow stream header"),
+        Err(_) => return tracing::debug!("flow stream sent no header"),
+    };
+    let StreamHeader::Flow {
+        routing_key,
+        destination,
+        ..
+    } = &header
+    else {
+        return tracing::debug!("a second control stream was refused");
+    };
+    if core.edge && *destination != core.id {
+        // Routes never pass through an edge router; refuse a flow that
+        // tries to.
+        let reason = format!("edge router {:?} carries no transit", core.id);
+        return refuse(&mut stream, reason).await;
+    }
+    let result = if *destination == core.id {
+        match connect_local(&core, routing_key).await {
+            Ok(mut tcp) => match write_frame(&mut stream, &FlowReply::Accepted).await {
+                Ok(()) => splice(&core, &mut stream, &mut tcp).await.map(|_| ()),
+                Err(e) => Err(io::Error::other(e.to_string())),
+            },
+            Err(e) => {
+                let reason = format!("router {:?}: {e}", core.id);
+                return refuse(&mut stream, reason).await;
+            }
+        }
+    } else {
+        // Transit: the destination's reply passes through the splice.
+        match open_towards(&core, destination, &header).await {
+            Ok(mut out) => splice(&core, &mut stream, &mut out).await.map(|_| ()),
+            Err(e) => {
+                let reason = format!("router {:?}: {e}", core.id);
+                return refuse(&mut stream, reason).await;
+            }
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(routing_key, destination, error = %e, "flow ended with an error");
+    }
+}
+
+/// Copies both ways until both directions ended, passing half-closes on.
+/// Returns (bytes a to b, bytes b to a). Ends early on shutdown.
+pub(crate) async fn splice<A, B>(core: &Core, a: &mut A, b: &mut B) -> io::Result<(u64, u64)>
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    tokio::select! {
+        r = tokio::io::copy_bidirectional_with_sizes(a, b, SPLICE_BUFFER, SPLICE_BUFFER) => r,
+        _ = core.shutdown.cancelled() => Err(io::Error::other("router shutting down")),
+    }
+}
+
+/// Opens a stream towards router `dest` on the link to its next hop and
+/// writes `header`.
+async fn open_towards(
+    core: &Core,
+    dest: &str,
+    header: &StreamHeader,
+) -> Result<LinkStream, FlowError> {
+    let peer = core
+        .routing
+        .next_hop(dest)
+        .ok_or_else(|| FlowError::NoLink(dest.to_owned()))?;
+    let failed = |reason: String| FlowError::Link {
+        peer: peer.router.clone(),
+        reason,
+    };
+    let mut stream = peer.opener.open().await.map_err(failed)?;
+    write_frame(&mut stream, header)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(stream)
+}
+
+/// Waits for the destination's [`FlowReply`] on a stream opened by
+/// [`open_towards`].
+async fn await_reply(stream: &mut LinkStream, dest: &str) -> Result<(), FlowError> {
+    let refused = |reason: String| FlowError::Refused {
+        router: dest.to_owned(),
+        reason,
+    };
+    match timeout(REPLY_TIMEOUT, read_frame::<_, FlowReply>(stream)).await {
+        Ok(Ok(Some(FlowReply::Accepted))) => Ok(()),
+        Ok(Ok(Some(FlowReply::Refused { reason }))) => Err(refused(reason)),
+        Ok(Ok(None)) => Err(refused("the stream closed without an answer".into())),
+        Ok(Err(e)) => Err(refused(e.to_string())),
+        Err(_) => Err(refused(format!("no answer within {REPLY_TIMEOUT:?}"))),
+    }
+}
+
+/// Tells the opener the flow is refused, then ends the stream.
+async fn refuse(stream: &mut LinkStream, reason: String) {
+    let _ = write_frame(stream, &FlowReply::Refused { reason }).await;
+    let _ = tokio::io::AsyncWriteExt::shutdown(stream).await;
+}
+
+async fn connect_local(core: &Core, routing_key: &str) -> Result<TcpStream, FlowError> {
+    let (host, port) = core
+        .connector_target(routing_key)
+        .ok_or_else(|| FlowError::NoRoute(routing_key.to_owned()))?;
+    let target = format!("{host}:{port}");
+    let failed = |reason: String| FlowError::Connect {
+        target: target.clone(),
+        reason,
+    };
+    let tcp = match timeout(CONNECT_TIMEOUT, TcpStream::connect((host.as_str(), port))).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => return Err(failed(e.to_string())),
+        Err(_) => return Err(failed(format!("no answer within {CONNECT_TIMEOUT:?}"))),
+    };
+    let _ = tcp.set_nodelay(true);
+    Ok(tcp)
+}
+
+// === impl Flow ===
+
+impl AsyncRead for Flow {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_read(cx, buf),
+            FlowIo::Local(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Flow {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_write(cx, buf),
+            FlowIo::Local(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_flush(cx),
+            FlowIo::Local(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.io {
+            FlowIo::Link(s) => Pin::new(s).poll_shutdown(cx),
+            FlowIo::Local(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}

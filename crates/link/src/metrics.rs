@@ -1,0 +1,100 @@
+//! The link transport's Prometheus metrics, registered under `link` in the
+//! process registry: `meshlink_link_up{link}`,
+//! `meshlink_link_flows_opened_total{routing_key}`,
+//! `meshlink_link_flows_active{routing_key}`,
+//! `meshlink_link_flow_bytes_total{routing_key,direction}`,
+//! `meshlink_link_reconnects_total{link}` and
+//! `meshlink_link_route_changes_total`.
+//!
+//! Owns the metric families; never decides when to count.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels naming a link.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LinkLabels {
+    /// The link's name.
+    pub link: String,
+}
+
+/// Labels naming a routing key.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeyLabels {
+    /// The flow's routing key.
+    pub routing_key: String,
+}
+
+/// Labels for flow bytes.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BytesLabels {
+    /// The flow's routing key.
+    pub routing_key: String,
+    /// `to_connector` (client to server) or `to_listener` (server to
+    /// client), counted once at the router whose listener accepted it.
+    pub direction: &'static str,
+}
+
+/// The link transport's metrics.
+#[derive(Debug, Default)]
+pub struct LinkMetrics {
+    /// 1 while a link is up, 0 otherwise.
+    pub up: Family<LinkLabels, Gauge>,
+    /// Flows opened by this router's listeners.
+    pub flows_opened: Family<KeyLabels, Counter>,
+    /// Flows open now at this router's listeners.
+    pub flows_active: Family<KeyLabels, Gauge>,
+    /// Bytes carried by flows, by direction.
+    pub flow_bytes: Family<BytesLabels, Counter>,
+    /// Times a dialled link was re-established after going down.
+    pub reconnects: Family<LinkLabels, Counter>,
+    /// Times the route table changed.
+    pub route_changes: Counter,
+}
+
+impl LinkMetrics {
+    /// Registers the families in `registry` (use a `link` sub-registry).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register("up", "1 while the link is up", self.up.clone());
+        registry.register(
+            "flows_opened",
+            "Flows opened by this router's listeners",
+            self.flows_opened.clone(),
+        );
+        registry.register(
+            "flows_active",
+            "Flows open now at this router's listeners",
+            self.flows_active.clone(),
+        );
+        registry.register(
+            "flow_bytes",
+            "Bytes carried by flows that this router's listeners accepted",
+            self.flow_bytes.clone(),
+        );
+        registry.register(
+            "reconnects",
+            "Times a dialled link was re-established after going down",
+            self.reconnects.clone(),
+        );
+        registry.register(
+            "route_changes",
+            "Times the route table changed",
+            self.route_changes.clone(),
+        );
+    }
+
+    pub(crate) fn link(&self, name: &str) -> LinkLabels {
+        LinkLabels {
+            link: name.to_owned(),
+        }
+    }
+
+    pub(crate) fn key(&self, routing_key: &str) -> KeyLabels {
+        KeyLabels {
+            routing_key: routing_key.to_owned(),
+        }
+    }
+}
