@@ -265,7 +265,7 @@ async fn finish<E: Engine>(
     if let Some(lease) = lease {
         let id = lease.id();
         shared.inspector.closed(key, id, reason);
-        shared.hub.disconnected(key.clone(), id);
+        shared.disconnected(key.clone(), id);
         if lease.release() {
             shared.metrics.certificate(key, None);
         }
@@ -300,7 +300,7 @@ where
     if let Some(state) = &current {
         report_certificate(shared, &key, id, state);
     }
-    shared.hub.connected(key.clone(), id, client);
+    shared.connected(key.clone(), id, client);
     let mut pending = Some(first);
     loop {
         let responses = if let Some(req) = pending.take() {
