@@ -440,7 +440,7 @@ impl TokenVerifier {
             ROUTER_KIND => &[("site", &claims.site), ("jti", &claims.jti)],
             _ => return Err(TokenError::NotAProxyToken { kind: claims.kind }),
         };
-        for (field, value) in required.iter().copied() {
+        for (field, value) in required {
             if value.is_empty() {
                 return Err(malformed(format!("claim {field} is empty")));
             }

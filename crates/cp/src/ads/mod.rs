@@ -59,10 +59,10 @@ fn pass_to_routers(routers: &RouterHub, change: &Change) {
     match Resource::from_json_unvalidated(change.object.body.clone()) {
         Ok(mut r) => {
             r.set_resource_version(Some(change.revision.to_string()));
-            routers.changed(SiteChange::Resource(match change.change_type {
+            routers.changed(SiteChange::Resource(Box::new(match change.change_type {
                 ChangeType::Deleted => Update::Deleted(r),
                 ChangeType::Created | ChangeType::Updated => Update::Upserted(r),
-            }));
+            })));
         }
         Err(errs) => {
             tracing::warn!(object = %key, errors = ?errs, "cannot decode a changed object; re-loading the router's view");

@@ -36,7 +36,7 @@ impl std::fmt::Debug for TlsMaterial {
 #[derive(Debug, Clone)]
 pub enum SiteChange {
     /// A Site, RouterAccess, Link, Listener, Connector or Dataplane.
-    Resource(Update),
+    Resource(Box<Update>),
     /// A Secret was created or updated (`Some`) or deleted (`None`), at
     /// store revision `revision`.
     Secret {
@@ -104,7 +104,7 @@ fn patch<K: Ord>(map: &mut BTreeMap<K, Resource>, key: K, r: Resource, deleted: 
 impl SiteView {
     /// Adds or replaces `r` (kinds the router does not use are ignored).
     pub fn upsert(&mut self, r: Resource) -> bool {
-        self.apply(SiteChange::Resource(Update::Upserted(r)))
+        self.apply(SiteChange::Resource(Box::new(Update::Upserted(r))))
     }
 
     /// Adds or replaces a Secret read at `revision`.
@@ -150,7 +150,7 @@ impl SiteView {
                 }
             }
             SiteChange::Resource(update) => {
-                let (r, deleted) = match update {
+                let (r, deleted) = match *update {
                     Update::Upserted(r) => (r, false),
                     Update::Deleted(r) => (r, true),
                 };

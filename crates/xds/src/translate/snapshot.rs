@@ -224,6 +224,12 @@ mod tests {
         assert_eq!(CLUSTER_TYPE, Cluster::type_url());
         assert_eq!(ENDPOINT_TYPE, ClusterLoadAssignment::type_url());
         assert_eq!(SECRET_TYPE, Secret::type_url());
+        use crate::certify as pb;
+        assert_eq!(SITE_TYPE, pb::Site::type_url());
+        assert_eq!(ROUTER_ACCESS_TYPE, pb::RouterAccess::type_url());
+        assert_eq!(LINK_TYPE, pb::Link::type_url());
+        assert_eq!(ROUTER_LISTENER_TYPE, pb::Listener::type_url());
+        assert_eq!(CONNECTOR_TYPE, pb::Connector::type_url());
     }
 
     #[test]
