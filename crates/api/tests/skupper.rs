@@ -128,17 +128,45 @@ fn v2alpha1_fixture_imports_and_warns() {
             "spec.noClientAuth"
         ]
     );
-    assert_eq!(
-        ok(&docs[3])["spec"],
-        json!({"routingKey": "backend", "host": "backend.local", "port": 8080,
-               "selector": "app=backend", "type": "tcp"})
-    );
+    // v2's includeNotReadyPods is v1's (and canonical) includeNotReady.
+    let spec = &ok(&docs[3])["spec"];
+    assert_eq!(spec["selector"], "app=backend");
+    assert!(spec["includeNotReady"].is_boolean(), "{spec}");
+    assert!(spec.get("includeNotReadyPods").is_none(), "{spec}");
     assert!(
-        docs[3]
+        !docs[3]
             .warnings
             .iter()
-            .any(|w| w.starts_with("spec.includeNotReadyPods: not implemented yet and ignored"))
+            .any(|w| w.contains("includeNotReady")),
+        "{:?}",
+        docs[3].warnings
     );
+}
+
+#[test]
+fn connector_selector_without_host_is_accepted_and_a_bad_one_is_named() {
+    let connector = |spec: &str| {
+        format!(
+            "apiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {{name: c}}\nspec:\n{spec}"
+        )
+    };
+    let docs = parse_documents(&connector(
+        "  routingKey: redis\n  port: 6379\n  selector: application=redis-server\n",
+    ));
+    assert_eq!(
+        ok(&docs[0])["spec"],
+        json!({"routingKey": "redis", "port": 6379, "selector": "application=redis-server"})
+    );
+    assert_eq!(
+        errors(&connector("  routingKey: redis\n  port: 6379\n")),
+        [
+            "spec.host: required unless spec.selector selects mesh Dataplanes (e.g. selector: app=backend)"
+        ]
+    );
+    let bad = errors(&connector(
+        "  routingKey: redis\n  port: 6379\n  selector: app in (a, b)\n",
+    ));
+    assert!(bad[0].starts_with("spec.selector: cannot parse"), "{bad:?}");
 }
 
 #[test]

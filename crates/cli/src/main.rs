@@ -146,6 +146,16 @@ enum TokenCommand {
         #[arg(long)]
         cert_dir: Option<std::path::PathBuf>,
     },
+    /// Prints the token this site's router uses to authenticate (xDS and
+    /// router status); its xDS node.id is `site.<site name>`.
+    Router {
+        /// The site [default: the one Site this control plane holds].
+        #[arg(long)]
+        site: Option<String>,
+        /// Lifetime, e.g. 24h.
+        #[arg(long, default_value = "24h")]
+        valid_for: String,
+    },
     /// Revokes a token by its id (printed when it was issued).
     Revoke {
         /// Token id.
@@ -261,6 +271,9 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
                 cert_dir.as_deref(),
             )
             .await
+        }
+        Command::Token(TokenCommand::Router { site, valid_for }) => {
+            commands::token::router(&client, site.as_deref(), &valid_for).await
         }
         Command::Token(TokenCommand::Revoke { id, reason, force }) => {
             commands::token::revoke(&client, &id, &reason, force).await

@@ -24,6 +24,7 @@ pub mod data_dir;
 pub mod identity;
 pub mod ready_file;
 pub mod resources;
+mod router;
 pub mod status;
 mod xds_server;
 
@@ -206,9 +207,24 @@ impl ControlPlane {
         tasks.spawn(ads::follow_changes(
             store.clone(),
             start_rev,
-            xds.hub.clone(),
+            ads::Reconcilers {
+                hub: xds.hub.clone(),
+                routers: xds.routers.clone(),
+            },
             shutdown.clone(),
         ));
+        let (router_status, router_inbox) = router::status::channel();
+        let (res, cfg, sd) = (resources.clone(), xds.routers.config(), shutdown.clone());
+        tasks.spawn(async move {
+            router::status::run(res, cfg, router_inbox, sd).await;
+            Ok(())
+        });
+        let router_rpc = router::rpc::RouterStatusService {
+            tokens: tokens.clone(),
+            status: router_status,
+            shutdown: shutdown.clone(),
+            next_stream: std::sync::atomic::AtomicU64::new(0),
+        };
         let (xds_addr, xds_serve) = xds_server::start(
             &config,
             &tls,
@@ -219,6 +235,7 @@ impl ControlPlane {
             &registry,
             shutdown.clone(),
             ca.clone(),
+            router_rpc,
         )
         .await?;
         let xds = xds.inspect;
@@ -268,6 +285,7 @@ impl ControlPlane {
 /// The xDS machinery: owner registry, reconciler, ADS service, reports.
 struct XdsParts {
     hub: meshlink_xds::hub::Hub,
+    routers: meshlink_xds::router::RouterHub,
     server: meshlink_xds::ads::AdsServer,
     inspect: api::XdsInspect,
     instance: String,
@@ -324,11 +342,20 @@ impl XdsParts {
             cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
             dialable(config.xds_addr, config.advertised_host.as_deref()),
         );
+        let routers = meshlink_xds::router::RouterHub::spawn_on(
+            background,
+            Arc::new(router::source::StoreSiteSource {
+                resources: resources.clone(),
+            }),
+            owners.clone(),
+            shutdown.token(),
+        );
         let options = AdsOptions {
             admission: Some(AdmissionConfig {
                 burst: config.xds_stream_burst,
                 per_second: config.xds_streams_per_second,
             }),
+            routers: Some(routers.clone()),
         };
         let server = AdsServer::with_options(
             AdsParts {
@@ -346,6 +373,7 @@ impl XdsParts {
         );
         Self {
             hub,
+            routers,
             server,
             inspect: api::XdsInspect { inspector, owners },
             instance,

@@ -1,6 +1,7 @@
 //! The gRPC server on `--xds-addr`: TLS with the cp-tls serving certificate,
 //! an optional client certificate (for clients that cannot send a token),
-//! the ADS service (SotW and delta) and the Certify service.
+//! the ADS service (SotW and delta), the Certify service and the routers'
+//! RouterStatus service.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use meshlink_identity::KeyedRateLimiter;
 use meshlink_runtime::Shutdown;
 use meshlink_xds::ads::AdsServer;
 use meshlink_xds::certify::certify_server::CertifyServer;
+use meshlink_xds::certify::router_status_server::RouterStatusServer;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
@@ -42,6 +44,7 @@ pub(crate) async fn start(
     registry: &meshlink_runtime::MetricsRegistry,
     shutdown: Shutdown,
     ca: crate::identity::CaHandle,
+    router_status: crate::router::rpc::RouterStatusService,
 ) -> Result<
     (
         std::net::SocketAddr,
@@ -66,6 +69,7 @@ pub(crate) async fn start(
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .add_service(CertifyServer::new(certify))
+        .add_service(RouterStatusServer::new(router_status))
         .add_service(AggregatedDiscoveryServiceServer::new(ads.clone()));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let fut = async move {

@@ -41,4 +41,7 @@ pub use renewal::{
     BackoffPolicy, Credential, RenewalDriver, RenewalError, RetryBackoff, WallClock, random_jitter,
     renewal_time, renewal_time_from,
 };
-pub use token::{TokenClaims, TokenError, TokenKeyMaterial, TokenSigningKey, TokenVerifier};
+pub use token::{
+    DATAPLANE_KIND, ROUTER_KIND, ROUTER_NODE_PREFIX, TokenClaims, TokenError, TokenKeyMaterial,
+    TokenSigningKey, TokenVerifier,
+};

@@ -32,6 +32,13 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(60);
 /// The `kind` claim of a token that authenticates a data-plane proxy.
 pub const DATAPLANE_KIND: &str = "dataplane";
 
+/// The `kind` claim of a token that authenticates a site's router (claims:
+/// `site`; no mesh, name or services).
+pub const ROUTER_KIND: &str = "router";
+
+/// A router's xDS `node.id` is this prefix followed by its site's name.
+pub const ROUTER_NODE_PREFIX: &str = "site.";
+
 /// Tokens longer than this are rejected before any decoding.
 const MAX_TOKEN_LEN: usize = 8 * 1024;
 
@@ -50,9 +57,10 @@ pub enum TokenError {
     )]
     BadSignature(String),
     /// The token's `exp` (plus the allowed clock skew) is in the past.
-    #[error("proxy token for dataplane {dataplane} expired at {}; {HINT}", humantime::format_rfc3339_seconds(*.at))]
+    #[error("proxy token for {dataplane} expired at {}; {HINT}", humantime::format_rfc3339_seconds(*.at))]
     Expired {
-        /// `mesh.name` of the dataplane the token was issued for.
+        /// The `node.id` the token was issued for (`<mesh>.<name>` of a
+        /// dataplane, `site.<site>` of a router).
         dataplane: String,
         /// When the token expired (its `exp` claim).
         at: SystemTime,
@@ -74,6 +82,14 @@ pub enum TokenError {
         "proxy token has kind {kind:?}, expected \"dataplane\"; use a token from `meshlink token dataplane`"
     )]
     WrongKind {
+        /// The `kind` claim found in the token.
+        kind: String,
+    },
+    /// The token is valid but is neither a dataplane nor a router token.
+    #[error(
+        "proxy token has kind {kind:?}, expected \"dataplane\" or \"router\"; use a token from `meshlink token dataplane` or `meshlink token router`"
+    )]
+    NotAProxyToken {
         /// The `kind` claim found in the token.
         kind: String,
     },
@@ -114,14 +130,20 @@ impl fmt::Debug for TokenKeyMaterial {
 /// The claim set of a proxy token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenClaims {
-    /// Token kind; [`DATAPLANE_KIND`] for proxy tokens.
+    /// Token kind: [`DATAPLANE_KIND`] or [`ROUTER_KIND`].
     pub kind: String,
-    /// Mesh the dataplane belongs to.
+    /// Mesh the dataplane belongs to (empty for a router token).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mesh: String,
-    /// Dataplane name.
+    /// Dataplane name (empty for a router token).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// Service tags the holder may obtain identities for.
+    /// Service tags the holder may obtain identities for (none for a router).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub services: Vec<String>,
+    /// The site whose router the token authenticates (router tokens only).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub site: String,
     /// Issued at, unix seconds.
     pub iat: u64,
     /// Expires at, unix seconds.
@@ -150,9 +172,44 @@ impl TokenClaims {
             mesh: mesh.into(),
             name: name.into(),
             services,
+            site: String::new(),
             iat,
             exp: iat.saturating_add(valid_secs),
             jti: format!("{:032x}", rand::random::<u128>()),
+        }
+    }
+
+    /// Claims for the router token of `site`, valid from `now` for
+    /// `valid_for` (rounded up to whole seconds), with a fresh random `jti`.
+    pub fn router(site: impl Into<String>, valid_for: Duration, now: SystemTime) -> Self {
+        let mut claims = Self::dataplane("", "", Vec::new(), valid_for, now);
+        claims.kind = ROUTER_KIND.to_string();
+        claims.site = site.into();
+        claims
+    }
+
+    /// Whether this is a router token.
+    pub fn is_router(&self) -> bool {
+        self.kind == ROUTER_KIND
+    }
+
+    /// The xDS `node.id` this token authenticates: `<mesh>.<name>` for a
+    /// dataplane, `site.<site>` for a router ([`ROUTER_NODE_PREFIX`]).
+    pub fn node_id(&self) -> String {
+        if self.is_router() {
+            format!("{ROUTER_NODE_PREFIX}{}", self.site)
+        } else {
+            self.dataplane_key()
+        }
+    }
+
+    /// What the token is for, for messages: `dataplane <mesh>.<name>` or
+    /// `the router of site <site>`.
+    pub fn subject(&self) -> String {
+        if self.is_router() {
+            format!("the router of site {}", self.site)
+        } else {
+            format!("dataplane {}", self.dataplane_key())
         }
     }
 
@@ -292,13 +349,31 @@ impl TokenVerifier {
         &self.key_id
     }
 
-    /// Verifies `token` at time `now` and returns its claims.
+    /// Verifies a dataplane token at time `now` and returns its claims.
     ///
     /// Checks, in order: shape (three base64url segments), header (`alg`
     /// `EdDSA`, `typ` `JWT` if present, `kid` this key if present), signature,
     /// claims shape, `kind` ([`DATAPLANE_KIND`]), validity window with
     /// [`CLOCK_SKEW`] tolerance, and finally `is_revoked(jti)`.
     pub fn verify(
+        &self,
+        token: &str,
+        now: SystemTime,
+        is_revoked: impl Fn(&str) -> bool,
+    ) -> Result<TokenClaims, TokenError> {
+        match self.verify_proxy(token, now, is_revoked) {
+            Ok(claims) if claims.kind != DATAPLANE_KIND => {
+                Err(TokenError::WrongKind { kind: claims.kind })
+            }
+            Err(TokenError::NotAProxyToken { kind }) => Err(TokenError::WrongKind { kind }),
+            other => other,
+        }
+    }
+
+    /// Verifies a dataplane or router token ([`DATAPLANE_KIND`],
+    /// [`ROUTER_KIND`]); otherwise the same checks as [`TokenVerifier::verify`].
+    /// A dataplane token must name a mesh and a name, a router token a site.
+    pub fn verify_proxy(
         &self,
         token: &str,
         now: SystemTime,
@@ -356,14 +431,16 @@ impl TokenVerifier {
         let payload = decode_segment(payload_b64, "payload")?;
         let claims: TokenClaims = serde_json::from_slice(&payload)
             .map_err(|e| malformed(format!("claims are invalid: {e}")))?;
-        if claims.kind != DATAPLANE_KIND {
-            return Err(TokenError::WrongKind { kind: claims.kind });
-        }
-        for (field, value) in [
-            ("mesh", &claims.mesh),
-            ("name", &claims.name),
-            ("jti", &claims.jti),
-        ] {
+        let required: &[(&str, &String)] = match claims.kind.as_str() {
+            DATAPLANE_KIND => &[
+                ("mesh", &claims.mesh),
+                ("name", &claims.name),
+                ("jti", &claims.jti),
+            ],
+            ROUTER_KIND => &[("site", &claims.site), ("jti", &claims.jti)],
+            _ => return Err(TokenError::NotAProxyToken { kind: claims.kind }),
+        };
+        for (field, value) in required {
             if value.is_empty() {
                 return Err(malformed(format!("claim {field} is empty")));
             }
@@ -377,7 +454,7 @@ impl TokenVerifier {
         let now_secs = unix_secs(now);
         if now_secs > claims.exp.saturating_add(CLOCK_SKEW.as_secs()) {
             return Err(TokenError::Expired {
-                dataplane: claims.dataplane_key(),
+                dataplane: claims.node_id(),
                 at: claims.expires_at(),
             });
         }

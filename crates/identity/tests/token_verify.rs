@@ -323,3 +323,55 @@ fn corrupt_material_is_refused_with_advice() {
     );
     assert!(err.to_string().contains("do not regenerate"), "{err}");
 }
+
+#[test]
+fn router_token_names_a_site_and_is_not_a_dataplane_token() {
+    let key = key();
+    let c = TokenClaims::router("dmz-a", DAY, now());
+    let token = key.issue(&c);
+    let payload = URL_SAFE_NO_PAD.decode(&segments(&token)[1]).unwrap();
+    let payload: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(payload["kind"], "router");
+    assert_eq!(payload["site"], "dmz-a");
+    assert!(payload.get("mesh").is_none(), "no mesh claim: {payload}");
+
+    let verified = key.verifier().verify_proxy(&token, now(), never).unwrap();
+    assert_eq!(verified, c);
+    assert_eq!(verified.node_id(), "site.dmz-a");
+    // Certify (dataplane tokens only) refuses it, naming the kind.
+    let err = key.verifier().verify(&token, now(), never).unwrap_err();
+    assert!(
+        matches!(&err, TokenError::WrongKind { kind } if kind == "router"),
+        "{err}"
+    );
+    // A dataplane token passes both checks.
+    let dp = key.issue(&claims());
+    assert_eq!(
+        key.verifier()
+            .verify_proxy(&dp, now(), never)
+            .unwrap()
+            .node_id(),
+        "default.web-1"
+    );
+}
+
+#[test]
+fn router_token_without_a_site_or_of_another_kind_is_refused() {
+    let key = key();
+    let mut c = TokenClaims::router("", DAY, now());
+    let err = key
+        .verifier()
+        .verify_proxy(&key.issue(&c), now(), never)
+        .unwrap_err();
+    assert!(err.to_string().contains("claim site is empty"), "{err}");
+    c.kind = "admin".into();
+    c.site = "dmz-a".into();
+    let err = key
+        .verifier()
+        .verify_proxy(&key.issue(&c), now(), never)
+        .unwrap_err();
+    assert!(
+        matches!(&err, TokenError::NotAProxyToken { kind } if kind == "admin"),
+        "{err}"
+    );
+}

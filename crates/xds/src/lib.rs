@@ -5,9 +5,12 @@
 //! - [`hub`]: the reconciler that turns store changes into per-proxy state.
 //! - [`ads`]: the Envoy v3 ADS server (SotW and delta).
 //! - [`dump`]: a proxy's configuration in Envoy's `/config_dump` JSON shape.
-//! - [`certify`]: meshlink's own Certify RPC (generated).
+//! - [`router`]: site routers: their translator and reconciler.
+//! - [`certify`]: meshlink's own protos (generated): Certify, the router's
+//!   resources and the RouterStatus RPC.
 
-/// `meshlink.v1`: the Certify RPC (generated from `proto/meshlink/v1/certify.proto`).
+/// `meshlink.v1`: the Certify RPC (`proto/meshlink/v1/certify.proto`), the
+/// router's resources and the RouterStatus RPC (`router.proto`), generated.
 #[allow(missing_docs, unreachable_pub, clippy::all)]
 pub mod certify {
     tonic::include_proto!("meshlink.v1");
@@ -17,4 +20,5 @@ pub mod ads;
 pub mod dump;
 pub mod hub;
 pub mod owner;
+pub mod router;
 pub mod translate;

@@ -192,6 +192,7 @@ async fn streams_past_the_admission_bucket_get_resource_exhausted_with_a_hint() 
                 burst: 2,
                 per_second: 0.001,
             }),
+            ..Default::default()
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -6,8 +6,9 @@ mod translate_fixtures;
 use std::collections::BTreeSet;
 
 use meshlink_xds::translate::{
-    CLUSTER_TYPE, ClientKind, ENDPOINT_TYPE, LISTENER_TYPE, MeshView, ROUTE_TYPE, SECRET_TYPE,
-    SecretsInput, Snapshot, TYPE_ORDER, translate,
+    CLUSTER_TYPE, CONNECTOR_TYPE, ClientKind, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MeshView,
+    ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, SECRET_TYPE, SITE_TYPE, SecretsInput,
+    Snapshot, TYPE_ORDER, translate,
 };
 use translate_fixtures::{dataplane, proxy, standard_view};
 
@@ -111,7 +112,12 @@ fn secrets_come_first_and_only_when_given() {
             CLUSTER_TYPE,
             ENDPOINT_TYPE,
             LISTENER_TYPE,
-            ROUTE_TYPE
+            ROUTE_TYPE,
+            SITE_TYPE,
+            ROUTER_ACCESS_TYPE,
+            LINK_TYPE,
+            ROUTER_LISTENER_TYPE,
+            CONNECTOR_TYPE,
         ]
     );
 

@@ -109,7 +109,6 @@ pub const IGNORED_FIELDS: &[IgnoredField] = &[
     f(Skupper, ALL, Spec, "settings"),
     f(Skupper, &[Kind::Site], Spec, "ha"),
     f(Skupper, &[Kind::Site], Spec, "serviceAccount"),
-    f(Skupper, &[Kind::Connector], Spec, "includeNotReadyPods"),
     f(Skupper, &[Kind::Connector], Spec, "useClientCert"),
     f(
         Skupper,

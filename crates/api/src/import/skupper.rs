@@ -58,7 +58,19 @@ pub(crate) fn translate(
         match kind {
             Kind::Link => each_port(s, "endpoints"),
             Kind::RouterAccess => each_port(s, "roles"),
-            Kind::Listener | Kind::Connector => port_to_int(s),
+            Kind::Listener => port_to_int(s),
+            Kind::Connector => {
+                port_to_int(s);
+                // v2alpha1 names it includeNotReadyPods; canonical form
+                // (and v1alpha1) say includeNotReady.
+                if let Some(v) = s.remove("includeNotReadyPods") {
+                    s.entry("includeNotReady").or_insert(v);
+                    path_map.push((
+                        "spec.includeNotReady".to_string(),
+                        "spec.includeNotReadyPods".to_string(),
+                    ));
+                }
+            }
             Kind::Site if v1 && router_mode(s, &mut errors) => {
                 path_map.push(("spec.edge".to_string(), "spec.routerMode".to_string()));
             }

@@ -38,10 +38,13 @@ pub use mesh::{
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
 };
 pub use port::Port;
-pub use service::{ConnectorSpec, ListenerSpec, ServiceType};
+pub use service::{
+    ConnectorSpec, ConnectorStatus, ListenerSpec, ListenerStatus, SelectedPod, ServiceType,
+    TagRequirement, TagSelector,
+};
 pub use site::{
-    DEFAULT_ISSUER, NetworkLink, NetworkSite, RouterAccessSpec, RouterRole, RouterRoleName,
-    SiteSpec, SiteStatus,
+    DEFAULT_ISSUER, NetworkLink, NetworkService, NetworkSite, RouterAccessSpec, RouterRole,
+    RouterRoleName, SiteSpec, SiteStatus,
 };
 pub use traffic_permission::{
     Action, FromRule, MeshTrafficPermissionSpec, PermissionConf, TargetRef, TargetRefKind,
@@ -189,6 +192,14 @@ impl Spec {
         }
     }
 
+    /// The Connector spec, if this is one.
+    pub fn as_connector(&self) -> Option<&ConnectorSpec> {
+        match self {
+            Spec::Connector(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The MeshTrafficPermission spec, if this is one.
     pub fn as_mesh_traffic_permission(&self) -> Option<&MeshTrafficPermissionSpec> {
         match self {
@@ -231,6 +242,10 @@ pub enum StatusDetails {
     Link(LinkStatus),
     /// Dataplane: its proxy's connection and certificate.
     Dataplane(DataplaneStatus),
+    /// Listener: whether a Connector serves its key.
+    Listener(ListenerStatus),
+    /// Connector: whether a Listener uses its key; selected Dataplanes.
+    Connector(ConnectorStatus),
 }
 
 // === impl StatusDetails ===
@@ -248,6 +263,8 @@ impl StatusDetails {
             Kind::AccessToken => parse_status(value).map(StatusDetails::AccessToken),
             Kind::Link => parse_status(value).map(StatusDetails::Link),
             Kind::Dataplane => parse_status(value).map(StatusDetails::Dataplane),
+            Kind::Listener => parse_status(value).map(StatusDetails::Listener),
+            Kind::Connector => parse_status(value).map(StatusDetails::Connector),
             _ => {
                 let fields = value
                     .as_object()
@@ -274,6 +291,8 @@ impl StatusDetails {
             StatusDetails::AccessToken(s) => to_value(s),
             StatusDetails::Link(s) => to_value(s),
             StatusDetails::Dataplane(s) => to_value(s),
+            StatusDetails::Listener(s) => to_value(s),
+            StatusDetails::Connector(s) => to_value(s),
         }
     }
 
@@ -289,6 +308,22 @@ impl StatusDetails {
     pub fn as_dataplane(&self) -> Option<&DataplaneStatus> {
         match self {
             StatusDetails::Dataplane(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The Site details, if these are.
+    pub fn as_site(&self) -> Option<&SiteStatus> {
+        match self {
+            StatusDetails::Site(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The Link details, if these are.
+    pub fn as_link(&self) -> Option<&LinkStatus> {
+        match self {
+            StatusDetails::Link(s) => Some(s),
             _ => None,
         }
     }

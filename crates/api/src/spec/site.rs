@@ -40,6 +40,9 @@ pub struct SiteStatus {
     /// Every site reachable from here, including this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<NetworkSite>,
+    /// How many sites `network` lists (Skupper's `sitesInNetwork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites_in_network: Option<u32>,
 }
 
 /// One site in [`SiteStatus::network`].
@@ -51,9 +54,35 @@ pub struct NetworkSite {
     /// The site's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The site's namespace (Kubernetes sites; empty here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Where the site runs (`meshlink` for meshlink sites).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// The site's router version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Links from that site.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<NetworkLink>,
+    /// Routing keys the site has Connectors or Listeners for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<NetworkService>,
+}
+
+/// One routing key in [`NetworkSite::services`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworkService {
+    /// The routing key.
+    pub routing_key: String,
+    /// The site's Connectors for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connectors: Vec<String>,
+    /// The site's Listeners for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<String>,
 }
 
 /// One link in [`NetworkSite::links`].

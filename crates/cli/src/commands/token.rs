@@ -1,4 +1,4 @@
-//! `meshlink token dataplane` and `meshlink token revoke`.
+//! `meshlink token dataplane`, `meshlink token router` and `meshlink token revoke`.
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -59,6 +59,37 @@ pub(crate) async fn dataplane(
                 .collect::<Vec<_>>()
                 .join(","))
             .unwrap_or_default(),
+        resp["expiresAt"].as_str().unwrap_or("?"),
+    );
+    Ok(())
+}
+
+/// Prints the router token of this control plane's Site (or of `site`) to
+/// stdout (details to stderr).
+pub(crate) async fn router(
+    client: &ApiClient,
+    site: Option<&str>,
+    valid_for: &str,
+) -> Result<(), Failure> {
+    humantime::parse_duration(valid_for)
+        .map_err(|e| Failure::BadInput(format!("--valid-for {valid_for:?}: {e} (e.g. 24h)")))?;
+    let body = json!({ "site": site, "validFor": valid_for });
+    let resp = client
+        .call(
+            Method::POST,
+            "/api/v1/tokens/router",
+            &[],
+            Some(&body),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| e.into_failure())?;
+    println!("{}", resp["token"].as_str().unwrap_or_default());
+    eprintln!(
+        "token {} for the router of site {} (node.id {}), expires {}",
+        resp["id"].as_str().unwrap_or("?"),
+        resp["site"].as_str().unwrap_or("?"),
+        resp["nodeId"].as_str().unwrap_or("?"),
         resp["expiresAt"].as_str().unwrap_or("?"),
     );
     Ok(())

@@ -1,4 +1,5 @@
-//! Who is on an ADS stream: a proxy token, or a client certificate from
+//! Who is on an ADS stream: a proxy token (a dataplane's, or a site
+//! router's from `meshlink token router`), or a client certificate from
 //! `meshlink token dataplane --cert-dir` (DESIGN.md §5 "xDS authentication").
 //!
 //! A token stream is bound to its token id, so revoking the token ends it;
@@ -40,9 +41,14 @@ impl Authenticate for ProxyAuth {
     ) -> Result<Credential, Status> {
         if metadata.get("authorization").is_some() {
             let token = bearer_from(metadata)?;
-            let claims = self.tokens.verify(token).map_err(token_status)?;
+            let claims = self.tokens.verify_proxy(token).map_err(token_status)?;
+            let key = if claims.is_router() {
+                ProxyKey::router(claims.site)
+            } else {
+                ProxyKey::new(claims.mesh, claims.name)
+            };
             return Ok(Credential {
-                key: ProxyKey::new(claims.mesh, claims.name),
+                key,
                 token_id: Some(claims.jti),
             });
         }
@@ -51,7 +57,8 @@ impl Authenticate for ProxyAuth {
         }
         Err(Status::unauthenticated(
             "missing proxy credential: send gRPC metadata 'authorization: Bearer <token>' \
-             (create one with `meshlink token dataplane`), or present the client certificate \
+             (create one with `meshlink token dataplane`, or `meshlink token router` for a \
+             site's router), or present the client certificate \
              written by `meshlink token dataplane --cert-dir DIR`",
         ))
     }

@@ -14,17 +14,71 @@ use meshlink_api::Resource;
 use meshlink_runtime::Shutdown;
 use meshlink_store::{Change, ChangeType, Store};
 use meshlink_xds::hub::{Hub, Update};
+use meshlink_xds::router::{RouterHub, SiteChange};
 
 pub(crate) use auth::ProxyAuth;
 pub(crate) use source::StoreSource;
 
 use crate::identity::secrets::{MESH_CA, MESH_CA_STATE};
 
-/// Passes one store change to the hub: Mesh, Dataplane and
-/// MeshTrafficPermission objects as they are (the hub decides what a change
-/// affects), CA material as a trust change. Everything else, including
-/// `internal.IssuedCert` bookkeeping, affects no proxy.
-fn pass_on(hub: &Hub, change: Change) {
+/// The reconcilers the change feed drives.
+pub(crate) struct Reconcilers {
+    /// Sidecars and proxyless clients.
+    pub(crate) hub: Hub,
+    /// The site's router.
+    pub(crate) routers: RouterHub,
+}
+
+/// Whether objects of `kind` configure the site's router.
+fn router_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Site" | "RouterAccess" | "Link" | "Listener" | "Connector" | "Dataplane"
+    )
+}
+
+/// Passes a router-relevant change (a Secret's TLS material, or one of the
+/// [`router_kind`] objects) to the router reconciler.
+fn pass_to_routers(routers: &RouterHub, change: &Change) {
+    let key = &change.object.key;
+    if key.kind == crate::router::source::SECRET_KIND {
+        let material = match change.change_type {
+            ChangeType::Deleted => None,
+            _ => Some(crate::router::source::tls_material(&change.object.body)),
+        };
+        routers.changed(SiteChange::Secret {
+            name: key.name.clone(),
+            material,
+            revision: change.revision,
+        });
+        return;
+    }
+    if !router_kind(&key.kind) {
+        return;
+    }
+    match Resource::from_json_unvalidated(change.object.body.clone()) {
+        Ok(mut r) => {
+            r.set_resource_version(Some(change.revision.to_string()));
+            routers.changed(SiteChange::Resource(Box::new(match change.change_type {
+                ChangeType::Deleted => Update::Deleted(r),
+                ChangeType::Created | ChangeType::Updated => Update::Upserted(r),
+            })));
+        }
+        Err(errs) => {
+            tracing::warn!(object = %key, errors = ?errs, "cannot decode a changed object; re-loading the router's view");
+            routers.reload();
+        }
+    }
+}
+
+/// Passes one store change to the reconcilers: router resources to the
+/// router reconciler; Mesh, Dataplane and MeshTrafficPermission objects as
+/// they are to the hub (it decides what a change affects), CA material as
+/// a trust change. Everything else, including `internal.IssuedCert`
+/// bookkeeping, affects no proxy.
+fn pass_on(to: &Reconcilers, change: Change) {
+    pass_to_routers(&to.routers, &change);
+    let hub = &to.hub;
     let key = &change.object.key;
     let mesh = match key.kind.as_str() {
         "Mesh" => key.name.clone(),
@@ -62,7 +116,7 @@ fn pass_on(hub: &Hub, change: Change) {
 pub(crate) async fn follow_changes(
     store: Arc<dyn Store>,
     mut after: u64,
-    hub: Hub,
+    to: Reconcilers,
     shutdown: Shutdown,
 ) -> Result<(), crate::CpError> {
     loop {
@@ -73,7 +127,7 @@ pub(crate) async fn follow_changes(
                 next = feed.next() => match next {
                     Some(Ok(change)) => {
                         after = change.revision;
-                        pass_on(&hub, change);
+                        pass_on(&to, change);
                     }
                     Some(Err(e)) => {
                         tracing::warn!(error = %e, "xDS change feed interrupted; resuming and re-listing");
@@ -83,7 +137,8 @@ pub(crate) async fn follow_changes(
                 }
             }
         }
-        hub.reload_all();
+        to.hub.reload_all();
+        to.routers.reload();
         tokio::select! {
             () = shutdown.wait() => return Ok(()),
             () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}

@@ -90,6 +90,7 @@ pub fn router(state: ApiState) -> Router {
             "/api/v1/tokens/dataplane",
             axum::routing::post(tokens::dataplane),
         )
+        .route("/api/v1/tokens/router", axum::routing::post(tokens::router))
         .route("/api/v1/tokens/revoke", axum::routing::post(tokens::revoke))
         .route("/api/v1/{plural}/{name}/ca", get(tokens::mesh_ca))
         .route("/api/v1/{plural}/{name}/xds", get(xds::inspect))

@@ -1,5 +1,5 @@
 //! Identity endpoints: proxy tokens (`POST /api/v1/tokens/dataplane`,
-//! `POST /api/v1/tokens/revoke`) and a mesh's public CA information
+//! `POST /api/v1/tokens/router`, `POST /api/v1/tokens/revoke`) and a mesh's public CA information
 //! (`GET /api/v1/meshes/{name}/ca`). Private keys are never served.
 
 use std::time::Duration;
@@ -49,16 +49,7 @@ pub(super) async fn dataplane(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let req: DataplaneTokenRequest = parse(body_json(body)?)?;
-    let valid_for = match req.valid_for.as_deref() {
-        None => Duration::from_secs(24 * 3600),
-        Some(s) => humantime::parse_duration(s)
-            .map_err(|e| ApiError::bad_request(format!("validFor {s:?}: {e} (e.g. 24h)")))?,
-    };
-    if valid_for.is_zero() || valid_for > MAX_VALID_FOR {
-        return Err(ApiError::bad_request(
-            "validFor must be between 1s and 365d",
-        ));
-    }
+    let valid_for = valid_for(req.valid_for.as_deref())?;
     st.resources
         .get(Kind::Mesh, None, &req.mesh)
         .await
@@ -121,6 +112,70 @@ pub(super) async fn dataplane(
     Ok(Json(resp))
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RouterTokenRequest {
+    /// The site; default: the one Site this control plane holds.
+    #[serde(default)]
+    site: Option<String>,
+    #[serde(default)]
+    valid_for: Option<String>,
+}
+
+/// Issues the router token of this control plane's Site (or of `site`).
+pub(super) async fn router(
+    State(st): State<ApiState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let req: RouterTokenRequest = parse(body_json(body)?)?;
+    let valid_for = valid_for(req.valid_for.as_deref())?;
+    let sites = st.resources.list(Kind::Site, None, None).await?;
+    let names: Vec<&str> = sites.iter().map(|s| s.name()).collect();
+    let site = match (req.site.as_deref(), names.as_slice()) {
+        (Some(s), _) if names.contains(&s) => s.to_owned(),
+        (Some(s), _) => {
+            return Err(ApiError::not_found(format!(
+                "site {s:?} not found (sites: {names:?}); apply the Site first"
+            )));
+        }
+        (None, [one]) => (*one).to_owned(),
+        (None, []) => {
+            return Err(ApiError::not_found(
+                "this control plane has no Site; apply one first (kind: Site), then ask for its router's token",
+            ));
+        }
+        (None, many) => {
+            return Err(ApiError::bad_request(format!(
+                "this control plane holds several Sites ({many:?}); name one with --site"
+            )));
+        }
+    };
+    let (token, claims) = st.tokens.issue_router(&site, valid_for);
+    record_issued(st.resources.store().as_ref(), &claims).await?;
+    Ok(Json(json!({
+        "token": token,
+        "id": claims.jti,
+        "site": claims.site,
+        "nodeId": claims.node_id(),
+        "expiresAt": humantime::format_rfc3339_seconds(claims.expires_at()).to_string(),
+    })))
+}
+
+/// Parses `validFor` (default 24h), between 1 s and [`MAX_VALID_FOR`].
+fn valid_for(given: Option<&str>) -> Result<Duration, ApiError> {
+    let valid_for = match given {
+        None => Duration::from_secs(24 * 3600),
+        Some(s) => humantime::parse_duration(s)
+            .map_err(|e| ApiError::bad_request(format!("validFor {s:?}: {e} (e.g. 24h)")))?,
+    };
+    if valid_for.is_zero() || valid_for > MAX_VALID_FOR {
+        return Err(ApiError::bad_request(
+            "validFor must be between 1s and 365d",
+        ));
+    }
+    Ok(valid_for)
+}
+
 /// The URI SAN of an xDS client certificate bound to one dataplane. It is
 /// issued by the cp-tls CA, never by a mesh CA, so it cannot pass for a
 /// workload identity.
@@ -141,8 +196,10 @@ async fn record_issued(
     claims: &meshlink_identity::TokenClaims,
 ) -> Result<(), ApiError> {
     let body = json!({
+        "kind": claims.kind,
         "mesh": claims.mesh,
         "name": claims.name,
+        "site": claims.site,
         "issuedAt": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         "expiresAt": humantime::format_rfc3339_seconds(claims.expires_at()).to_string(),
     });

@@ -97,8 +97,22 @@ impl TokenService {
         (self.key.issue(&claims), claims)
     }
 
-    /// Verifies signature, kind and validity window, then revocation
-    /// (from the cache; no store read).
+    /// Issues the router token of `site`.
+    pub fn issue_router(&self, site: &str, valid_for: Duration) -> (String, TokenClaims) {
+        let claims = TokenClaims::router(site, valid_for, SystemTime::now());
+        (self.key.issue(&claims), claims)
+    }
+
+    /// Like [`TokenService::verify`], for dataplane and router tokens (the
+    /// ADS port serves both; the claims say which).
+    pub fn verify_proxy(&self, token: &str) -> Result<TokenClaims, TokenServiceError> {
+        Ok(self
+            .verifier
+            .verify_proxy(token, SystemTime::now(), |jti| self.is_revoked(jti))?)
+    }
+
+    /// Verifies signature, kind (dataplane) and validity window, then
+    /// revocation (from the cache; no store read).
     pub fn verify(&self, token: &str) -> Result<TokenClaims, TokenServiceError> {
         Ok(self
             .verifier

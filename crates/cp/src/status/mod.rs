@@ -22,7 +22,7 @@
 
 mod metrics;
 mod model;
-mod writer;
+pub(crate) mod writer;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -245,6 +245,8 @@ impl State {
     fn on_event(&mut self, ev: Event) {
         let now = SystemTime::now();
         match ev {
+            // Routers are no Dataplanes; their status comes from RouterStatus.
+            Event::Stream(v) if v.key.is_router() => {}
             Event::Stream(v) => {
                 let backend = self.meshes.get(&v.key.mesh).and_then(|m| m.backend.clone());
                 let p = self.proxies.entry(v.key.clone()).or_default();

@@ -155,6 +155,8 @@ pub(crate) struct Shared {
     pub(crate) instance: String,
     /// Stream admission; `None` admits every stream.
     pub(crate) admission: Option<Admission>,
+    /// The router reconciler; `None`: router streams get no configuration.
+    pub(crate) routers: Option<crate::router::RouterHub>,
     /// Token id → open streams.
     pub(crate) revocations: revocation::Revocations,
     /// Cancelled by [`AdsServer::drain`].
@@ -163,6 +165,38 @@ pub(crate) struct Shared {
     pub(crate) streams: TaskTracker,
     /// Stream ids for token bindings (owner ids come later, at registration).
     pub(crate) next_stream: std::sync::atomic::AtomicU64,
+}
+
+// === impl Shared ===
+
+impl Shared {
+    /// Tells the reconciler of `key` (the router hub for a router, the hub
+    /// otherwise) that its owner's stream is serving.
+    pub(crate) fn connected(
+        &self,
+        key: ProxyKey,
+        owner: crate::owner::OwnerId,
+        client: crate::translate::ClientKind,
+    ) {
+        if key.is_router() {
+            if let Some(routers) = &self.routers {
+                routers.connected(key, owner);
+            }
+        } else {
+            self.hub.connected(key, owner, client);
+        }
+    }
+
+    /// Tells the reconciler of `key` that its owner's stream ended.
+    pub(crate) fn disconnected(&self, key: ProxyKey, owner: crate::owner::OwnerId) {
+        if key.is_router() {
+            if let Some(routers) = &self.routers {
+                routers.disconnected(key, owner);
+            }
+        } else {
+            self.hub.disconnected(key, owner);
+        }
+    }
 }
 
 /// The ADS service. Cheap to clone.
@@ -194,6 +228,8 @@ pub struct AdsParts {
 pub struct AdsOptions {
     /// Admit new streams through this token bucket; `None` admits all.
     pub admission: Option<AdmissionConfig>,
+    /// Serve site routers (router-token streams) from this reconciler.
+    pub routers: Option<crate::router::RouterHub>,
 }
 
 // === impl AdsServer ===
@@ -225,6 +261,7 @@ impl AdsServer {
                 clock,
                 instance,
                 admission: options.admission.map(Admission::new),
+                routers: options.routers,
                 revocations: revocation::Revocations::default(),
                 draining: CancellationToken::new(),
                 streams: TaskTracker::new(),

@@ -265,7 +265,7 @@ async fn finish<E: Engine>(
     if let Some(lease) = lease {
         let id = lease.id();
         shared.inspector.closed(key, id, reason);
-        shared.hub.disconnected(key.clone(), id);
+        shared.disconnected(key.clone(), id);
         if lease.release() {
             shared.metrics.certificate(key, None);
         }
@@ -300,7 +300,7 @@ where
     if let Some(state) = &current {
         report_certificate(shared, &key, id, state);
     }
-    shared.hub.connected(key.clone(), id, client);
+    shared.connected(key.clone(), id, client);
     let mut pending = Some(first);
     loop {
         let responses = if let Some(req) = pending.take() {
@@ -420,29 +420,63 @@ fn report_certificate(shared: &Shared, key: &ProxyKey, id: OwnerId, state: &Prox
 /// become node.id).
 fn first_request(credential: &Credential, node: Option<&Node>) -> Result<ClientKind, End> {
     let key = &credential.key;
-    let expected = format!("{}.{}", key.mesh, key.name);
+    let expected = key.node_id();
+    let form = if key.is_router() {
+        "\"site.<site name>\""
+    } else {
+        "\"<mesh>.<dataplane name>\""
+    };
     let node = node.ok_or_else(|| {
         End::Fail(
             "invalid_request",
             Status::invalid_argument(format!(
-                "the first request must carry node.id; set it to {expected:?} (\"<mesh>.<dataplane name>\")"
+                "the first request must carry node.id; set it to {expected:?} ({form})"
             )),
         )
     })?;
     if node.id != expected {
         return Err(End::Fail(
             "node_id_mismatch",
-            Status::permission_denied(format!(
-                "node.id {:?} does not match {} dataplane {expected} \
-                 (meshlink-proxy: check --name/--mesh; other clients: set node.id to \"<mesh>.<dataplane name>\" \
-                 of the dataplane the credential was issued for)",
-                node.id,
-                credential.noun(),
-            )),
+            node_id_mismatch(credential, &node.id),
         ));
     }
     ClientKind::from_node_metadata(node.metadata.as_ref())
         .map_err(|e| End::Fail("invalid_request", Status::invalid_argument(e.to_string())))
+}
+
+/// Why `node_id` is refused for `credential`: a router token on a
+/// dataplane's stream and a dataplane token on a router's stream each get
+/// their own message, naming the token to use.
+fn node_id_mismatch(credential: &Credential, node_id: &str) -> Status {
+    let key = &credential.key;
+    let expected = key.node_id();
+    let names_router = node_id.starts_with("site.");
+    if key.is_router() && !names_router {
+        return Status::permission_denied(format!(
+            "node.id {node_id:?} names a dataplane, but the token is the router token of site {} \
+             (node.id {expected:?}); a dataplane authenticates with `meshlink token dataplane`",
+            key.name
+        ));
+    }
+    if !key.is_router() && names_router {
+        return Status::permission_denied(format!(
+            "node.id {node_id:?} names a site's router, but {} credential is for dataplane {expected}; \
+             a router authenticates with `meshlink token router`",
+            credential.noun()
+        ));
+    }
+    if key.is_router() {
+        return Status::permission_denied(format!(
+            "node.id {node_id:?} does not match the router token of site {} (set node.id to {expected:?})",
+            key.name
+        ));
+    }
+    Status::permission_denied(format!(
+        "node.id {node_id:?} does not match {} dataplane {expected} \
+         (meshlink-proxy: check --name/--mesh; other clients: set node.id to \"<mesh>.<dataplane name>\" \
+         of the dataplane the credential was issued for)",
+        credential.noun(),
+    ))
 }
 
 /// The owner's renewal timer: when the published identity reaches its

@@ -16,7 +16,8 @@ use tonic::Status;
 
 use super::subscription::Subscription;
 use crate::translate::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, Resources, SECRET_TYPE, TYPE_ORDER,
+    CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, ROUTE_TYPE,
+    ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE, TYPE_ORDER,
     Versioned,
 };
 
@@ -43,14 +44,29 @@ pub fn short_type(type_url: &str) -> &'static str {
         CLUSTER_TYPE => "Cluster",
         ENDPOINT_TYPE => "ClusterLoadAssignment",
         SECRET_TYPE => "Secret",
+        SITE_TYPE => "meshlink.Site",
+        ROUTER_ACCESS_TYPE => "meshlink.RouterAccess",
+        LINK_TYPE => "meshlink.Link",
+        ROUTER_LISTENER_TYPE => "meshlink.Listener",
+        CONNECTOR_TYPE => "meshlink.Connector",
         _ => "unknown",
     }
 }
 
 /// Whether a SotW response of this type must list every resource the
-/// client wants (absence means "deleted"): Listener and Cluster.
+/// client wants (absence means "deleted"): Listener, Cluster and every
+/// router type.
 pub(crate) fn is_full_state(type_url: &str) -> bool {
-    type_url == LISTENER_TYPE || type_url == CLUSTER_TYPE
+    matches!(
+        type_url,
+        LISTENER_TYPE
+            | CLUSTER_TYPE
+            | SITE_TYPE
+            | ROUTER_ACCESS_TYPE
+            | LINK_TYPE
+            | ROUTER_LISTENER_TYPE
+            | CONNECTOR_TYPE
+    )
 }
 
 /// A NACK as the stream saw it.

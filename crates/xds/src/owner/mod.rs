@@ -61,7 +61,9 @@ pub use registry::OwnerRegistry;
 
 use std::fmt;
 
-/// Identifies one proxy across reconnects: its mesh and its name.
+/// Identifies one proxy across reconnects: its mesh and its name. A site's
+/// router has an empty mesh (no mesh name is empty) and the site's name
+/// ([`ProxyKey::router`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProxyKey {
     /// The mesh the proxy belongs to.
@@ -82,9 +84,35 @@ impl ProxyKey {
     }
 }
 
+impl ProxyKey {
+    /// The key of the router of `site`.
+    pub fn router(site: impl Into<String>) -> Self {
+        Self::new("", site)
+    }
+
+    /// Whether this is a site's router (its `name` is the site's name).
+    pub fn is_router(&self) -> bool {
+        self.mesh.is_empty()
+    }
+
+    /// The xDS `node.id` the proxy must send: `<mesh>.<name>` for a
+    /// dataplane, `site.<site>` for a router.
+    pub fn node_id(&self) -> String {
+        if self.is_router() {
+            format!("site.{}", self.name)
+        } else {
+            format!("{}.{}", self.mesh, self.name)
+        }
+    }
+}
+
 impl fmt::Display for ProxyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.mesh, self.name)
+        if self.is_router() {
+            write!(f, "router of site {}", self.name)
+        } else {
+            write!(f, "{}/{}", self.mesh, self.name)
+        }
     }
 }
 

@@ -27,7 +27,8 @@ use envoy_types::pb::google::protobuf::{Struct, value::Kind as ValueKind};
 pub use memo::Memo;
 pub use rbac::uses_subset_sources;
 pub use snapshot::{
-    CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, Resources, SECRET_TYPE, Snapshot,
+    CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, ROUTE_TYPE,
+    ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE, Snapshot,
     TYPE_ORDER, Versioned,
 };
 pub use view::{MeshView, endpoint_contributions};

@@ -24,15 +24,32 @@ pub const ENDPOINT_TYPE: &str =
 pub const SECRET_TYPE: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
+/// Type URL of `meshlink.v1.Site` (a router's site identity).
+pub const SITE_TYPE: &str = "type.googleapis.com/meshlink.v1.Site";
+/// Type URL of `meshlink.v1.RouterAccess` (ports a router accepts links on).
+pub const ROUTER_ACCESS_TYPE: &str = "type.googleapis.com/meshlink.v1.RouterAccess";
+/// Type URL of `meshlink.v1.Link` (a link a router dials).
+pub const LINK_TYPE: &str = "type.googleapis.com/meshlink.v1.Link";
+/// Type URL of `meshlink.v1.Listener` (a router's routing-key listener).
+pub const ROUTER_LISTENER_TYPE: &str = "type.googleapis.com/meshlink.v1.Listener";
+/// Type URL of `meshlink.v1.Connector` (a router's routing-key targets).
+pub const CONNECTOR_TYPE: &str = "type.googleapis.com/meshlink.v1.Connector";
+
 /// Make-before-break push order: secrets first (I2), then clusters, their
-/// endpoints, the listeners that use them, and their routes. Removals go
-/// last, in reverse.
-pub const TYPE_ORDER: [&str; 5] = [
+/// endpoints, the listeners that use them, and their routes; for routers,
+/// the site, the RouterAccess and Links that name Secrets, then Listeners
+/// and Connectors. Removals go last, in reverse.
+pub const TYPE_ORDER: [&str; 10] = [
     SECRET_TYPE,
     CLUSTER_TYPE,
     ENDPOINT_TYPE,
     LISTENER_TYPE,
     ROUTE_TYPE,
+    SITE_TYPE,
+    ROUTER_ACCESS_TYPE,
+    LINK_TYPE,
+    ROUTER_LISTENER_TYPE,
+    CONNECTOR_TYPE,
 ];
 
 /// Hex digits kept from a SHA-256 content hash.
@@ -207,6 +224,12 @@ mod tests {
         assert_eq!(CLUSTER_TYPE, Cluster::type_url());
         assert_eq!(ENDPOINT_TYPE, ClusterLoadAssignment::type_url());
         assert_eq!(SECRET_TYPE, Secret::type_url());
+        use crate::certify as pb;
+        assert_eq!(SITE_TYPE, pb::Site::type_url());
+        assert_eq!(ROUTER_ACCESS_TYPE, pb::RouterAccess::type_url());
+        assert_eq!(LINK_TYPE, pb::Link::type_url());
+        assert_eq!(ROUTER_LISTENER_TYPE, pb::Listener::type_url());
+        assert_eq!(CONNECTOR_TYPE, pb::Connector::type_url());
     }
 
     #[test]

@@ -158,7 +158,7 @@ impl MeshSource for MemorySource {
     }
 }
 
-struct NoAuth;
+pub struct NoAuth;
 
 #[tonic::async_trait]
 impl Authenticate for NoAuth {

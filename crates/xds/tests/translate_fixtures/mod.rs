@@ -145,6 +145,11 @@ fn decode(type_url: &str, bytes: &[u8]) -> String {
         .or_else(|| debug_of::<TcpProxy>(type_url, bytes))
         .or_else(|| debug_of::<HttpConnectionManager>(type_url, bytes))
         .or_else(|| debug_of::<Router>(type_url, bytes))
+        .or_else(|| debug_of::<meshlink_xds::certify::Site>(type_url, bytes))
+        .or_else(|| debug_of::<meshlink_xds::certify::RouterAccess>(type_url, bytes))
+        .or_else(|| debug_of::<meshlink_xds::certify::Link>(type_url, bytes))
+        .or_else(|| debug_of::<meshlink_xds::certify::Listener>(type_url, bytes))
+        .or_else(|| debug_of::<meshlink_xds::certify::Connector>(type_url, bytes))
         .unwrap_or_else(|| panic!("the golden renderer does not know {type_url}; add it"))
 }
 

@@ -1,0 +1,9 @@
+//! The control plane's side of site routers: the store-backed
+//! [`SiteSource`](meshlink_xds::router::SiteSource) their configuration is
+//! translated from, the `RouterStatus` RPC they report on, and the task
+//! that writes their reports into Link, Site, Listener and Connector
+//! status.
+
+pub(crate) mod rpc;
+pub(crate) mod source;
+pub(crate) mod status;

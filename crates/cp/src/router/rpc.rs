@@ -1,0 +1,112 @@
+//! The `meshlink.v1.RouterStatus/Report` RPC on the xDS port: a router
+//! streams its link states and network view, authenticated with its router
+//! token. Each report goes to the router status task; when the stream ends
+//! (closed, broken, or the control plane shutting down) the task is told,
+//! so nothing the stream reported stays in status.
+//!
+//! It must never accept a dataplane token, nor a report for another site
+//! than the token's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use meshlink_runtime::Shutdown;
+use meshlink_xds::certify::router_status_server::RouterStatus;
+use meshlink_xds::certify::{RouterReport, RouterReportSummary};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::status::{Event, RouterStatusHandle};
+use crate::identity::certify::{bearer_from, token_status};
+use crate::identity::tokens::TokenService;
+
+/// Serves RouterStatus.
+pub(crate) struct RouterStatusService {
+    pub(crate) tokens: Arc<TokenService>,
+    pub(crate) status: RouterStatusHandle,
+    pub(crate) shutdown: Shutdown,
+    pub(crate) next_stream: AtomicU64,
+}
+
+/// Tells the status task that a stream ended, however it ends (the future
+/// is dropped when the client goes away).
+struct Ended {
+    status: RouterStatusHandle,
+    stream: u64,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.status.send(Event::Ended {
+            stream: self.stream,
+        });
+    }
+}
+
+impl RouterStatusService {
+    /// The site of the caller's router token, or why the call is refused.
+    fn site_of(&self, metadata: &tonic::metadata::MetadataMap) -> Result<String, Status> {
+        let token = bearer_from(metadata).map_err(|_| {
+            Status::unauthenticated(
+                "RouterStatus needs the site's router token: send gRPC metadata \
+                 'authorization: Bearer <token>' with a token from `meshlink token router`",
+            )
+        })?;
+        let claims = self.tokens.verify_proxy(token).map_err(token_status)?;
+        if !claims.is_router() {
+            return Err(Status::permission_denied(format!(
+                "RouterStatus takes a router token (`meshlink token router`), but this is the \
+                 token of {}",
+                claims.subject()
+            )));
+        }
+        Ok(claims.site)
+    }
+}
+
+#[tonic::async_trait]
+impl RouterStatus for RouterStatusService {
+    async fn report(
+        &self,
+        request: Request<Streaming<RouterReport>>,
+    ) -> Result<Response<RouterReportSummary>, Status> {
+        let site = self.site_of(request.metadata())?;
+        let stream = self.next_stream.fetch_add(1, Ordering::Relaxed) + 1;
+        let _ended = Ended {
+            status: self.status.clone(),
+            stream,
+        };
+        let mut inbound = request.into_inner();
+        let mut reports = 0u64;
+        loop {
+            let next = tokio::select! {
+                () = self.shutdown.wait() => {
+                    return Err(Status::unavailable("control plane shutting down; reconnect"));
+                }
+                next = inbound.message() => next,
+            };
+            match next {
+                Ok(Some(report)) => {
+                    if !report.site.is_empty() && report.site != site {
+                        return Err(Status::invalid_argument(format!(
+                            "report.site {:?} is not the token's site {site:?}; the router \
+                             reports for the site its token names",
+                            report.site
+                        )));
+                    }
+                    reports += 1;
+                    self.status.send(Event::Report {
+                        stream,
+                        site: site.clone(),
+                        report,
+                    });
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    tracing::debug!(%status, site, "router status stream broke");
+                    break;
+                }
+            }
+        }
+        Ok(Response::new(RouterReportSummary { reports }))
+    }
+}

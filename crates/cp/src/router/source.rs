@@ -1,0 +1,115 @@
+//! The router reconciler's view of the store ([`SiteSource`] for
+//! meshlink-cp), and how a stored `Secret` becomes [`TlsMaterial`].
+//!
+//! Secrets are read from their stored JSON (`data` base64, or `stringData`
+//! as text, at the top level or under `spec`), so this module depends only
+//! on the Secret's Kubernetes shape, not on the API crate's type for it.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use meshlink_api::Kind;
+use meshlink_store::{ListQuery, Object};
+use meshlink_xds::hub::SourceError;
+use meshlink_xds::router::{SiteSource, SiteView, TlsMaterial};
+use serde_json::Value;
+
+use crate::resources::ResourceService;
+
+/// The store kind of Secrets.
+pub(crate) const SECRET_KIND: &str = "Secret";
+
+/// Reads a site's router resources from the store.
+pub(crate) struct StoreSiteSource {
+    pub(crate) resources: ResourceService,
+}
+
+#[tonic::async_trait]
+impl SiteSource for StoreSiteSource {
+    async fn load(&self) -> Result<SiteView, SourceError> {
+        let err = |e: crate::resources::ResourceError| SourceError(e.to_string());
+        let mut view = SiteView::default();
+        for kind in [
+            Kind::Site,
+            Kind::RouterAccess,
+            Kind::Link,
+            Kind::Listener,
+            Kind::Connector,
+            Kind::Dataplane,
+        ] {
+            for r in self.resources.list(kind, None, None).await.map_err(err)? {
+                view.upsert(r);
+            }
+        }
+        let secrets = self
+            .resources
+            .store()
+            .list(&ListQuery {
+                kind: SECRET_KIND.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| SourceError(e.to_string()))?;
+        for obj in secrets {
+            let Object {
+                key,
+                body,
+                revision,
+                ..
+            } = obj;
+            view.upsert_secret(key.name, tls_material(&body), revision);
+        }
+        Ok(view)
+    }
+}
+
+/// The TLS material of a stored Secret: `tls.crt`, `tls.key` and `ca.crt`
+/// from `data` (base64) or `stringData` (text); missing entries are empty
+/// (the translator names them). A redacted or undecodable value counts as
+/// missing.
+pub(crate) fn tls_material(body: &Value) -> TlsMaterial {
+    let field = |name: &str| -> String {
+        let scopes = [body, &body["spec"]];
+        for scope in scopes {
+            if let Some(s) = scope["stringData"][name].as_str() {
+                return s.to_owned();
+            }
+            if let Some(s) = scope["data"][name].as_str() {
+                if s.contains("-----BEGIN") {
+                    return s.to_owned();
+                }
+                let compact: String = s.split_whitespace().collect();
+                if let Ok(bytes) = STANDARD.decode(compact)
+                    && let Ok(text) = String::from_utf8(bytes)
+                {
+                    return text;
+                }
+            }
+        }
+        String::new()
+    };
+    TlsMaterial {
+        cert_chain_pem: field("tls.crt"),
+        private_key_pem: field("tls.key"),
+        ca_pem: field("ca.crt"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_base64_data_and_string_data_at_either_level() {
+        let b64 = STANDARD.encode("-----BEGIN CERTIFICATE-----\nx\n");
+        let top = json!({"type": "kubernetes.io/tls", "data": {"tls.crt": b64, "tls.key": STANDARD.encode("k")},
+            "stringData": {"ca.crt": "ca"}});
+        let m = tls_material(&top);
+        assert!(m.cert_chain_pem.starts_with("-----BEGIN CERTIFICATE"));
+        assert_eq!((m.private_key_pem.as_str(), m.ca_pem.as_str()), ("k", "ca"));
+        let nested = json!({"spec": {"data": {"ca.crt": STANDARD.encode("root")}}});
+        let m = tls_material(&nested);
+        assert_eq!(m.ca_pem, "root");
+        assert!(m.cert_chain_pem.is_empty() && m.private_key_pem.is_empty());
+    }
+}

@@ -1,0 +1,445 @@
+//! The one task that writes what a site's router reports: Link status
+//! (`remoteSiteId`, `remoteSiteName`, Operational, Ready, Configured), Site
+//! status (`siteId`, `network`, `sitesInNetwork`, Running, Ready), Listener
+//! `hasMatchingConnector`/`matchingConnectorCount` and Connector
+//! `hasMatchingListener`/`matchingListenerCount`/`selectedPods`.
+//!
+//! Inputs: reports from the RouterStatus RPC (the newest stream wins; a
+//! stream's end is compare-and-delete on its id, so an old stream's end
+//! never clears a newer one's report), and the router reconciler's
+//! configuration (what is withheld, what selectors picked; it changes with
+//! every relevant store change). Writes are coalesced ([`COALESCE`]) and
+//! merged (read, change only these fields and conditions, CAS), so a
+//! router's end or a removal shows in status well within 2 s, and nothing
+//! is written when nothing changed.
+//!
+//! It must never write a spec, nor a condition it does not own.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use meshlink_api::spec::{
+    ConnectorStatus, LinkStatus, ListenerStatus, NetworkLink, NetworkService, NetworkSite, Spec,
+    StatusDetails,
+};
+use meshlink_api::{Condition, ConditionStatus, Kind, Resource};
+use meshlink_runtime::Shutdown;
+use meshlink_xds::certify::RouterReport;
+use meshlink_xds::router::RouterConfig;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::resources::ResourceService;
+use crate::status::writer::merge;
+
+/// How long changes gather before one flush writes them.
+pub(crate) const COALESCE: Duration = Duration::from_millis(200);
+
+/// How long a failed flush waits before it is retried.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// What the RouterStatus RPC tells the task.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// Stream `stream` (of the router of `site`) sent `report`.
+    Report {
+        stream: u64,
+        site: String,
+        report: RouterReport,
+    },
+    /// Stream `stream` ended.
+    Ended { stream: u64 },
+}
+
+/// Sends events to the task. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct RouterStatusHandle {
+    tx: mpsc::UnboundedSender<Event>,
+}
+
+impl RouterStatusHandle {
+    pub(crate) fn send(&self, ev: Event) {
+        let _ = self.tx.send(ev);
+    }
+}
+
+/// The handle and the task's inbox.
+pub(crate) fn channel() -> (RouterStatusHandle, mpsc::UnboundedReceiver<Event>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (RouterStatusHandle { tx }, rx)
+}
+
+/// The latest report of the current stream.
+struct Current {
+    stream: u64,
+    site: String,
+    report: RouterReport,
+}
+
+/// Runs until shutdown.
+pub(crate) async fn run(
+    resources: ResourceService,
+    mut config: watch::Receiver<Arc<RouterConfig>>,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+    shutdown: Shutdown,
+) {
+    let mut current: Option<Current> = None;
+    // Flush once at start: statuses left by a previous run are stale.
+    let mut due: Option<Instant> = Some(Instant::now());
+    loop {
+        tokio::select! {
+            () = shutdown.wait() => return,
+            ev = rx.recv() => match ev {
+                None => return,
+                Some(Event::Report { stream, site, report }) => {
+                    current = Some(Current { stream, site, report });
+                    due.get_or_insert(Instant::now() + COALESCE);
+                }
+                Some(Event::Ended { stream }) => {
+                    if current.as_ref().is_some_and(|c| c.stream == stream) {
+                        current = None;
+                        due.get_or_insert(Instant::now() + COALESCE);
+                    }
+                }
+            },
+            changed = config.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                due.get_or_insert(Instant::now() + COALESCE);
+            }
+            () = sleep_until(due) => {
+                let cfg = config.borrow().clone();
+                match flush(&resources, &cfg, current.as_ref()).await {
+                    Ok(()) => due = None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot write router status; retrying");
+                        due = Some(Instant::now() + RETRY);
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Computes and writes every status this task owns.
+async fn flush(
+    resources: &ResourceService,
+    config: &RouterConfig,
+    current: Option<&Current>,
+) -> Result<(), crate::status::StatusError> {
+    let sites = resources.list(Kind::Site, None, None).await?;
+    let links = resources.list(Kind::Link, None, None).await?;
+    let listeners = resources.list(Kind::Listener, None, None).await?;
+    let connectors = resources.list(Kind::Connector, None, None).await?;
+    let site = sites
+        .iter()
+        .find(|s| config.site.as_deref() == Some(s.name()))
+        .or(sites.first());
+    // A report counts only if it is from this site's router.
+    let report = current
+        .filter(|c| site.is_some_and(|s| s.name() == c.site))
+        .map(|c| &c.report);
+    let local = local_services(&listeners, &connectors);
+    if let Some(site) = site {
+        let network = network(site, report, &links, &local);
+        let running = report.is_some();
+        merge(resources, Kind::Site, None, site.name(), |r| {
+            site_status(r, &network, running);
+        })
+        .await?;
+    }
+    let states: BTreeMap<&str, _> = report
+        .map(|r| r.links.iter().map(|l| (l.name.as_str(), l)).collect())
+        .unwrap_or_default();
+    for link in &links {
+        let state = states.get(link.name()).copied();
+        let withheld = config
+            .withheld
+            .iter()
+            .find(|w| w.kind == "Link" && w.name == link.name())
+            .map(|w| w.reason.clone());
+        merge(resources, Kind::Link, None, link.name(), |r| {
+            link_status(r, state, withheld.as_deref());
+        })
+        .await?;
+    }
+    // Routing keys across the network: (connectors, listeners) elsewhere.
+    let own = site.map(|s| s.name().to_owned()).unwrap_or_default();
+    let mut remote: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    for s in report.map(|r| r.network.as_slice()).unwrap_or_default() {
+        if s.name == own {
+            continue;
+        }
+        for svc in &s.services {
+            let e = remote.entry(svc.routing_key.clone()).or_default();
+            e.0 += svc.connectors.len() as u32;
+            e.1 += svc.listeners.len() as u32;
+        }
+    }
+    let count = |key: &str, connectors: bool| -> u32 {
+        let (c, l) = remote.get(key).copied().unwrap_or_default();
+        let here = local
+            .get(key)
+            .map_or(0, |(cs, ls)| if connectors { cs.len() } else { ls.len() })
+            as u32;
+        here + if connectors { c } else { l }
+    };
+    for l in &listeners {
+        let Spec::Listener(spec) = &l.spec else {
+            continue;
+        };
+        let n = count(&spec.routing_key, true);
+        merge(resources, Kind::Listener, None, l.name(), |r| {
+            r.status.details = StatusDetails::Listener(ListenerStatus {
+                has_matching_connector: Some(n > 0),
+                matching_connector_count: Some(n),
+            });
+            r.set_condition(matched_condition(n, "Connector"));
+        })
+        .await?;
+    }
+    for c in &connectors {
+        let Spec::Connector(spec) = &c.spec else {
+            continue;
+        };
+        let n = count(&spec.routing_key, false);
+        let selected = config.selected.get(c.name()).cloned().unwrap_or_default();
+        merge(resources, Kind::Connector, None, c.name(), |r| {
+            r.status.details = StatusDetails::Connector(ConnectorStatus {
+                has_matching_listener: Some(n > 0),
+                matching_listener_count: Some(n),
+                selected_pods: selected.clone(),
+            });
+            r.set_condition(matched_condition(n, "Listener"));
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Routing key → (Connector names, Listener names) of this site.
+type Local = BTreeMap<String, (Vec<String>, Vec<String>)>;
+
+fn local_services(listeners: &[Resource], connectors: &[Resource]) -> Local {
+    let mut out = Local::new();
+    for c in connectors {
+        if let Spec::Connector(s) = &c.spec {
+            out.entry(s.routing_key.clone())
+                .or_default()
+                .0
+                .push(c.name().to_owned());
+        }
+    }
+    for l in listeners {
+        if let Spec::Listener(s) = &l.spec {
+            out.entry(s.routing_key.clone())
+                .or_default()
+                .1
+                .push(l.name().to_owned());
+        }
+    }
+    out
+}
+
+/// `network`: the router's view when it reports, else this site alone
+/// (its links down, its own services).
+fn network(
+    site: &Resource,
+    report: Option<&RouterReport>,
+    links: &[Resource],
+    local: &Local,
+) -> Vec<NetworkSite> {
+    let site_id = site
+        .status
+        .details
+        .as_site()
+        .and_then(|s| s.site_id.clone());
+    if let Some(report) = report {
+        let mut out: Vec<NetworkSite> = report
+            .network
+            .iter()
+            .map(|s| NetworkSite {
+                name: s.name.clone(),
+                id: non_empty(&s.id),
+                namespace: non_empty(&s.namespace),
+                platform: non_empty(&s.platform),
+                version: non_empty(&s.version),
+                links: s
+                    .links
+                    .iter()
+                    .map(|l| NetworkLink {
+                        name: l.name.clone(),
+                        remote_site_name: non_empty(&l.remote_site_name),
+                        remote_site_id: non_empty(&l.remote_site_id),
+                        operational: Some(l.operational),
+                    })
+                    .collect(),
+                services: s
+                    .services
+                    .iter()
+                    .map(|v| NetworkService {
+                        routing_key: v.routing_key.clone(),
+                        connectors: v.connectors.clone(),
+                        listeners: v.listeners.clone(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        if !out.is_empty() {
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            return out;
+        }
+    }
+    vec![NetworkSite {
+        name: site.name().to_owned(),
+        id: site_id,
+        namespace: None,
+        platform: Some("meshlink".into()),
+        version: None,
+        links: links
+            .iter()
+            .map(|l| NetworkLink {
+                name: l.name().to_owned(),
+                remote_site_name: None,
+                remote_site_id: None,
+                operational: Some(false),
+            })
+            .collect(),
+        services: local
+            .iter()
+            .map(|(k, (c, l))| NetworkService {
+                routing_key: k.clone(),
+                connectors: c.clone(),
+                listeners: l.clone(),
+            })
+            .collect(),
+    }]
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// A new site id: 128 random bits in UUID form.
+fn new_site_id() -> String {
+    let b = rand::random::<u128>().to_be_bytes();
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+fn site_status(r: &mut Resource, network: &[NetworkSite], running: bool) {
+    let mut details = r.status.details.as_site().cloned().unwrap_or_default();
+    if details.site_id.is_none() {
+        details.site_id = Some(new_site_id());
+    }
+    let mut network = network.to_vec();
+    for s in &mut network {
+        if s.name == r.name() && s.id.is_none() {
+            s.id = details.site_id.clone();
+        }
+    }
+    details.sites_in_network = Some(network.len() as u32);
+    details.network = network;
+    r.status.details = StatusDetails::Site(details);
+    let (status, reason, message) = if running {
+        (
+            ConditionStatus::True,
+            "RouterReporting",
+            "the site's router is connected and reporting".to_owned(),
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            "RouterNotConnected",
+            "the site's router is not reporting to this control plane; start it with \
+             `meshlink-proxy run --mode router` and a token from `meshlink token router`"
+                .to_owned(),
+        )
+    };
+    r.set_condition(Condition::now("Running", status, reason, message.clone()));
+    r.set_condition(Condition::now("Ready", status, reason, message));
+}
+
+fn link_status(
+    r: &mut Resource,
+    state: Option<&meshlink_xds::certify::LinkState>,
+    withheld: Option<&str>,
+) {
+    let up = state.filter(|s| s.operational);
+    r.status.details = StatusDetails::Link(LinkStatus {
+        remote_site_id: up.and_then(|s| non_empty(&s.remote_site_id)),
+        remote_site_name: up.and_then(|s| non_empty(&s.remote_site_name)),
+    });
+    let configured = match withheld {
+        Some(why) => Condition::now(
+            "Configured",
+            ConditionStatus::False,
+            "CredentialsMissing",
+            why,
+        ),
+        None => Condition::now(
+            "Configured",
+            ConditionStatus::True,
+            "Sent",
+            "sent to the site's router",
+        ),
+    };
+    r.set_condition(configured);
+    let (status, reason, message) = match up {
+        Some(s) => (
+            ConditionStatus::True,
+            "Operational",
+            format!("OK (remote site {})", s.remote_site_name),
+        ),
+        None => (
+            ConditionStatus::False,
+            "NotOperational",
+            "Not operational".to_owned(),
+        ),
+    };
+    r.set_condition(Condition::now(
+        "Operational",
+        status,
+        reason,
+        message.clone(),
+    ));
+    let ready_message = match (up, withheld) {
+        (None, Some(why)) => why.to_owned(),
+        _ => message,
+    };
+    r.set_condition(Condition::now("Ready", status, reason, ready_message));
+}
+
+fn matched_condition(n: u32, other: &str) -> Condition {
+    if n > 0 {
+        Condition::now(
+            "Matched",
+            ConditionStatus::True,
+            "Matched",
+            format!("{n} {other}(s) in the network use this routing key"),
+        )
+    } else {
+        Condition::now(
+            "Matched",
+            ConditionStatus::False,
+            "NoMatch",
+            format!("no {other} in the network uses this routing key yet"),
+        )
+    }
+}

@@ -1,0 +1,207 @@
+//! The router translator's input: everything of one site that a router's
+//! configuration depends on, as plain data.
+//!
+//! Owns [`SiteView`] and how one changed object patches it (newer revisions
+//! win, so a listing and the change feed can interleave in any order). It
+//! must never do I/O: the control plane's source fills it.
+
+use std::collections::BTreeMap;
+
+use meshlink_api::{Kind, Resource};
+
+use crate::hub::Update;
+
+/// The TLS material of one `kubernetes.io/tls` Secret, PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TlsMaterial {
+    /// `tls.crt`: the certificate chain, leaf first (may be empty).
+    pub cert_chain_pem: String,
+    /// `tls.key`: the private key (may be empty).
+    pub private_key_pem: String,
+    /// `ca.crt`: the CA that verifies the peer (may be empty).
+    pub ca_pem: String,
+}
+
+impl std::fmt::Debug for TlsMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsMaterial")
+            .field("cert_chain_pem", &self.cert_chain_pem.len())
+            .field("private_key_pem", &"<redacted>")
+            .field("ca_pem", &self.ca_pem.len())
+            .finish()
+    }
+}
+
+/// One changed object of a site, as the change feed carries it.
+#[derive(Debug, Clone)]
+pub enum SiteChange {
+    /// A Site, RouterAccess, Link, Listener, Connector or Dataplane.
+    Resource(Box<Update>),
+    /// A Secret was created or updated (`Some`) or deleted (`None`), at
+    /// store revision `revision`.
+    Secret {
+        /// The Secret's name.
+        name: String,
+        /// Its TLS material; `None` when deleted.
+        material: Option<TlsMaterial>,
+        /// The store revision of the change.
+        revision: u64,
+    },
+}
+
+/// Everything the router of one site is configured from. Maps are keyed by
+/// name (Dataplanes by `(mesh, name)`), so iteration order is fixed.
+#[derive(Debug, Clone, Default)]
+pub struct SiteView {
+    /// The Site (one per control plane), if applied.
+    pub site: Option<Resource>,
+    /// RouterAccesses by name.
+    pub router_accesses: BTreeMap<String, Resource>,
+    /// Links by name.
+    pub links: BTreeMap<String, Resource>,
+    /// Listeners by name.
+    pub listeners: BTreeMap<String, Resource>,
+    /// Connectors by name.
+    pub connectors: BTreeMap<String, Resource>,
+    /// Mesh Dataplanes by `(mesh, name)`, for Connector selectors.
+    pub dataplanes: BTreeMap<(String, String), Resource>,
+    /// Secrets by name, with the store revision they were read at.
+    pub secrets: BTreeMap<String, (u64, TlsMaterial)>,
+    /// Revisions of deletions, so an older listing cannot revive an object.
+    tombstones: BTreeMap<(Kind, String, String), u64>,
+}
+
+/// The store revision a resource was read at (0 when unknown).
+pub(crate) fn revision(r: &Resource) -> u64 {
+    r.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether the router's configuration could differ between `a` and `b`.
+fn differs(a: &Resource, b: &Resource) -> bool {
+    a.spec != b.spec || a.status != b.status || a.metadata.labels != b.metadata.labels
+}
+
+/// Upserts or removes `r` under `key`; returns whether the map changed.
+fn patch<K: Ord>(map: &mut BTreeMap<K, Resource>, key: K, r: Resource, deleted: bool) -> bool {
+    let rev = revision(&r);
+    if map.get(&key).is_some_and(|held| revision(held) > rev) {
+        return false;
+    }
+    if deleted {
+        return map.remove(&key).is_some();
+    }
+    let changed = map.get(&key).is_none_or(|held| differs(held, &r));
+    map.insert(key, r);
+    changed
+}
+
+// === impl SiteView ===
+
+impl SiteView {
+    /// Adds or replaces `r` (kinds the router does not use are ignored).
+    pub fn upsert(&mut self, r: Resource) -> bool {
+        self.apply(SiteChange::Resource(Box::new(Update::Upserted(r))))
+    }
+
+    /// Adds or replaces a Secret read at `revision`.
+    pub fn upsert_secret(
+        &mut self,
+        name: impl Into<String>,
+        material: TlsMaterial,
+        revision: u64,
+    ) -> bool {
+        self.apply(SiteChange::Secret {
+            name: name.into(),
+            material: Some(material),
+            revision,
+        })
+    }
+
+    /// Applies one change unless the view holds a newer state of the
+    /// object (or saw it deleted later). Returns whether the view changed.
+    pub fn apply(&mut self, change: SiteChange) -> bool {
+        match change {
+            SiteChange::Secret {
+                name,
+                material,
+                revision,
+            } => {
+                let tomb = (Kind::Site, "secret".to_owned(), name.clone());
+                let held = self.secrets.get(&name).map(|(r, _)| *r);
+                let gone = self.tombstones.get(&tomb).copied();
+                if held.max(gone).is_some_and(|r| r > revision) {
+                    return false;
+                }
+                match material {
+                    Some(m) => {
+                        self.tombstones.remove(&tomb);
+                        let changed = self.secrets.get(&name).is_none_or(|(_, held)| *held != m);
+                        self.secrets.insert(name, (revision, m));
+                        changed
+                    }
+                    None => {
+                        self.tombstones.insert(tomb, revision);
+                        self.secrets.remove(&name).is_some()
+                    }
+                }
+            }
+            SiteChange::Resource(update) => {
+                let (r, deleted) = match *update {
+                    Update::Upserted(r) => (r, false),
+                    Update::Deleted(r) => (r, true),
+                };
+                let kind = r.kind();
+                let mesh = r.metadata.mesh.clone().unwrap_or_default();
+                let name = r.name().to_owned();
+                let rev = revision(&r);
+                let tomb = (kind, mesh.clone(), name.clone());
+                if self.tombstones.get(&tomb).is_some_and(|t| *t > rev) {
+                    return false;
+                }
+                if deleted {
+                    self.tombstones.insert(tomb, rev);
+                } else {
+                    self.tombstones.remove(&tomb);
+                }
+                match kind {
+                    Kind::Site => {
+                        if self.site.as_ref().is_some_and(|held| revision(held) > rev) {
+                            return false;
+                        }
+                        if deleted {
+                            let same = self.site.as_ref().is_some_and(|s| s.name() == name);
+                            same && self.site.take().is_some()
+                        } else {
+                            let changed = self
+                                .site
+                                .as_ref()
+                                .is_none_or(|held| held.name() != r.name() || differs(held, &r));
+                            self.site = Some(r);
+                            changed
+                        }
+                    }
+                    Kind::RouterAccess => patch(&mut self.router_accesses, name, r, deleted),
+                    Kind::Link => patch(&mut self.links, name, r, deleted),
+                    Kind::Listener => patch(&mut self.listeners, name, r, deleted),
+                    Kind::Connector => patch(&mut self.connectors, name, r, deleted),
+                    Kind::Dataplane => patch(&mut self.dataplanes, (mesh, name), r, deleted),
+                    _ => false,
+                }
+            }
+        }
+    }
+
+    /// Whether a change to this Dataplane can change the configuration:
+    /// only when some Connector selects by tags.
+    pub fn selects_dataplanes(&self) -> bool {
+        self.connectors.values().any(|c| {
+            c.spec
+                .as_connector()
+                .is_some_and(|s| s.host.is_none() && s.selector.is_some())
+        })
+    }
+}
