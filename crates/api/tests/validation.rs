@@ -356,7 +356,7 @@ fn multi_site_rules() {
     );
     assert_eq!(
         one("Connector", json!({"routingKey": "k", "port": 1})),
-        "spec: missing field `host`"
+        "spec.host: required unless spec.selector selects mesh Dataplanes (e.g. selector: app=backend)"
     );
 }
 
@@ -400,7 +400,9 @@ fn metadata_and_status_rules() {
     );
     assert_eq!(
         doc("Site", json!({"name": "s"}), json!({"phase": "Ready"})),
-        ["status.phase: unknown field `phase`, expected `siteId` or `network`"]
+        [
+            "status.phase: unknown field `phase`, expected one of `siteId`, `network`, `sitesInNetwork`"
+        ]
     );
     assert_eq!(
         doc("Mesh", json!({"name": "m"}), json!({"phase": "Ready"})),
