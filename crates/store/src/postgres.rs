@@ -305,7 +305,7 @@ impl Store for PostgresStore {
         let mut tx = self.inner.pool.begin().await?;
         // Locks the counter row first: batches and single writes commit
         // their revisions in order (see "Revision order" above).
-        let plan = postgres_batch::run(&mut *tx, writes).await?;
+        let plan = postgres_batch::run(&mut tx, writes).await?;
         if plan.changes.is_empty() {
             tx.rollback().await?;
             return Ok(plan.results);

@@ -267,7 +267,7 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         let mut tx = self.inner.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let plan = sqlite_batch::run(&mut *tx, writes).await?;
+        let plan = sqlite_batch::run(&mut tx, writes).await?;
         tx.commit().await?;
         if !plan.changes.is_empty() {
             self.inner
