@@ -18,7 +18,8 @@
 # now patches its view from the change feed); "cp CPU in the 10 s after
 # setup" shows that it is idle again.
 # RUST_LOG (default warn) sets the cp's log level; its log is checked for
-# errors after each run.
+# errors after each run. After each run the cp's RSS is read again
+# RSS_SETTLE_SECS (default 60; 0 skips it) after the storms.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=("$@")
@@ -81,6 +82,12 @@ run_one() {
     "$BIN/xds-load" "${args[@]}" >"$WORK/out-$1.txt" || status=$?
     head -n -1 "$WORK/out-$1.txt"
     echo "load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+    if kill -0 "$CP_PID" 2>/dev/null && [[ "${RSS_SETTLE_SECS:-60}" -gt 0 ]]; then
+        # RSS once jemalloc's decay (.cargo/config.toml) has had time to
+        # return what the storms freed; compare with "cp RSS all connected".
+        sleep "${RSS_SETTLE_SECS:-60}"
+        echo "cp RSS ${RSS_SETTLE_SECS:-60} s after the storms (no proxy connected): $(rss_kb "$CP_PID") KiB"
+    fi
     [[ -n "$drops" ]] && echo "listen queue overflows during the run (whole machine): $(( $(listen_overflows) - drops ))"
     tail -n 1 "$WORK/out-$1.txt" >>"$WORK/results.jsonl"
     if ! kill -0 "$CP_PID" 2>/dev/null; then

@@ -157,7 +157,8 @@ impl ResourceService {
         &self.store
     }
 
-    fn decode(obj: meshlink_store::Object) -> Result<Resource, ResourceError> {
+    /// A stored object as a resource, its revision as `resourceVersion`.
+    pub(crate) fn decode(obj: meshlink_store::Object) -> Result<Resource, ResourceError> {
         let key = obj.key.to_string();
         let mut r = Resource::from_json_unvalidated(obj.body).map_err(|errs| {
             ResourceError::Store(StoreError::Corrupt {
@@ -173,7 +174,8 @@ impl ResourceService {
         Ok(r)
     }
 
-    fn encode(r: &Resource) -> serde_json::Value {
+    /// A resource as the store keeps it (without `resourceVersion`).
+    pub(crate) fn encode(r: &Resource) -> serde_json::Value {
         let mut r = r.clone();
         r.set_resource_version(None);
         r.to_json()

@@ -15,11 +15,14 @@ use std::collections::BTreeMap;
 
 use futures::stream::BoxStream;
 
+mod batch;
+mod batch_exec;
 mod error;
 mod feed;
 mod schema;
 mod selector;
 
+pub use batch::BatchWrite;
 pub use error::StoreError;
 pub use selector::{LabelSelector, SelectorError};
 
@@ -154,6 +157,23 @@ pub trait Store: Send + Sync + 'static {
 
     /// A short backend name for logs and metrics: `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
+
+    /// Reads several objects at once (a few queries, whatever the count):
+    /// one result per key, in the order of `keys`. Each object is as of its
+    /// last write; the reads are not one snapshot across (kind, mesh) groups.
+    async fn get_many(&self, keys: &[ObjectKey]) -> Result<Vec<Option<Object>>, StoreError>;
+
+    /// Applies several writes in ONE transaction, with one result per item
+    /// in item order. Items are decided in order, each as if written alone;
+    /// a failed precondition (exists, missing, conflict) fails only its own
+    /// item, which then takes no revision. Every applied item gets its own
+    /// revision and change, consecutive and in item order, and all become
+    /// visible at once. A database error fails the whole call and stores
+    /// nothing. See [`BatchWrite`] and the `batch` module for the details.
+    async fn write_batch(
+        &self,
+        writes: &[BatchWrite],
+    ) -> Result<Vec<Result<Object, StoreError>>, StoreError>;
 }
 
 mod postgres;

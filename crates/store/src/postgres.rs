@@ -46,9 +46,10 @@ use futures::stream::BoxStream;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use tokio::task::JoinHandle;
 
+use crate::batch_exec::postgres_batch;
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{Change, ChangeType, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{BatchWrite, Change, ChangeType, ListQuery, Object, ObjectKey, Store, StoreError};
 
 /// The notification channel every write transaction notifies.
 const CHANNEL: &str = "meshlink_changes";
@@ -288,6 +289,37 @@ impl Store for PostgresStore {
 
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    async fn get_many(&self, keys: &[ObjectKey]) -> Result<Vec<Option<Object>>, StoreError> {
+        postgres_batch::get_many(&self.inner.pool, keys).await
+    }
+
+    async fn write_batch(
+        &self,
+        writes: &[BatchWrite],
+    ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.inner.pool.begin().await?;
+        // Locks the counter row first: batches and single writes commit
+        // their revisions in order (see "Revision order" above).
+        let plan = postgres_batch::run(&mut tx, writes).await?;
+        if plan.changes.is_empty() {
+            tx.rollback().await?;
+            return Ok(plan.results);
+        }
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(plan.last_revision.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.inner
+            .wakeups
+            .notify(schema::to_u64(plan.last_revision));
+        Ok(plan.results)
     }
 }
 

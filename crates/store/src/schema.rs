@@ -58,7 +58,7 @@ pub(crate) const CHANGES_SINCE: &str = "SELECT revision, change_type, kind, mesh
      create_revision FROM changes WHERE revision > $1 ORDER BY revision LIMIT $2";
 
 /// An `objects` row.
-#[derive(sqlx::FromRow)]
+#[derive(sqlx::FromRow, Clone)]
 pub(crate) struct ObjectRow {
     kind: String,
     mesh: String,
@@ -115,6 +115,24 @@ pub(crate) struct PlannedWrite {
 // === impl ObjectRow ===
 
 impl ObjectRow {
+    /// The row a planned (non-delete) write leaves behind.
+    pub(crate) fn planned(key: &ObjectKey, p: &PlannedWrite) -> ObjectRow {
+        ObjectRow {
+            kind: key.kind.clone(),
+            mesh: key.mesh.clone(),
+            name: key.name.clone(),
+            labels: p.labels_json.clone(),
+            body: p.body_json.clone(),
+            revision: p.revision,
+            create_revision: p.create_revision,
+        }
+    }
+
+    /// The key this row is stored under.
+    pub(crate) fn key(&self) -> ObjectKey {
+        ObjectKey::new(&self.kind, &self.mesh, &self.name)
+    }
+
     /// Decodes the row, reporting a corrupt body or labels by key.
     pub(crate) fn into_object(self) -> Result<Object, StoreError> {
         let key = ObjectKey::new(self.kind, self.mesh, self.name);

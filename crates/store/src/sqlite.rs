@@ -28,9 +28,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use crate::batch_exec::sqlite_batch;
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{Change, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{BatchWrite, Change, ListQuery, Object, ObjectKey, Store, StoreError};
 
 /// The embedded default store: one SQLite file in WAL mode with full sync.
 #[derive(Clone)]
@@ -252,6 +253,28 @@ impl Store for SqliteStore {
 
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn get_many(&self, keys: &[ObjectKey]) -> Result<Vec<Option<Object>>, StoreError> {
+        sqlite_batch::get_many(&self.inner.readers, keys).await
+    }
+
+    async fn write_batch(
+        &self,
+        writes: &[BatchWrite],
+    ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.inner.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let plan = sqlite_batch::run(&mut tx, writes).await?;
+        tx.commit().await?;
+        if !plan.changes.is_empty() {
+            self.inner
+                .wakeups
+                .notify(schema::to_u64(plan.last_revision));
+        }
+        Ok(plan.results)
     }
 }
 

@@ -31,7 +31,7 @@ use futures::StreamExt;
 use meshlink_api::{Condition, ConditionStatus, Kind};
 use meshlink_identity::{CaRoot, WallClock};
 use meshlink_runtime::Shutdown;
-use meshlink_store::{ChangeType, ListQuery, ObjectKey, Store};
+use meshlink_store::{BatchWrite, ChangeType, ListQuery, ObjectKey, Store};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -39,7 +39,7 @@ use tokio::time::Instant;
 use super::ca_handle::{CaHandle, Issuance, Reconciled, Request};
 use super::mesh_ca::{self, CaState, IssuedRecord, MeshCaError};
 use super::rotation::RotationTracker;
-use super::secrets::{self, ISSUED_CERT, MESH_CA_STATE};
+use super::secrets::{ISSUED_CERT, MESH_CA_STATE};
 use crate::resources::{ResourceError, ResourceService};
 
 /// How often progress is evaluated, issuances are flushed and a Mesh status
@@ -528,7 +528,12 @@ impl Controller {
     }
 }
 
-/// Stores batches of issuance records, one write per dataplane per batch.
+/// Issuance records per store transaction.
+const ISSUED_PER_BATCH: usize = 1000;
+
+/// Stores batches of issuance records: one record per dataplane per batch,
+/// all of a batch in one store transaction (`Store::write_batch`, a `Put`
+/// each: the latest issuance wins).
 async fn write_issued(
     store: Arc<dyn Store>,
     mut rx: mpsc::UnboundedReceiver<BTreeMap<(String, String), IssuedRecord>>,
@@ -538,10 +543,26 @@ async fn write_issued(
         while let Ok(more) = rx.try_recv() {
             batch.extend(more);
         }
-        for ((mesh, dp), rec) in batch {
-            let key = ObjectKey::new(ISSUED_CERT, &mesh, &dp);
-            if let Err(e) = secrets::put(store.as_ref(), &key, &rec).await {
-                tracing::warn!(mesh, dataplane = dp, error = %e, "cannot store issued certificate record");
+        let writes: Vec<BatchWrite> = batch
+            .into_iter()
+            .map(|((mesh, dp), rec)| BatchWrite::Put {
+                key: ObjectKey::new(ISSUED_CERT, &mesh, &dp),
+                labels: BTreeMap::new(),
+                body: serde_json::to_value(&rec).expect("issued records serialize"),
+            })
+            .collect();
+        for chunk in writes.chunks(ISSUED_PER_BATCH) {
+            match store.write_batch(chunk).await {
+                Ok(results) => {
+                    for (w, r) in chunk.iter().zip(results) {
+                        if let Err(e) = r {
+                            tracing::warn!(record = %w.key(), error = %e, "cannot store issued certificate record");
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(records = chunk.len(), error = %e, "cannot store issued certificate records");
+                }
             }
         }
     }

@@ -14,4 +14,4 @@ pub mod tokens;
 pub use ca_handle::{CaHandle, Issuance, LOAD_WAIT};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -10,7 +10,9 @@ use futures::stream::BoxStream;
 use meshlink_api::Kind;
 use meshlink_identity::{KeyedRateLimiter, WallClock};
 use meshlink_runtime::{MetricsRegistry, Shutdown};
-use meshlink_store::{Change, ListQuery, Object, ObjectKey, SqliteStore, Store, StoreError};
+use meshlink_store::{
+    BatchWrite, Change, ListQuery, Object, ObjectKey, SqliteStore, Store, StoreError,
+};
 use meshlink_xds::certify::CertifyRequest;
 use meshlink_xds::certify::certify_server::Certify;
 use tonic::Code;
@@ -94,7 +96,31 @@ impl Store for Counting {
     fn backend(&self) -> &'static str {
         "sqlite"
     }
+    async fn get_many(&self, keys: &[ObjectKey]) -> Result<Vec<Option<Object>>, StoreError> {
+        self.inner.get_many(keys).await
+    }
+    async fn write_batch(
+        &self,
+        writes: &[BatchWrite],
+    ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
+        let results = self.inner.write_batch(writes).await?;
+        *self
+            .writes
+            .lock()
+            .unwrap()
+            .entry(BATCHES.to_owned())
+            .or_default() += 1;
+        Ok(writes
+            .iter()
+            .zip(results)
+            .map(|(w, r)| self.count(w.key(), r))
+            .collect())
+    }
 }
+
+/// The [`Counting`] entry that counts `write_batch` calls (transactions);
+/// their items are counted under their kinds like single writes.
+pub(crate) const BATCHES: &str = "(write_batch transactions)";
 
 pub(crate) fn mesh_yaml(enabled: &str) -> String {
     format!(

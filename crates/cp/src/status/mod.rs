@@ -13,15 +13,19 @@
 //!   MeshTrafficPermission changes).
 //!
 //! Writes are coalesced: events only mark a Dataplane dirty, and once a
-//! second the dirty ones are written (a bounded number at a time), so a
-//! connect storm costs one status write per proxy per second at most, never
-//! one per event. Status writes never touch spec. Every second the task
+//! second the dirty ones are written (a bounded number at a time) in one
+//! store transaction after one multi-get, so a connect storm costs at most
+//! one status write per proxy per second and one commit per second, never
+//! one per event. A status equal to the one this task last wrote is not
+//! written (nor read) again. Status writes never touch spec. Every second the task
 //! also re-evaluates expiry and stalled rotations from memory, updates the
 //! metrics, and writes the Mesh's `CertificateRotationStalled` condition
 //! when it changes (merging only that condition, with CAS and retry).
 
 mod metrics;
 mod model;
+#[cfg(test)]
+mod tests;
 pub(crate) mod writer;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -29,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use meshlink_api::spec::{MeshSpec, StatusDetails};
+use meshlink_api::spec::MeshSpec;
 use meshlink_api::{Kind, Resource};
 use meshlink_runtime::{MetricsRegistry, Shutdown};
 use meshlink_store::{Change, ChangeType};
@@ -48,9 +52,6 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// How long a disconnected proxy's stream report is kept for `inspect`.
 pub const REPORT_GRACE: Duration = Duration::from_secs(3600);
 
-/// Status writes in flight at once during a flush.
-const WRITES_IN_FLIGHT: usize = 8;
-
 /// Dataplane writes per flush; the rest stay dirty for the next one, so a
 /// storm never keeps the task from its timers for long.
 const MAX_WRITES_PER_FLUSH: usize = 2000;
@@ -64,6 +65,9 @@ pub enum StatusError {
     /// Other writers kept changing the resource.
     #[error("{0}")]
     Contended(String),
+    /// A batch write failed as a whole (every item in it is retried).
+    #[error("the store failed: {0}")]
+    Store(String),
 }
 
 enum Event {
@@ -287,6 +291,15 @@ impl State {
                 let key = ProxyKey::new(mesh, name);
                 self.proxies.entry(key).or_default().dirty = true;
             }
+            (Some(Kind::Dataplane), ChangeType::Updated) => {
+                // Someone else's write (spec apply, another control plane):
+                // the next status write must read and merge again.
+                if let Some(p) = self.proxies.get_mut(&ProxyKey::new(mesh, name))
+                    && p.written.is_some_and(|(_, rev)| rev != c.revision)
+                {
+                    p.written = None;
+                }
+            }
             (Some(Kind::Mesh), ChangeType::Deleted) => {
                 self.meshes.remove(&name);
                 self.metrics.stalled(&name, None);
@@ -360,6 +373,10 @@ impl State {
         }
     }
 
+    /// Writes the dirty Dataplanes' statuses: one multi-get and one batch
+    /// per flush. A proxy whose status is what this task last wrote (same
+    /// digest, and nobody wrote the Dataplane since) is skipped without a
+    /// read.
     async fn write_dataplanes(&mut self, now: SystemTime) {
         let mut batch = Vec::new();
         for (key, p) in &mut self.proxies {
@@ -373,33 +390,34 @@ impl State {
             let mtls = self.meshes.get(&key.mesh).is_some_and(|m| m.mtls);
             let ready = p.ready_condition(mtls, now);
             p.written_reason = Some(p.ready(mtls, now).1);
-            batch.push((key.clone(), p.status(), ready));
+            let status = p.status();
+            let digest = writer::digest(&status, &ready);
+            if p.written.is_some_and(|(d, _)| d == digest) {
+                continue;
+            }
+            batch.push((
+                digest,
+                writer::DataplaneUpdate {
+                    key: key.clone(),
+                    status,
+                    ready,
+                },
+            ));
         }
         if batch.is_empty() {
             return;
         }
-        let resources = &self.resources;
-        let results: Vec<(ProxyKey, Result<bool, StatusError>)> =
-            futures::stream::iter(batch.into_iter().map(|(key, status, ready)| async move {
-                let r = writer::merge(
-                    resources,
-                    Kind::Dataplane,
-                    Some(&key.mesh),
-                    &key.name,
-                    |r| {
-                        r.status.details = StatusDetails::Dataplane(status.clone());
-                        r.set_condition(ready.clone());
-                    },
-                )
-                .await;
-                (key, r)
-            }))
-            .buffer_unordered(WRITES_IN_FLIGHT)
-            .collect()
-            .await;
-        for (key, r) in results {
+        let (digests, updates): (Vec<u64>, Vec<writer::DataplaneUpdate>) =
+            batch.into_iter().unzip();
+        let results = writer::merge_dataplanes(&self.resources, &updates).await;
+        for ((u, digest), r) in updates.into_iter().zip(digests).zip(results) {
+            let key = u.key;
             match r {
-                Ok(_) => {}
+                Ok(revision) => {
+                    if let Some(p) = self.proxies.get_mut(&key) {
+                        p.written = Some((digest, revision));
+                    }
+                }
                 Err(StatusError::Resource(ResourceError::NotFound(_))) => {
                     // Deleted (the feed will say so too): forget it.
                     self.proxies.remove(&key);
@@ -407,9 +425,14 @@ impl State {
                     self.metrics.expiry(&key.mesh, &key.name, None);
                 }
                 Err(e) => {
-                    tracing::warn!(proxy = %key, error = %e, "status: cannot write Dataplane status; retrying");
+                    if matches!(e, StatusError::Resource(ResourceError::Conflict(_))) {
+                        tracing::debug!(proxy = %key, "status: Dataplane changed since it was read; merging again on the next flush");
+                    } else {
+                        tracing::warn!(proxy = %key, error = %e, "status: cannot write Dataplane status; retrying");
+                    }
                     if let Some(p) = self.proxies.get_mut(&key) {
                         p.dirty = true;
+                        p.written = None;
                     }
                 }
             }

@@ -63,6 +63,10 @@ pub(crate) struct Proxy {
     pub(crate) dirty: bool,
     /// The Ready reason last written (to notice expiry without an event).
     pub(crate) written_reason: Option<&'static str>,
+    /// Digest and revision of this task's last status write
+    /// ([`super::writer::digest`]); cleared when anyone else writes the
+    /// Dataplane, so an unchanged status is skipped without a read.
+    pub(crate) written: Option<(u64, u64)>,
 }
 
 fn rfc3339(t: SystemTime) -> String {

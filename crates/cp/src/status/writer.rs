@@ -2,12 +2,118 @@
 //! status, one condition), and write back with the resourceVersion CAS,
 //! re-reading on Conflict. Other writers' conditions (the mesh CA
 //! controller's `Ready` and `CARotation`) are never lost.
+//!
+//! Dataplane statuses go out in batches ([`merge_dataplanes`]): one
+//! multi-get and one store transaction per flush, whatever the number of
+//! proxies. A Dataplane whose CAS fails there is not retried at once; it
+//! stays dirty and is merged again from a fresh read on the next flush.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use meshlink_api::spec::{DataplaneStatus, StatusDetails};
 use meshlink_api::{Condition, ConditionStatus, Kind, Resource};
+use meshlink_store::{BatchWrite, StoreError};
+use meshlink_xds::owner::ProxyKey;
 
-use crate::resources::{ResourceError, ResourceService};
+use crate::resources::{ResourceError, ResourceService, key_of};
 
 use super::StatusError;
+
+/// One Dataplane's status as the status task wants it stored.
+pub(crate) struct DataplaneUpdate {
+    /// The Dataplane.
+    pub(crate) key: ProxyKey,
+    /// Its status fields.
+    pub(crate) status: DataplaneStatus,
+    /// Its `Ready` condition.
+    pub(crate) ready: Condition,
+}
+
+/// A digest of what a status write stores, without the condition's
+/// transition time: equal digests mean an identical write.
+pub(crate) fn digest(status: &DataplaneStatus, ready: &Condition) -> u64 {
+    let mut h = DefaultHasher::new();
+    serde_json::to_vec(status)
+        .expect("a status always serializes")
+        .hash(&mut h);
+    (ready.status == ConditionStatus::True).hash(&mut h);
+    ready.reason.hash(&mut h);
+    ready.message.hash(&mut h);
+    h.finish()
+}
+
+/// Merges every update into its Dataplane with one multi-get and one batch
+/// write. Returns, per update in order, the Dataplane's revision after the
+/// merge (unchanged if nothing needed writing), or why it failed:
+/// `NotFound` (deleted), a conflict (someone wrote it between the read and
+/// the batch; merge it again later) or a store error.
+pub(crate) async fn merge_dataplanes(
+    resources: &ResourceService,
+    updates: &[DataplaneUpdate],
+) -> Vec<Result<u64, StatusError>> {
+    let keys: Vec<_> = updates
+        .iter()
+        .map(|u| key_of(Kind::Dataplane, Some(&u.key.mesh), &u.key.name))
+        .collect();
+    let current = match resources.store().get_many(&keys).await {
+        Ok(c) => c,
+        Err(e) => return updates.iter().map(|_| Err(store_error(&e))).collect(),
+    };
+    let mut out: Vec<Result<u64, StatusError>> = Vec::with_capacity(updates.len());
+    let mut writes = Vec::new();
+    let mut slots = Vec::new();
+    for ((u, key), obj) in updates.iter().zip(keys).zip(current) {
+        let Some(obj) = obj else {
+            out.push(Err(
+                ResourceError::NotFound(format!("Dataplane {}", u.key)).into()
+            ));
+            continue;
+        };
+        let revision = obj.revision;
+        let mut r = match ResourceService::decode(obj) {
+            Ok(r) => r,
+            Err(e) => {
+                out.push(Err(e.into()));
+                continue;
+            }
+        };
+        let before = r.status.clone();
+        r.status.details = StatusDetails::Dataplane(u.status.clone());
+        r.set_condition(u.ready.clone());
+        if r.status == before {
+            out.push(Ok(revision));
+            continue;
+        }
+        slots.push(out.len());
+        out.push(Ok(revision));
+        writes.push(BatchWrite::Update {
+            key,
+            labels: r.labels().clone(),
+            body: ResourceService::encode(&r),
+            expected_revision: Some(revision),
+        });
+    }
+    match resources.store().write_batch(&writes).await {
+        Ok(results) => {
+            for (slot, r) in slots.into_iter().zip(results) {
+                out[slot] = r
+                    .map(|o| o.revision)
+                    .map_err(|e| ResourceError::from(e).into());
+            }
+        }
+        Err(e) => {
+            for slot in slots {
+                out[slot] = Err(store_error(&e));
+            }
+        }
+    }
+    out
+}
+
+/// A batch-wide store failure, reported in every slot it failed.
+fn store_error(e: &StoreError) -> StatusError {
+    StatusError::Store(e.to_string())
+}
 
 /// Attempts before a contended write is given up (it is retried on the
 /// next flush).

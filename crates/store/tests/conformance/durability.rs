@@ -1,24 +1,46 @@
 //! Conformance: I5, nothing acknowledged is lost. A child process writes
-//! and reports each acknowledged write; the test kills it with SIGKILL
-//! mid-stream and checks every acknowledged write is there after reopening.
+//! and reports each acknowledged write (or batch of writes); the test kills
+//! it with SIGKILL mid-stream and checks every acknowledged write is there
+//! after reopening.
 
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use super::batch::write_batch_of_creates;
 use super::{DEADLINE, Harness, assert_feed_is_gap_free, create, key};
 
 /// Tells the child test which store to write to.
 const CHILD_ENV: &str = "MESHLINK_STORE_KILL9_CHILD_URL";
 
+/// Set (to the batch size) when the child should write batches.
+const CHILD_BATCH_ENV: &str = "MESHLINK_STORE_KILL9_CHILD_BATCH";
+
+/// Objects per batch in the batch variant.
+const BATCH_SIZE: u64 = 10;
+
 /// Acknowledged writes to wait for before killing the child.
 const ACKS_BEFORE_KILL: usize = 100;
 
 pub async fn acknowledged_writes_survive_kill9(h: &Harness) {
+    kill9_check(h, None).await;
+}
+
+/// The same with `write_batch`: every object of every acknowledged batch
+/// is there after kill -9, and the feed has no gap (no half batch).
+pub async fn acknowledged_batches_survive_kill9(h: &Harness) {
+    kill9_check(h, Some(BATCH_SIZE)).await;
+}
+
+async fn kill9_check(h: &Harness, batch: Option<u64>) {
     // Migrate first, so the child only writes.
     drop(h.open().await);
     let exe = std::env::current_exe().expect("test binary path");
-    let mut child = tokio::process::Command::new(exe)
+    let mut command = tokio::process::Command::new(exe);
+    if let Some(size) = batch {
+        command.env(CHILD_BATCH_ENV, size.to_string());
+    }
+    let mut child = command
         .args([
             "kill9_writer_child",
             "--exact",
@@ -53,19 +75,28 @@ pub async fn acknowledged_writes_survive_kill9(h: &Harness) {
     child.kill().await.expect("kill -9 the child");
 
     let store = h.open().await;
-    for i in &acked {
-        let name = format!("k{i}");
+    let names: Vec<String> = match batch {
+        None => acked.iter().map(|i| format!("k{i}")).collect(),
+        Some(size) => acked
+            .iter()
+            .flat_map(|b| (0..size).map(move |i| format!("b{b}-{i}")))
+            .collect(),
+    };
+    for name in &names {
         assert!(
-            store.get(&key("default", &name)).await.unwrap().is_some(),
+            store.get(&key("default", name)).await.unwrap().is_some(),
             "acknowledged write {name} was lost after kill -9"
         );
     }
     let current = store.current_revision().await.unwrap();
     assert!(
-        current >= acked.len() as u64,
+        current >= names.len() as u64,
         "revision {current} < {} acknowledged writes",
-        acked.len()
+        names.len()
     );
+    if let Some(size) = batch {
+        assert_eq!(current % size, 0, "a batch was stored in part");
+    }
     assert_feed_is_gap_free(&*store, current).await;
     // The store keeps working after the crash.
     assert_eq!(
@@ -80,9 +111,17 @@ pub async fn writer_child() {
     let Ok(url) = std::env::var(CHILD_ENV) else {
         return;
     };
+    let batch: Option<u64> = std::env::var(CHILD_BATCH_ENV)
+        .ok()
+        .map(|v| v.parse().expect("batch size"));
     let store = meshlink_store::open(&url).await.expect("child: open store");
     for i in 0u64.. {
-        create(&*store, "default", &format!("k{i}")).await;
+        match batch {
+            None => {
+                create(&*store, "default", &format!("k{i}")).await;
+            }
+            Some(size) => write_batch_of_creates(&*store, i, size).await,
+        }
         println!("ACK {i}");
     }
 }

@@ -17,6 +17,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use meshlink_store::{Change, ChangeType, ObjectKey, Store, StoreError};
 
+pub mod batch;
 pub mod durability;
 pub mod feed;
 pub mod objects;
@@ -87,6 +88,11 @@ macro_rules! conformance_suite {
             feed::watcher_sees_writes_made_after_it_started,
             feed::watch_replays_large_history_in_pages,
             durability::acknowledged_writes_survive_kill9,
+            batch::batch_items_take_consecutive_revisions_in_order,
+            batch::batch_item_failures_do_not_lose_the_others,
+            batch::batch_becomes_visible_all_at_once,
+            batch::get_many_answers_each_key_in_order,
+            durability::acknowledged_batches_survive_kill9,
         );
 
         /// The child half of `acknowledged_writes_survive_kill9`: writes
