@@ -1,8 +1,9 @@
 //! `meshlink inspect dataplane` against the real control plane, with a raw
 //! ADS stream standing in for the proxy: the connected summary (stream,
-//! certificate, per-type ACKs), `-o json|yaml`, `--config-dump` without
-//! private keys, a closed stream, a proxy that never connected, and a
-//! Dataplane that does not exist.
+//! certificate, per-type ACKs), `-o json|yaml` with RFC 3339 times,
+//! `--config-dump` as Envoy's `/config_dump` JSON (parsed, listener and
+//! cluster found by name, private key redacted) and YAML, a closed stream,
+//! a proxy that never connected, and a Dataplane that does not exist.
 
 use std::time::Duration;
 
