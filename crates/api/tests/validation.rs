@@ -400,7 +400,9 @@ fn metadata_and_status_rules() {
     );
     assert_eq!(
         doc("Site", json!({"name": "s"}), json!({"phase": "Ready"})),
-        ["status.phase: unknown field `phase`, expected `siteId` or `network`"]
+        [
+            "status.phase: unknown field `phase`, expected one of `status`, `message`, `siteId`, `endpoints`, `sitesInNetwork`, `network`"
+        ]
     );
     assert_eq!(
         doc("Mesh", json!({"name": "m"}), json!({"phase": "Ready"})),

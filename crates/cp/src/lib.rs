@@ -24,6 +24,7 @@ pub mod data_dir;
 pub mod identity;
 pub mod ready_file;
 pub mod resources;
+mod secret_check;
 pub mod status;
 mod xds_server;
 

@@ -259,6 +259,7 @@ impl ResourceService {
     /// Creates a resource; fails if it exists. User-supplied status is dropped.
     pub async fn create(&self, mut r: Resource) -> Result<Resource, ResourceError> {
         Self::validated(&r)?;
+        crate::secret_check::check_secret(&r)?;
         self.check_references(&r).await?;
         r.clear_status();
         let obj = self
@@ -275,7 +276,7 @@ impl ResourceService {
     /// Creates or updates a resource to the given desired state. With
     /// `metadata.resourceVersion` set, the write is conditional on it.
     /// Status is never taken from the input; the stored status is kept.
-    pub async fn apply(&self, r: Resource) -> Result<(ApplyOutcome, Resource), ResourceError> {
+    pub async fn apply(&self, mut r: Resource) -> Result<(ApplyOutcome, Resource), ResourceError> {
         Self::validated(&r)?;
         let expected = r.resource_version().map(parse_version).transpose()?;
         let key = key_of(r.kind(), r.mesh(), r.name());
@@ -299,6 +300,8 @@ impl ResourceService {
                 return Err(stale_version(&key, v, existing.revision));
             }
             let current = Self::decode(existing.clone())?;
+            crate::secret_check::restore_redacted_key(&mut r, Some(&current))?;
+            crate::secret_check::check_secret(&r)?;
             if current.same_desired_state(&r) {
                 return Ok((ApplyOutcome::Unchanged, current));
             }
@@ -342,6 +345,7 @@ impl ResourceService {
             if let Some(v) = expected {
                 return Err(missing_at_version(r, v));
             }
+            crate::secret_check::check_secret(r)?;
             if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
                 self.check_references(r).await?;
             }
@@ -353,7 +357,10 @@ impl ResourceService {
             return Err(stale_version(&key, v, existing.revision));
         }
         let current = Self::decode(existing)?;
-        Ok(if current.same_desired_state(r) {
+        let mut r = r.clone();
+        crate::secret_check::restore_redacted_key(&mut r, Some(&current))?;
+        crate::secret_check::check_secret(&r)?;
+        Ok(if current.same_desired_state(&r) {
             ApplyOutcome::Unchanged
         } else {
             ApplyOutcome::Configured
