@@ -382,6 +382,14 @@ impl ResourceService {
             .get(&key)
             .await?
             .ok_or_else(|| ResourceError::NotFound(describe(kind, mesh, name)))?;
+        if let Some(v) = expected
+            && v != existing.revision
+        {
+            // Checked before the no-op shortcut: a caller counting on a
+            // compare-and-swap (the grant server) must learn that someone
+            // else wrote, even when that write produced the same status.
+            return Err(stale_version(&key, v, existing.revision));
+        }
         let mut r = Self::decode(existing.clone())?;
         if r.status == status {
             return Ok(r);
