@@ -261,6 +261,7 @@ impl ControlPlane {
             token_hint: Arc::from(data_dir.path().join("admin-token").display().to_string()),
             xds,
             ca,
+            advertised_host: Arc::from(advertised.as_str()),
         };
         let app = api::router(state);
         let sd = shutdown.clone();
