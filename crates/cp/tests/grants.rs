@@ -9,6 +9,7 @@ mod support;
 
 use std::sync::Arc;
 
+use meshlink_cp::grants::client::exchange;
 use serde_json::{Value, json};
 use support::{TestCp, eventually};
 
@@ -50,7 +51,10 @@ async fn ready_grant(cp: &TestCp, name: &str) -> Value {
     cp.api("GET", &path, None).await.1["status"].clone()
 }
 
-fn client(ca: &str, versions: &[&'static rustls::SupportedProtocolVersion]) -> reqwest::Client {
+#[derive(Clone)]
+struct Client(Arc<rustls::ClientConfig>);
+
+fn client(ca: &str, versions: &[&'static rustls::SupportedProtocolVersion]) -> Client {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject as _;
     let mut roots = rustls::RootCertStore::empty();
@@ -64,20 +68,24 @@ fn client(ca: &str, versions: &[&'static rustls::SupportedProtocolVersion]) -> r
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
-    reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
-        .build()
-        .unwrap()
+    Client(Arc::new(tls))
 }
 
-async fn post(c: &reqwest::Client, url: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
-    let r = c
-        .post(url)
-        .body(body)
-        .send()
+async fn request(
+    c: &Client,
+    method: &str,
+    url: &str,
+    body: Vec<u8>,
+) -> Result<(u16, String), String> {
+    exchange(c.0.clone(), method.parse().unwrap(), url, &[], body)
         .await
-        .expect("grant server answers");
-    (r.status().as_u16(), r.text().await.unwrap_or_default())
+        .map_err(|e| e.to_string())
+}
+
+async fn post(c: &Client, url: &str, body: impl Into<Vec<u8>>) -> (u16, String) {
+    request(c, "POST", url, body.into())
+        .await
+        .expect("grant server answers")
 }
 
 async fn redemptions(cp: &TestCp, name: &str) -> u64 {
@@ -168,9 +176,8 @@ async fn every_failure_has_its_status_and_body_and_changes_nothing_but_the_count
     let base = url.rsplit_once('/').unwrap().0.to_owned();
     let (_, before) = cp.api("GET", "/api/v1/accessgrants/west-grant", None).await;
 
-    let r = c.get(&url).send().await.unwrap();
     assert_eq!(
-        (r.status().as_u16(), r.text().await.unwrap()),
+        request(&c, "GET", &url, Vec::new()).await.unwrap(),
         (405, "Only POST is supported".into())
     );
     let cases = [
@@ -199,7 +206,11 @@ async fn every_failure_has_its_status_and_body_and_changes_nothing_but_the_count
 
     // TLS 1.2 only is refused at the handshake.
     let old = client(status["ca"].as_str().unwrap(), &[&rustls::version::TLS12]);
-    assert!(old.post(&url).body(code.clone()).send().await.is_err());
+    assert!(
+        request(&old, "POST", &url, code.clone().into_bytes())
+            .await
+            .is_err()
+    );
     // Garbage on the port does not hurt the server.
     let mut raw = tokio::net::TcpStream::connect(cp.grant_addr).await.unwrap();
     tokio::io::AsyncWriteExt::write_all(&mut raw, b"GET / HTTP/1.1\r\n\r\n\x00\xff garbage")
