@@ -29,11 +29,13 @@ pub enum Kind {
     Listener,
     /// A host:port that serves a routing key in this site.
     Connector,
+    /// TLS credentials (`kubernetes.io/tls`) named by `tlsCredentials`.
+    Secret,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -44,6 +46,7 @@ impl Kind {
         Kind::Link,
         Kind::Listener,
         Kind::Connector,
+        Kind::Secret,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -59,6 +62,7 @@ impl Kind {
             Kind::Link => "Link",
             Kind::Listener => "Listener",
             Kind::Connector => "Connector",
+            Kind::Secret => "Secret",
         }
     }
 
@@ -75,6 +79,7 @@ impl Kind {
             Kind::Link => "links",
             Kind::Listener => "listeners",
             Kind::Connector => "connectors",
+            Kind::Secret => "secrets",
         }
     }
 

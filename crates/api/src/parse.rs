@@ -16,7 +16,7 @@ use crate::{API_VERSION, FieldError, Resource};
 pub use crate::import::{Family, IGNORED_FIELDS, IgnoredField, Scope};
 
 /// The formats `apply` accepts, for error messages.
-pub const ACCEPTED_FORMATS: &str = "meshlink.dev/v1alpha1, Kuma universal (type: Mesh|Dataplane|MeshTrafficPermission), kuma.io/v1alpha1, skupper.io/v2alpha1, skupper.io/v1alpha1";
+pub const ACCEPTED_FORMATS: &str = "meshlink.dev/v1alpha1, Kuma universal (type: Mesh|Dataplane|MeshTrafficPermission), kuma.io/v1alpha1, skupper.io/v2alpha1, skupper.io/v1alpha1, v1 (kind: Secret)";
 
 /// Which format a document was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub enum SourceFormat {
     SkupperV2,
     /// `apiVersion: skupper.io/v1alpha1`.
     SkupperV1,
+    /// Kubernetes `apiVersion: v1` (a `kind: Secret`).
+    KubernetesV1,
 }
 
 /// One document of a multi-document input, translated to canonical form.
@@ -116,6 +118,7 @@ pub fn parse_value(index: usize, value: Value) -> ParsedDocument {
         SourceFormat::KumaKubernetes => import::kuma::kubernetes(doc),
         SourceFormat::SkupperV2 => import::skupper::translate(doc, false),
         SourceFormat::SkupperV1 => import::skupper::translate(doc, true),
+        SourceFormat::KubernetesV1 => import::secret::translate(doc),
     };
     match translated {
         Ok(t) => finish(index, format, t),
@@ -153,6 +156,7 @@ fn detect(doc: &Map<String, Value>) -> Result<SourceFormat, FieldError> {
             "kuma.io/v1alpha1" => Ok(SourceFormat::KumaKubernetes),
             "skupper.io/v2alpha1" => Ok(SourceFormat::SkupperV2),
             "skupper.io/v1alpha1" => Ok(SourceFormat::SkupperV1),
+            "v1" => Ok(SourceFormat::KubernetesV1),
             other => Err(FieldError::new(
                 "apiVersion",
                 format!("unknown apiVersion {other:?}; accepted formats: {ACCEPTED_FORMATS}"),

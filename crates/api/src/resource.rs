@@ -197,6 +197,22 @@ impl Resource {
         }
     }
 
+    /// A copy safe for every API read: private keys (Secret `tls.key`) are
+    /// replaced by [`crate::spec::REDACTED`]; everything else is kept.
+    pub fn without_private_keys(&self) -> Resource {
+        Resource {
+            metadata: self.metadata.clone(),
+            spec: self.spec.without_private_keys(),
+            status: self.status.clone(),
+        }
+    }
+
+    /// Canonical JSON as API reads return it (see
+    /// [`Resource::without_private_keys`]).
+    pub fn to_api_json(&self) -> Value {
+        self.without_private_keys().to_json()
+    }
+
     /// True when both declare the same desired state: same kind, name, mesh,
     /// labels and spec. Status and version are ignored.
     pub fn same_desired_state(&self, other: &Resource) -> bool {

@@ -80,9 +80,12 @@ enum Command {
     /// Shows a proxy's xDS connection as the control plane sees it.
     #[command(subcommand)]
     Inspect(InspectCommand),
-    /// Issues and revokes proxy tokens.
+    /// Issues and revokes proxy tokens; issues and redeems site-link tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Site links.
+    #[command(subcommand)]
+    Link(LinkCommand),
     /// Waits for a condition on a resource.
     Wait {
         /// KIND/NAME, e.g. dataplane/web-1.
@@ -126,7 +129,48 @@ enum InspectCommand {
 }
 
 #[derive(Subcommand)]
+enum LinkCommand {
+    /// Prints a Secret and Link YAML that lets another site link to this
+    /// one (like `skupper link generate`); apply it there with `meshlink apply -f -`.
+    Generate {
+        /// Name of the Secret and Link [default: link-<site>].
+        #[arg(long)]
+        name: Option<String>,
+        /// Subject (CN) of the client certificate [default: the name].
+        #[arg(long)]
+        subject: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum TokenCommand {
+    /// Creates an AccessGrant (unless --grant names one), waits until it is
+    /// Ready, and writes an AccessToken YAML to FILE for another site.
+    Issue {
+        /// Where to write the AccessToken (mode 0600: it holds the code).
+        file: String,
+        /// Use this existing AccessGrant instead of creating one.
+        #[arg(long)]
+        grant: Option<String>,
+        /// Redemptions the new grant allows [Skupper's default: 1].
+        #[arg(long)]
+        redemptions: Option<u64>,
+        /// How long the new grant stays redeemable, e.g. 1h [Skupper's default: 15m].
+        #[arg(long)]
+        expiration_window: Option<String>,
+    },
+    /// Applies an AccessToken file, waits until it is redeemed, then until
+    /// its Link is Operational (which needs this site's router).
+    Redeem {
+        /// The AccessToken file (`-` for standard input).
+        file: String,
+        /// How long to wait for the redemption.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// How long to wait for the Link to be Operational; 0s skips the wait.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        link_timeout: Duration,
+    },
     /// Prints a token a dataplane proxy uses to authenticate (xDS, Certify).
     Dataplane {
         /// Mesh of the dataplane.
@@ -274,6 +318,29 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
         }
         Command::Token(TokenCommand::Router { site, valid_for }) => {
             commands::token::router(&client, site.as_deref(), &valid_for).await
+        }
+        Command::Token(TokenCommand::Issue {
+            file,
+            grant,
+            redemptions,
+            expiration_window,
+        }) => {
+            commands::grant::issue(
+                &client,
+                &file,
+                grant.as_deref(),
+                redemptions,
+                expiration_window.as_deref(),
+            )
+            .await
+        }
+        Command::Token(TokenCommand::Redeem {
+            file,
+            timeout,
+            link_timeout,
+        }) => commands::grant::redeem(&client, &file, timeout, link_timeout).await,
+        Command::Link(LinkCommand::Generate { name, subject }) => {
+            commands::grant::link_generate(&client, name.as_deref(), subject.as_deref()).await
         }
         Command::Token(TokenCommand::Revoke { id, reason, force }) => {
             commands::token::revoke(&client, &id, &reason, force).await

@@ -21,10 +21,13 @@ pub mod api;
 pub mod config;
 pub mod cp_tls;
 pub mod data_dir;
+pub mod grants;
 pub mod identity;
 pub mod ready_file;
 pub mod resources;
 mod router;
+mod secret_check;
+pub mod site;
 pub mod status;
 mod xds_server;
 
@@ -103,6 +106,8 @@ pub struct RunningControlPlane {
     pub api_addr: SocketAddr,
     /// The bound xDS/Certify address.
     pub xds_addr: SocketAddr,
+    /// The bound grant server address (HTTPS).
+    pub grant_addr: SocketAddr,
     /// The admin token.
     pub admin_token: String,
     /// Shared shutdown; SIGTERM/SIGINT trigger it in the binary.
@@ -246,6 +251,21 @@ impl ControlPlane {
             Ok(())
         });
 
+        let grant =
+            grants::start(config.grant_addr, &resources, &advertised, shutdown.clone()).await?;
+        let grant_addr = grant.addr;
+        let sd = shutdown.clone();
+        let grant_server = grant.server;
+        tasks.spawn(async move {
+            grant_server.await;
+            Ok(())
+        });
+        let site_controller = grant.controller;
+        tasks.spawn(async move {
+            site_controller.run(start_rev, sd).await;
+            Ok(())
+        });
+
         let (listener, api_addr) = bind(config.api_addr, "REST API", "--api-addr").await?;
         let state = api::ApiState {
             resources,
@@ -258,6 +278,7 @@ impl ControlPlane {
             token_hint: Arc::from(data_dir.path().join("admin-token").display().to_string()),
             xds,
             ca,
+            advertised_host: Arc::from(advertised.as_str()),
         };
         let app = api::router(state);
         let sd = shutdown.clone();
@@ -267,10 +288,11 @@ impl ControlPlane {
                 .await
                 .map_err(|e| CpError::Serve(format!("REST API server failed: {e}")))
         });
-        tracing::info!(%api_addr, %xds_addr, data_dir = %config.data_dir.display(), "control plane started");
+        tracing::info!(%api_addr, %xds_addr, %grant_addr, data_dir = %config.data_dir.display(), "control plane started");
         Ok(RunningControlPlane {
             api_addr,
             xds_addr,
+            grant_addr,
             admin_token,
             shutdown,
             tasks,

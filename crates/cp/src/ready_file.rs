@@ -1,6 +1,6 @@
 //! `meshlink-cp run --ready-file PATH`: once every listener is bound, the
 //! bound addresses are written to `PATH` as one JSON object,
-//! `{"apiAddr": "127.0.0.1:5681", "xdsAddr": "0.0.0.0:5678"}`.
+//! `{"apiAddr": "127.0.0.1:5681", "xdsAddr": "0.0.0.0:5678", "grantAddr": "0.0.0.0:9090"}`.
 //!
 //! Owns the file's format and its atomic write (a temporary file in the
 //! same directory, then a rename), so a reader that sees the file sees it
@@ -28,6 +28,7 @@ pub fn contents(cp: &RunningControlPlane) -> String {
     let json = serde_json::json!({
         "apiAddr": cp.api_addr.to_string(),
         "xdsAddr": cp.xds_addr.to_string(),
+        "grantAddr": cp.grant_addr.to_string(),
     });
     format!("{json}\n")
 }

@@ -261,6 +261,7 @@ impl ResourceService {
     /// Creates a resource; fails if it exists. User-supplied status is dropped.
     pub async fn create(&self, mut r: Resource) -> Result<Resource, ResourceError> {
         Self::validated(&r)?;
+        crate::secret_check::check_secret(&r)?;
         self.check_references(&r).await?;
         r.clear_status();
         let obj = self
@@ -277,7 +278,7 @@ impl ResourceService {
     /// Creates or updates a resource to the given desired state. With
     /// `metadata.resourceVersion` set, the write is conditional on it.
     /// Status is never taken from the input; the stored status is kept.
-    pub async fn apply(&self, r: Resource) -> Result<(ApplyOutcome, Resource), ResourceError> {
+    pub async fn apply(&self, mut r: Resource) -> Result<(ApplyOutcome, Resource), ResourceError> {
         Self::validated(&r)?;
         let expected = r.resource_version().map(parse_version).transpose()?;
         let key = key_of(r.kind(), r.mesh(), r.name());
@@ -301,6 +302,8 @@ impl ResourceService {
                 return Err(stale_version(&key, v, existing.revision));
             }
             let current = Self::decode(existing.clone())?;
+            crate::secret_check::restore_redacted_key(&mut r, Some(&current))?;
+            crate::secret_check::check_secret(&r)?;
             if current.same_desired_state(&r) {
                 return Ok((ApplyOutcome::Unchanged, current));
             }
@@ -344,6 +347,7 @@ impl ResourceService {
             if let Some(v) = expected {
                 return Err(missing_at_version(r, v));
             }
+            crate::secret_check::check_secret(r)?;
             if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
                 self.check_references(r).await?;
             }
@@ -355,7 +359,10 @@ impl ResourceService {
             return Err(stale_version(&key, v, existing.revision));
         }
         let current = Self::decode(existing)?;
-        Ok(if current.same_desired_state(r) {
+        let mut r = r.clone();
+        crate::secret_check::restore_redacted_key(&mut r, Some(&current))?;
+        crate::secret_check::check_secret(&r)?;
+        Ok(if current.same_desired_state(&r) {
             ApplyOutcome::Unchanged
         } else {
             ApplyOutcome::Configured
@@ -377,6 +384,14 @@ impl ResourceService {
             .get(&key)
             .await?
             .ok_or_else(|| ResourceError::NotFound(describe(kind, mesh, name)))?;
+        if let Some(v) = expected
+            && v != existing.revision
+        {
+            // Checked before the no-op shortcut: a caller counting on a
+            // compare-and-swap (the grant server) must learn that someone
+            // else wrote, even when that write produced the same status.
+            return Err(stale_version(&key, v, existing.revision));
+        }
         let mut r = Self::decode(existing.clone())?;
         if r.status == status {
             return Ok(r);

@@ -19,6 +19,7 @@ pub mod site_ca;
 pub mod spiffe;
 mod svid_verify;
 pub mod tls;
+pub mod tls_pair;
 mod x509;
 
 pub use bundle::{CaRoot, RotationPhase, RotationState, TrustBundle};
@@ -29,6 +30,7 @@ pub use site_ca::SiteCa;
 pub use spiffe::{SpiffeId, SpiffeIdError};
 pub use svid_verify::SvidError;
 pub use tls::{ClientAuth, TlsError, client_config, peer_spiffe_id, server_config};
+pub use tls_pair::{TlsPairError, TlsPairInfo, check_tls_pair};
 pub use x509::PemError;
 
 // === tokens, renewal schedule, rate limiting ===

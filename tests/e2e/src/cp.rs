@@ -48,11 +48,19 @@ pub struct ControlPlane {
     token: String,
     log: PathBuf,
     ready_file: PathBuf,
+    /// The loopback address every listener binds and the advertised host.
+    host: String,
 }
 
 impl ControlPlane {
     /// Starts a control plane on a fresh data dir and waits until it is ready.
     pub fn start(store: StoreKind) -> ControlPlane {
+        Self::start_on(store, "127.0.0.1")
+    }
+
+    /// Starts a control plane whose listeners (API, xDS, grant server) bind
+    /// `host` (e.g. `127.0.0.2`, one per site) and which advertises `host`.
+    pub fn start_on(store: StoreKind, host: &str) -> ControlPlane {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
         let log = tmp.path().join("cp.log");
@@ -67,6 +75,7 @@ impl ControlPlane {
             token: String::new(),
             log,
             ready_file,
+            host: host.to_owned(),
         };
         cp.restart();
         cp
@@ -85,11 +94,13 @@ impl ControlPlane {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--api-addr")
-            .arg(format!("127.0.0.1:{api_port}"))
+            .arg(format!("{}:{api_port}", self.host))
             .arg("--xds-addr")
-            .arg(format!("127.0.0.1:{}", self.xds_port))
+            .arg(format!("{}:{}", self.host, self.xds_port))
             .arg("--grant-addr")
-            .arg("127.0.0.1:0")
+            .arg(format!("{}:0", self.host))
+            .arg("--advertised-host")
+            .arg(&self.host)
             .arg("--ready-file")
             .arg(&self.ready_file);
         if let StoreKind::Postgres(url) = &self.store {
@@ -190,7 +201,7 @@ impl ControlPlane {
 
     /// The REST API base URL.
     pub fn server(&self) -> String {
-        format!("http://127.0.0.1:{}", self.api_port)
+        format!("http://{}:{}", self.host, self.api_port)
     }
 
     /// The xDS/Certify port (picked by the kernel at the first start, then

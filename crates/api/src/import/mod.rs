@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::{FieldError, Kind};
 
 pub(crate) mod kuma;
+pub(crate) mod secret;
 pub(crate) mod skupper;
 
 /// A group of source formats an ignored-field rule applies to.
@@ -21,7 +22,7 @@ pub enum Family {
     Kuma,
     /// Kuma universal only.
     KumaUniversal,
-    /// Every Kubernetes-style format (`kuma.io/v1alpha1`, `skupper.io/*`).
+    /// Every Kubernetes-style format (`kuma.io/v1alpha1`, `skupper.io/*`, `v1`).
     Kubernetes,
     /// `skupper.io/v2alpha1` and `skupper.io/v1alpha1`.
     Skupper,

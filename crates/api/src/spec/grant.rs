@@ -40,6 +40,12 @@ pub struct AccessGrantSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessGrantStatus {
+    /// `Ready` or `Pending`, as Skupper's `StatusType`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// A human-readable summary (why it is not ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// Where to redeem: `https://<host>:<grant-port>/<grant-uid>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -76,6 +82,9 @@ pub struct AccessTokenSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccessTokenStatus {
+    /// `Ready`, `Pending` or `Error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
     /// Whether redemption succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redeemed: Option<bool>,

@@ -19,6 +19,7 @@ mod grant;
 mod link;
 mod mesh;
 mod port;
+mod secret;
 mod service;
 mod site;
 mod string_enum;
@@ -38,13 +39,15 @@ pub use mesh::{
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
 };
 pub use port::Port;
+pub use secret::{CA_CRT, SecretSpec, TLS_CRT, TLS_KEY, TLS_SECRET_TYPE};
 pub use service::{
     ConnectorSpec, ConnectorStatus, ListenerSpec, ListenerStatus, SelectedPod, ServiceType,
     TagRequirement, TagSelector,
 };
 pub use site::{
-    DEFAULT_ISSUER, NetworkLink, NetworkService, NetworkSite, RouterAccessSpec, RouterRole,
-    RouterRoleName, SiteSpec, SiteStatus,
+    DEFAULT_ISSUER, EDGE_PORT, Endpoint, INTER_ROUTER_PORT, NetworkLink, NetworkService,
+    NetworkSite, RouterAccessSpec, RouterAccessStatus, RouterRole, RouterRoleName, SiteSpec,
+    SiteStatus,
 };
 pub use traffic_permission::{
     Action, FromRule, MeshTrafficPermissionSpec, PermissionConf, TargetRef, TargetRefKind,
@@ -79,6 +82,8 @@ pub enum Spec {
     Listener(ListenerSpec),
     /// A [`ConnectorSpec`].
     Connector(ConnectorSpec),
+    /// A [`SecretSpec`].
+    Secret(SecretSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -95,6 +100,7 @@ macro_rules! each_spec {
             Spec::Link($inner) => $body,
             Spec::Listener($inner) => $body,
             Spec::Connector($inner) => $body,
+            Spec::Secret($inner) => $body,
         }
     };
 }
@@ -115,6 +121,7 @@ impl Spec {
             Spec::Link(_) => Kind::Link,
             Spec::Listener(_) => Kind::Listener,
             Spec::Connector(_) => Kind::Connector,
+            Spec::Secret(_) => Kind::Secret,
         }
     }
 
@@ -138,6 +145,7 @@ impl Spec {
             Kind::Link => parse(value).map(Spec::Link),
             Kind::Listener => parse(value).map(Spec::Listener),
             Kind::Connector => parse(value).map(Spec::Connector),
+            Kind::Secret => parse(value).map(Spec::Secret),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -162,17 +170,78 @@ impl Spec {
             Spec::Link(s) => s.validate(&mut errs),
             Spec::Listener(s) => s.validate(&mut errs),
             Spec::Connector(s) => s.validate(&mut errs),
+            Spec::Secret(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }
 
-    /// A copy with secrets (AccessGrant and AccessToken `code`) replaced by
-    /// [`REDACTED`]. API reads of other users' resources should return this.
+    /// A copy with secrets (AccessGrant and AccessToken `code`, Secret
+    /// `tls.key`) replaced by [`REDACTED`].
     pub fn redacted(&self) -> Spec {
         match self {
             Spec::AccessGrant(s) => Spec::AccessGrant(s.redacted()),
             Spec::AccessToken(s) => Spec::AccessToken(s.redacted()),
+            Spec::Secret(s) => Spec::Secret(s.redacted()),
             other => other.clone(),
+        }
+    }
+
+    /// A copy with private keys (Secret `tls.key`) replaced by
+    /// [`REDACTED`]: what every API read returns. Grant and token codes stay
+    /// visible to the admin, as Skupper shows them to whoever may read the
+    /// grant.
+    pub fn without_private_keys(&self) -> Spec {
+        match self {
+            Spec::Secret(s) => Spec::Secret(s.redacted()),
+            other => other.clone(),
+        }
+    }
+
+    /// The Site spec, if this is one.
+    pub fn as_site(&self) -> Option<&SiteSpec> {
+        match self {
+            Spec::Site(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The RouterAccess spec, if this is one.
+    pub fn as_router_access(&self) -> Option<&RouterAccessSpec> {
+        match self {
+            Spec::RouterAccess(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The AccessGrant spec, if this is one.
+    pub fn as_access_grant(&self) -> Option<&AccessGrantSpec> {
+        match self {
+            Spec::AccessGrant(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The AccessToken spec, if this is one.
+    pub fn as_access_token(&self) -> Option<&AccessTokenSpec> {
+        match self {
+            Spec::AccessToken(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The Link spec, if this is one.
+    pub fn as_link(&self) -> Option<&LinkSpec> {
+        match self {
+            Spec::Link(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The Secret spec, if this is one.
+    pub fn as_secret(&self) -> Option<&SecretSpec> {
+        match self {
+            Spec::Secret(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -234,6 +303,8 @@ pub enum StatusDetails {
     None,
     /// Site: the network as this site sees it.
     Site(SiteStatus),
+    /// RouterAccess: the endpoints it publishes.
+    RouterAccess(RouterAccessStatus),
     /// AccessGrant: where and how to redeem it. Holds a secret `code`.
     AccessGrant(AccessGrantStatus),
     /// AccessToken: whether it was redeemed.
@@ -259,6 +330,7 @@ impl StatusDetails {
         }
         let parsed = match kind {
             Kind::Site => parse_status(value).map(StatusDetails::Site),
+            Kind::RouterAccess => parse_status(value).map(StatusDetails::RouterAccess),
             Kind::AccessGrant => parse_status(value).map(StatusDetails::AccessGrant),
             Kind::AccessToken => parse_status(value).map(StatusDetails::AccessToken),
             Kind::Link => parse_status(value).map(StatusDetails::Link),
@@ -287,6 +359,7 @@ impl StatusDetails {
         match self {
             StatusDetails::None => Value::Object(Default::default()),
             StatusDetails::Site(s) => to_value(s),
+            StatusDetails::RouterAccess(s) => to_value(s),
             StatusDetails::AccessGrant(s) => to_value(s),
             StatusDetails::AccessToken(s) => to_value(s),
             StatusDetails::Link(s) => to_value(s),
@@ -324,6 +397,14 @@ impl StatusDetails {
     pub fn as_link(&self) -> Option<&LinkStatus> {
         match self {
             StatusDetails::Link(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The AccessToken details, if these are.
+    pub fn as_access_token(&self) -> Option<&AccessTokenStatus> {
+        match self {
+            StatusDetails::AccessToken(s) => Some(s),
             _ => None,
         }
     }

@@ -13,6 +13,10 @@ use crate::validate::{self, Errors};
 
 /// The issuer (site CA) used when a Site sets no `defaultIssuer`.
 pub const DEFAULT_ISSUER: &str = "skupper-site-ca";
+/// Default inter-router port.
+pub const INTER_ROUTER_PORT: u16 = 55671;
+/// Default edge port.
+pub const EDGE_PORT: u16 = 45671;
 
 /// `spec` of a Site.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -34,15 +38,55 @@ pub struct SiteSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SiteStatus {
+    /// `Ready`, `Pending` or `Error`, as Skupper's `StatusType`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// A human-readable summary of the conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     /// This site's unique id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site_id: Option<String>,
+    /// Where other sites reach this one: one entry per RouterAccess role.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<Endpoint>,
+    /// How many sites are reachable from here, this one included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites_in_network: Option<u64>,
     /// Every site reachable from here, including this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<NetworkSite>,
-    /// How many sites `network` lists (Skupper's `sitesInNetwork`).
+}
+
+/// One endpoint in Site and RouterAccess status: where a role is reached.
+/// The port is a string, as Skupper writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Endpoint {
+    /// The role: `inter-router` or `edge`.
+    pub name: String,
+    /// The advertised host.
+    pub host: String,
+    /// The port, e.g. `"55671"`.
+    pub port: String,
+    /// The router group (the RouterAccess's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sites_in_network: Option<u32>,
+    pub group: Option<String>,
+}
+
+/// RouterAccess status details: the endpoints it publishes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouterAccessStatus {
+    /// `Ready`, `Pending` or `Error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// A human-readable summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// One entry per role, with the advertised host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<Endpoint>,
 }
 
 /// One site in [`SiteStatus::network`].

@@ -182,6 +182,16 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 format!("{}:{}", s(&spec["host"]), s(&spec["port"])),
             ),
         ],
+        Kind::Secret => vec![
+            ("TYPE", s(&spec["type"])),
+            (
+                "DATA",
+                spec["data"]
+                    .as_object()
+                    .map(|d| d.keys().cloned().collect::<Vec<_>>().join(","))
+                    .unwrap_or_default(),
+            ),
+        ],
     }
 }
 

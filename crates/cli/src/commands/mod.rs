@@ -4,6 +4,7 @@ pub(crate) mod apply;
 pub(crate) mod delete;
 pub(crate) mod demo;
 pub(crate) mod get;
+pub(crate) mod grant;
 pub(crate) mod inspect;
 pub(crate) mod token;
 pub(crate) mod wait;

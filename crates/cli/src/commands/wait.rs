@@ -62,7 +62,7 @@ fn observed(r: Option<&Value>, cond: &str) -> String {
     };
     match r["status"]["conditions"]
         .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == cond))
+        .and_then(|cs| cs.iter().find(|c| same_type(c, cond)))
     {
         None => format!("no {cond} condition yet"),
         Some(c) => {
@@ -79,10 +79,22 @@ fn observed(r: Option<&Value>, cond: &str) -> String {
     }
 }
 
+/// Condition types (and statuses) match case-insensitively, as in kubectl:
+/// `--for=condition=ready` waits for `Ready`.
+fn same_type(c: &Value, cond: &str) -> bool {
+    c["type"]
+        .as_str()
+        .is_some_and(|t| t.eq_ignore_ascii_case(cond))
+}
+
 fn matches(r: Option<&Value>, w: &WaitFor) -> bool {
     r.and_then(|r| r["status"]["conditions"].as_array())
-        .and_then(|cs| cs.iter().find(|c| c["type"] == w.condition.as_str()))
-        .is_some_and(|c| c["status"] == w.status.as_str())
+        .and_then(|cs| cs.iter().find(|c| same_type(c, &w.condition)))
+        .is_some_and(|c| {
+            c["status"]
+                .as_str()
+                .is_some_and(|s| s.eq_ignore_ascii_case(&w.status))
+        })
 }
 
 fn is_target(r: &Value, name: &str, mesh: Option<&str>) -> bool {

@@ -7,6 +7,7 @@
 mod apply;
 mod error;
 mod health;
+mod link_generate;
 mod metrics;
 mod resources;
 pub(crate) mod tokens;
@@ -56,6 +57,8 @@ pub struct ApiState {
     pub xds: XdsInspect,
     /// The mesh CA controller's handle, for `/api/v1/meshes/{name}/ca`.
     pub ca: crate::identity::CaHandle,
+    /// The host other sites dial (`--advertised-host`), for `link-generate`.
+    pub advertised_host: Arc<str>,
 }
 
 /// What the API reads about xDS streams.
@@ -92,6 +95,10 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/api/v1/tokens/router", axum::routing::post(tokens::router))
         .route("/api/v1/tokens/revoke", axum::routing::post(tokens::revoke))
+        .route(
+            "/api/v1/link-generate",
+            axum::routing::post(link_generate::generate),
+        )
         .route("/api/v1/{plural}/{name}/ca", get(tokens::mesh_ca))
         .route("/api/v1/{plural}/{name}/xds", get(xds::inspect))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));

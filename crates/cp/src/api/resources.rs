@@ -100,7 +100,7 @@ pub(super) async fn list(
     // change the list already had (harmless), but never miss one.
     let revision = *st.revision.borrow();
     let items = st.resources.list(kind, p.mesh.as_deref(), selector).await?;
-    let items: Vec<_> = items.iter().map(Resource::to_json).collect();
+    let items: Vec<_> = items.iter().map(Resource::to_api_json).collect();
     Ok(Json(json!({ "items": items, "revision": revision.to_string() })).into_response())
 }
 
@@ -112,7 +112,7 @@ pub(super) async fn get_one(
     let kind = kind_of(&plural)?;
     let mesh = with_mesh(kind, params(q)?.mesh)?;
     let r = st.resources.get(kind, mesh.as_deref(), &name).await?;
-    Ok(Json(r.to_json()).into_response())
+    Ok(Json(r.to_api_json()).into_response())
 }
 
 pub(super) async fn create(
@@ -123,7 +123,7 @@ pub(super) async fn create(
     let kind = kind_of(&plural)?;
     let r = resource_from_body(kind, body)?;
     let created = st.resources.create(r).await?;
-    Ok((StatusCode::CREATED, Json(created.to_json())).into_response())
+    Ok((StatusCode::CREATED, Json(created.to_api_json())).into_response())
 }
 
 fn check_path_matches(r: &Resource, name: &str, mesh: Option<&str>) -> Result<(), ApiError> {
@@ -164,7 +164,7 @@ pub(super) async fn apply(
     };
     Ok((
         status,
-        Json(json!({ "result": outcome, "resource": stored.to_json() })),
+        Json(json!({ "result": outcome, "resource": stored.to_api_json() })),
     )
         .into_response())
 }
@@ -186,7 +186,7 @@ pub(super) async fn put_status(
         .resources
         .set_status(kind, r.mesh(), &name, status, expected)
         .await?;
-    Ok(Json(stored.to_json()).into_response())
+    Ok(Json(stored.to_api_json()).into_response())
 }
 
 pub(super) async fn delete(
@@ -211,11 +211,13 @@ pub(super) async fn delete(
             .iter()
             .map(|c| json!({ "kind": c.kind().as_str(), "mesh": c.mesh(), "name": c.name() }))
             .collect();
-        return Ok(Json(json!({ "resource": r.to_json(), "cascaded": cascaded })).into_response());
+        return Ok(
+            Json(json!({ "resource": r.to_api_json(), "cascaded": cascaded })).into_response(),
+        );
     }
     let r = st
         .resources
         .delete(kind, mesh.as_deref(), &name, expected)
         .await?;
-    Ok(Json(r.to_json()).into_response())
+    Ok(Json(r.to_api_json()).into_response())
 }

@@ -65,7 +65,7 @@ pub(super) async fn watch(
                 json!({
                     "revision": e.revision.to_string(),
                     "type": e.change_type,
-                    "resource": e.resource.to_json(),
+                    "resource": e.resource.to_api_json(),
                 })
             })
             .collect();

@@ -354,7 +354,7 @@ fn site_status(r: &mut Resource, network: &[NetworkSite], running: bool) {
             s.id = details.site_id.clone();
         }
     }
-    details.sites_in_network = Some(network.len() as u32);
+    details.sites_in_network = Some(network.len() as u64);
     details.network = network;
     r.status.details = StatusDetails::Site(details);
     let (status, reason, message) = if running {
@@ -373,7 +373,19 @@ fn site_status(r: &mut Resource, network: &[NetworkSite], running: bool) {
         )
     };
     r.set_condition(Condition::now("Running", status, reason, message.clone()));
-    r.set_condition(Condition::now("Ready", status, reason, message));
+    // Ready also needs the site controller's Configured and Resolved
+    // (crates/cp/src/site/site_status.rs uses the same rule).
+    let blocked = ["Configured", "Resolved"].into_iter().find_map(|t| {
+        r.condition(t)
+            .filter(|c| c.status != ConditionStatus::True)
+            .map(|c| c.message.clone())
+    });
+    match blocked {
+        Some(why) if status == ConditionStatus::True => {
+            r.set_condition(Condition::now("Ready", ConditionStatus::False, "Pending", why))
+        }
+        _ => r.set_condition(Condition::now("Ready", status, reason, message)),
+    }
 }
 
 fn link_status(

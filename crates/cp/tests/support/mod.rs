@@ -32,6 +32,8 @@ pub struct TestCp {
     pub api_addr: SocketAddr,
     /// The bound xDS/Certify address.
     pub xds_addr: SocketAddr,
+    /// The bound grant server address.
+    pub grant_addr: SocketAddr,
     http: reqwest::Client,
     token: String,
     dir: tempfile::TempDir,
@@ -59,6 +61,7 @@ impl TestCp {
         TestCp {
             api_addr: cp.api_addr,
             xds_addr: cp.xds_addr,
+            grant_addr: cp.grant_addr,
             token: cp.admin_token.clone(),
             cp: Some(cp),
             http: reqwest::Client::builder()

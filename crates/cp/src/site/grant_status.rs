@@ -1,0 +1,155 @@
+//! AccessGrant status: `url`, `code`, `ca`, `expirationTime`,
+//! `redemptions`, `status`, `message` and the `Ready` condition.
+//!
+//! Owns computing a grant's next status from its current one: the uid in
+//! the URL, the code and the expiration time are chosen once and kept; the
+//! URL follows the advertised host and grant port; `redemptions` is the
+//! grant server's (never reset here). A grant is Ready only in a site that
+//! can accept links; otherwise the status says why.
+
+use std::time::SystemTime;
+
+use meshlink_api::spec::{AccessGrantStatus, StatusDetails};
+use meshlink_api::{Condition, ConditionStatus, Resource, Status};
+use rand::Rng as _;
+use rand::distr::Alphanumeric;
+
+use crate::grants::redeem::expired;
+
+/// Length of a generated redemption code.
+const CODE_LEN: usize = 24;
+
+/// Why grants of this site cannot be redeemed, if they cannot.
+pub type NotReady = Option<String>;
+
+/// `https://<host>:<port>`, with brackets for an IPv6 host.
+pub fn grant_base_url(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("https://[{host}]:{port}")
+    } else {
+        format!("https://{host}:{port}")
+    }
+}
+
+/// The next status of `grant`, or `None` when it is current. Returns the
+/// expiration time too, so the controller can wake up then.
+pub fn next_status(
+    grant: &Resource,
+    base_url: &str,
+    ca_pem: &str,
+    site_problem: &NotReady,
+    now: SystemTime,
+) -> (Option<Status>, Option<SystemTime>) {
+    let Some(spec) = grant.spec.as_access_grant() else {
+        return (None, None);
+    };
+    let cur = grant
+        .status
+        .details
+        .as_access_grant()
+        .cloned()
+        .unwrap_or_default();
+    let uid = cur
+        .url
+        .as_deref()
+        .and_then(|u| u.rsplit('/').next())
+        .filter(|u| !u.is_empty())
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
+    let code = spec.code.clone().or(cur.code.clone()).unwrap_or_else(|| {
+        rand::rng()
+            .sample_iter(Alphanumeric)
+            .take(CODE_LEN)
+            .map(char::from)
+            .collect()
+    });
+    let expiration = cur.expiration_time.clone().unwrap_or_else(|| {
+        humantime::format_rfc3339_seconds(now + spec.expiration_window()).to_string()
+    });
+    let expires_at = humantime::parse_rfc3339_weak(&expiration).ok();
+    let is_expired = expired(Some(&expiration), now);
+    let used = cur.redemptions.unwrap_or(0);
+    let (ready, reason, message) = match site_problem {
+        Some(why) => (false, "SiteNotReady", why.clone()),
+        None if is_expired => (false, "Expired", format!("expired at {expiration}")),
+        None if used >= spec.redemptions_allowed() => (
+            false,
+            "RedemptionsUsed",
+            format!("all {} redemptions used", spec.redemptions_allowed()),
+        ),
+        None => (true, "Ready", "OK".to_owned()),
+    };
+    let details = AccessGrantStatus {
+        status: Some(if ready { "Ready" } else { "Pending" }.to_owned()),
+        message: Some(message.clone()),
+        url: Some(format!("{base_url}/{uid}")),
+        code: Some(code),
+        ca: Some(ca_pem.to_owned()),
+        expiration_time: Some(expiration),
+        redemptions: Some(used),
+    };
+    let mut next = grant.clone();
+    next.status.details = StatusDetails::AccessGrant(details);
+    let status = if ready {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    next.set_condition(Condition::now("Ready", status, reason, message));
+    let wake = expires_at.filter(|_| !is_expired);
+    if next.status == grant.status {
+        (None, wake)
+    } else {
+        (Some(next.status), wake)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshlink_api::spec::{AccessGrantSpec, Spec};
+    use meshlink_api::{Metadata, Resource};
+    use std::time::Duration;
+
+    fn grant(spec: AccessGrantSpec) -> Resource {
+        Resource::new(
+            Metadata {
+                name: "g".into(),
+                ..Default::default()
+            },
+            Spec::AccessGrant(spec),
+        )
+    }
+
+    #[test]
+    fn first_status_then_stable_and_edge_sites_say_why() {
+        let now = SystemTime::now();
+        let mut g = grant(AccessGrantSpec::default());
+        let (s, wake) = next_status(&g, "https://h:9090", "CA", &None, now);
+        g.status = s.expect("a new grant gets a status");
+        let d = g.status.details.as_access_grant().unwrap().clone();
+        assert!(d.url.as_deref().unwrap().starts_with("https://h:9090/"));
+        assert_eq!(d.code.as_deref().unwrap().len(), CODE_LEN);
+        assert_eq!(d.redemptions, Some(0));
+        assert!(wake.unwrap() > now + Duration::from_secs(14 * 60));
+        assert_eq!(g.condition("Ready").unwrap().status, ConditionStatus::True);
+        assert!(
+            next_status(&g, "https://h:9090", "CA", &None, now)
+                .0
+                .is_none()
+        );
+        let (s, _) = next_status(&g, "https://h:9090", "CA", &Some("edge".into()), now);
+        let mut g2 = g.clone();
+        g2.status = s.unwrap();
+        let ready = g2.condition("Ready").unwrap();
+        assert_eq!(
+            (ready.status, ready.message.as_str()),
+            (ConditionStatus::False, "edge")
+        );
+        assert_eq!(
+            g2.status.details.as_access_grant().unwrap().code,
+            d.code,
+            "the code is kept"
+        );
+        assert_eq!(grant_base_url("::1", 9), "https://[::1]:9");
+    }
+}
