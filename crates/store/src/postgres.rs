@@ -48,7 +48,7 @@ use tokio::task::JoinHandle;
 
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{Change, ChangeType, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{Change, ChangeType, ListPage, ListQuery, Object, ObjectKey, Store, StoreError};
 
 /// The notification channel every write transaction notifies.
 const CHANNEL: &str = "meshlink_changes";
@@ -225,6 +225,9 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Vec<Object>, StoreError> {
+        if query.after.is_some() || query.limit.is_some() {
+            return Ok(self.list_page(query).await?.objects);
+        }
         let sql = schema::list_objects(query.mesh.is_some());
         let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
         if let Some(mesh) = &query.mesh {
@@ -288,6 +291,26 @@ impl Store for PostgresStore {
 
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let pool = &self.inner.pool;
+        crate::page::fill(query, |after, rows| {
+            let sql = crate::page::batch_sql(query.mesh.is_some(), after.is_some());
+            async move {
+                let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
+                if let Some(mesh) = &query.mesh {
+                    q = q.bind(mesh);
+                }
+                match after {
+                    Some(after) if query.mesh.is_some() => q = q.bind(after.name),
+                    Some(after) => q = q.bind(after.mesh).bind(after.name),
+                    None => {}
+                }
+                q.bind(rows).fetch_all(pool).await
+            }
+        })
+        .await
     }
 }
 

@@ -30,7 +30,7 @@ use sqlx::sqlite::{
 
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{Change, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{Change, ListPage, ListQuery, Object, ObjectKey, Store, StoreError};
 
 /// The embedded default store: one SQLite file in WAL mode with full sync.
 #[derive(Clone)]
@@ -184,6 +184,9 @@ impl Store for SqliteStore {
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Vec<Object>, StoreError> {
+        if query.after.is_some() || query.limit.is_some() {
+            return Ok(self.list_page(query).await?.objects);
+        }
         let sql = schema::list_objects(query.mesh.is_some());
         let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
         if let Some(mesh) = &query.mesh {
@@ -252,6 +255,26 @@ impl Store for SqliteStore {
 
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let pool = &self.inner.readers;
+        crate::page::fill(query, |after, rows| {
+            let sql = crate::page::batch_sql(query.mesh.is_some(), after.is_some());
+            async move {
+                let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
+                if let Some(mesh) = &query.mesh {
+                    q = q.bind(mesh);
+                }
+                match after {
+                    Some(after) if query.mesh.is_some() => q = q.bind(after.name),
+                    Some(after) => q = q.bind(after.mesh).bind(after.name),
+                    None => {}
+                }
+                q.bind(rows).fetch_all(pool).await
+            }
+        })
+        .await
     }
 }
 
