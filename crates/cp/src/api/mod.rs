@@ -5,8 +5,10 @@
 //! semantics live in [`crate::resources`]. No request content may panic it.
 
 mod apply;
+mod continue_token;
 mod error;
 mod health;
+mod list;
 mod metrics;
 mod resources;
 pub(crate) mod tokens;
@@ -26,6 +28,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::watch as tokio_watch;
 
 pub use error::ApiError;
+pub use list::MAX_LIMIT;
 pub use metrics::ApiMetrics;
 
 use crate::resources::ResourceService;
@@ -70,10 +73,7 @@ pub struct XdsInspect {
 /// Builds the router.
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
-        .route(
-            "/api/v1/{plural}",
-            get(resources::list).post(resources::create),
-        )
+        .route("/api/v1/{plural}", get(list::list).post(resources::create))
         .route(
             "/api/v1/{plural}/{name}",
             get(resources::get_one)
