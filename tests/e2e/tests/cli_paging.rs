@@ -1,0 +1,117 @@
+//! `meshlink get KIND` pages through long lists (`--chunk-size`, the API's
+//! `limit`/`continue`) and prints the same table, YAML and JSON as one
+//! request does, on both stores.
+
+use meshlink_e2e::{ControlPlane, StoreKind, on_both_stores};
+
+/// Dataplanes `dp-000`… in meshes `east` and `west` (every third in
+/// `west`), labelled `tier=gold` on even numbers.
+fn fleet(n: usize) -> String {
+    let mut yaml = String::new();
+    for mesh in ["east", "west"] {
+        yaml.push_str(&format!(
+            "apiVersion: meshlink.dev/v1alpha1\nkind: Mesh\nmetadata: {{name: {mesh}}}\n---\n"
+        ));
+    }
+    for i in 0..n {
+        let mesh = if i % 3 == 0 { "west" } else { "east" };
+        let tier = if i % 2 == 0 { "gold" } else { "silver" };
+        yaml.push_str(&format!(
+            "apiVersion: meshlink.dev/v1alpha1\nkind: Dataplane\n\
+             metadata: {{name: dp-{i:03}, mesh: {mesh}, labels: {{tier: {tier}}}}}\n\
+             spec:\n  networking:\n    address: 127.0.0.{}\n    \
+             inbound: [{{port: {}, servicePort: 8080, tags: {{kuma.io/service: svc-{i}}}}}]\n---\n",
+            i % 250 + 1,
+            10_000 + i
+        ));
+    }
+    yaml
+}
+
+/// The `(mesh, name)` of each table row, in printed order.
+fn rows(table: &str) -> Vec<(String, String)> {
+    table
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let mut cols = l.split_whitespace();
+            let mesh = cols.next().unwrap_or_default().to_string();
+            (mesh, cols.next().unwrap_or_default().to_string())
+        })
+        .collect()
+}
+
+fn lists_page_by_page_with_every_output(store: StoreKind) {
+    const N: usize = 47;
+    let cp = ControlPlane::start(store);
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&fleet(N)))
+        .success();
+
+    // Table: 47 rows over ten pages of 5, each Dataplane once, sorted.
+    let paged = cp.cli(&["get", "dp", "--chunk-size", "5"]).success().stdout;
+    let got = rows(&paged);
+    let mut want: Vec<(String, String)> = (0..N)
+        .map(|i| {
+            let mesh = if i % 3 == 0 { "west" } else { "east" };
+            (mesh.to_string(), format!("dp-{i:03}"))
+        })
+        .collect();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "every Dataplane once, by mesh and name:\n{paged}"
+    );
+
+    // One request, the default chunk size and small chunks print the same.
+    for output in ["table", "json", "yaml"] {
+        let whole = cp
+            .cli(&["get", "dp", "-o", output, "--chunk-size", "0"])
+            .success()
+            .stdout;
+        for chunk in ["1", "5", "500"] {
+            let paged = cp
+                .cli(&["get", "dp", "-o", output, "--chunk-size", chunk])
+                .success()
+                .stdout;
+            assert_eq!(paged, whole, "-o {output} --chunk-size {chunk}");
+        }
+        let default = cp.cli(&["get", "dp", "-o", output]).success().stdout;
+        assert_eq!(default, whole, "-o {output} with the default chunk size");
+    }
+    let json: serde_json::Value = serde_json::from_str(
+        &cp.cli(&["get", "dp", "-o", "json", "--chunk-size", "4"])
+            .success()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(json["items"].as_array().unwrap().len(), N, "{json}");
+
+    // Paging with a mesh and a label selector.
+    let gold_west = cp
+        .cli(&[
+            "get",
+            "dp",
+            "-m",
+            "west",
+            "-l",
+            "tier=gold",
+            "--chunk-size",
+            "2",
+        ])
+        .success()
+        .stdout;
+    let want: Vec<(String, String)> = (0..N)
+        .filter(|i| i % 3 == 0 && i % 2 == 0)
+        .map(|i| ("west".to_string(), format!("dp-{i:03}")))
+        .collect();
+    assert_eq!(rows(&gold_west), want, "{gold_west}");
+
+    // A chunk size the API does not take is bad input, named as the flag.
+    for bad in ["-1", "1001", "many"] {
+        let out = cp.cli(&["get", "dp", "--chunk-size", bad]);
+        assert_eq!(out.code, 2, "--chunk-size {bad}: {out:#?}");
+        assert!(out.stderr.contains("--chunk-size"), "{out:#?}");
+    }
+}
+
+on_both_stores!(lists_page_by_page_with_every_output);
