@@ -63,20 +63,30 @@ fn lists_page_by_page_with_every_output(store: StoreKind) {
     );
 
     // One request, the default chunk size and small chunks print the same.
-    for output in ["table", "json", "yaml"] {
-        let whole = cp
-            .cli(&["get", "dp", "-o", output, "--chunk-size", "0"])
-            .success()
-            .stdout;
-        for chunk in ["1", "5", "500"] {
-            let paged = cp
-                .cli(&["get", "dp", "-o", output, "--chunk-size", chunk])
-                .success()
-                .stdout;
-            assert_eq!(paged, whole, "-o {output} --chunk-size {chunk}");
+    // The control plane's status task may still write Dataplane statuses
+    // (new resourceVersions), so each pair is read again until it agrees.
+    let get = |output: &str, chunk: Option<&str>| {
+        let mut args = vec!["get", "dp", "-o", output];
+        if let Some(c) = chunk {
+            args.extend(["--chunk-size", c]);
         }
-        let default = cp.cli(&["get", "dp", "-o", output]).success().stdout;
-        assert_eq!(default, whole, "-o {output} with the default chunk size");
+        cp.cli(&args).success().stdout
+    };
+    for output in ["table", "json", "yaml"] {
+        for chunk in [Some("1"), Some("5"), Some("500"), None] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            loop {
+                let whole = get(output, Some("0"));
+                let paged = get(output, chunk);
+                if paged == whole {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "-o {output} --chunk-size {chunk:?} differs from one request:\n{paged}\n---\n{whole}"
+                );
+            }
+        }
     }
     let json: serde_json::Value = serde_json::from_str(
         &cp.cli(&["get", "dp", "-o", "json", "--chunk-size", "4"])
@@ -108,7 +118,8 @@ fn lists_page_by_page_with_every_output(store: StoreKind) {
 
     // A chunk size the API does not take is bad input, named as the flag.
     for bad in ["-1", "1001", "many"] {
-        let out = cp.cli(&["get", "dp", "--chunk-size", bad]);
+        let flag = format!("--chunk-size={bad}");
+        let out = cp.cli(&["get", "dp", &flag]);
         assert_eq!(out.code, 2, "--chunk-size {bad}: {out:#?}");
         assert!(out.stderr.contains("--chunk-size"), "{out:#?}");
     }
