@@ -37,32 +37,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# shellcheck source=bench/lib/cp.sh
+source bench/lib/cp.sh
 # Connections the kernel dropped because a listen queue was full (whole
 # machine; SYNs are then retried by the client after 1, 3, 7, 15, 31 s...).
 listen_overflows() { nstat -az TcpExtListenOverflows 2>/dev/null | awk '/ListenOverflows/ {print $2}'; }
-
-start_cp() {
-    local dir="$1" log="$2"
-    RUST_LOG="${RUST_LOG:-warn}" "$BIN/meshlink-cp" run --data-dir "$dir" \
-        --api-addr "127.0.0.1:$API_PORT" --xds-addr "127.0.0.1:$XDS_PORT" --grant-addr 127.0.0.1:0 \
-        >>"$log" 2>&1 &
-    CP_PID=$!
-    for _ in $(seq 1 200); do
-        curl -fs "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && return 0
-        sleep 0.05
-    done
-    echo "meshlink-cp did not become ready; its log:" >&2
-    cat "$log" >&2
-    exit 1
-}
-
-stop_cp() {
-    kill "$CP_PID" 2>/dev/null || true
-    wait "$CP_PID" || true
-    CP_PID=
-}
 
 run_one() {
     local n="${1%%:*}" c=""

@@ -62,6 +62,10 @@ enum Command {
         /// Output format.
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// Fetch lists in pages of this many resources (the API's `limit`,
+        /// at most 1000); 0 fetches the whole list in one request.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=1000))]
+        chunk_size: u32,
     },
     /// Deletes a resource.
     Delete {
@@ -271,6 +275,7 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
             mesh,
             selector,
             output,
+            chunk_size,
         } => {
             let k = kind(&k)?;
             let mesh = match (&name, mesh) {
@@ -284,6 +289,7 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
                 mesh.as_deref(),
                 selector.as_deref(),
                 output,
+                chunk_size,
             )
             .await
         }

@@ -6,10 +6,13 @@
 //! internal controller go through it. It never writes a resource that fails
 //! validation.
 
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use meshlink_api::{FieldError, Kind, Resource, Status};
-use meshlink_store::{Change, ChangeType, LabelSelector, ListQuery, ObjectKey, Store, StoreError};
+use meshlink_store::{
+    Change, ChangeType, LabelSelector, ListCursor, ListQuery, ObjectKey, Store, StoreError,
+};
 
 /// What `apply` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -81,6 +84,16 @@ pub struct ResourceService {
 /// The store key of a resource.
 pub fn key_of(kind: Kind, mesh: Option<&str>, name: &str) -> ObjectKey {
     ObjectKey::new(kind.as_str(), mesh.unwrap_or(""), name)
+}
+
+/// The store query for a list; `mesh` is ignored for global kinds.
+fn list_query(kind: Kind, mesh: Option<&str>, selector: Option<LabelSelector>) -> ListQuery {
+    ListQuery {
+        kind: kind.as_str().to_string(),
+        mesh: mesh.filter(|_| kind.is_mesh_scoped()).map(str::to_string),
+        selector,
+        ..ListQuery::default()
+    }
 }
 
 /// `metadata.resourceVersion` was given for a resource that does not exist.
@@ -215,21 +228,37 @@ impl ResourceService {
         mesh: Option<&str>,
         selector: Option<LabelSelector>,
     ) -> Result<Vec<Resource>, ResourceError> {
-        let q = ListQuery {
-            kind: kind.as_str().to_string(),
-            mesh: if kind.is_mesh_scoped() {
-                mesh.map(str::to_string)
-            } else {
-                None
-            },
-            selector,
-        };
         self.store
-            .list(&q)
+            .list(&list_query(kind, mesh, selector))
             .await?
             .into_iter()
             .map(Self::decode)
             .collect()
+    }
+
+    /// One page of [`ResourceService::list`]: at most `limit` resources
+    /// strictly after `after` in (mesh, name) order, and where the next page
+    /// starts when more remain (see [`Store::list_page`]).
+    pub async fn list_page(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        selector: Option<LabelSelector>,
+        after: Option<ListCursor>,
+        limit: NonZeroUsize,
+    ) -> Result<(Vec<Resource>, Option<ListCursor>), ResourceError> {
+        let q = ListQuery {
+            after,
+            limit: Some(limit),
+            ..list_query(kind, mesh, selector)
+        };
+        let page = self.store.list_page(&q).await?;
+        let items = page
+            .objects
+            .into_iter()
+            .map(Self::decode)
+            .collect::<Result<_, _>>()?;
+        Ok((items, page.next))
     }
 
     async fn check_references(&self, r: &Resource) -> Result<(), ResourceError> {

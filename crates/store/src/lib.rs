@@ -19,11 +19,13 @@ mod batch;
 mod batch_exec;
 mod error;
 mod feed;
+mod page;
 mod schema;
 mod selector;
 
 pub use batch::BatchWrite;
 pub use error::StoreError;
+pub use page::{ListCursor, ListPage};
 pub use selector::{LabelSelector, SelectorError};
 
 /// Where an object lives: kind, mesh (empty for global kinds) and name.
@@ -96,7 +98,8 @@ pub struct Change {
     pub object: Object,
 }
 
-/// A list query: one kind, optionally one mesh and a label selector.
+/// A list query: one kind, optionally one mesh and a label selector, and
+/// optionally one page of the result (keyset paging, see [`Store::list_page`]).
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
     /// The kind to list.
@@ -105,6 +108,14 @@ pub struct ListQuery {
     pub mesh: Option<String>,
     /// Only objects whose labels match, when set.
     pub selector: Option<LabelSelector>,
+    /// Only objects strictly after this `(mesh, name)` in list order, when
+    /// set: where the previous page ended ([`ListPage::next`]).
+    pub after: Option<ListCursor>,
+    /// At most this many objects, when set. Zero cannot be asked for; a
+    /// limit larger than the result is the whole result (the backends read
+    /// in batches of at most 1,000 rows, so a huge limit
+    /// never sizes an allocation).
+    pub limit: Option<std::num::NonZeroUsize>,
 }
 
 /// The durable store used by the control plane. Implemented by the SQLite
@@ -174,6 +185,27 @@ pub trait Store: Send + Sync + 'static {
         &self,
         writes: &[BatchWrite],
     ) -> Result<Vec<Result<Object, StoreError>>, StoreError>;
+
+    /// One page of a list: at most `query.limit` objects strictly after
+    /// `query.after`, in (mesh, name) order, and where the next page starts
+    /// when more matching objects exist.
+    ///
+    /// Each page is read on its own (a keyset query, `(mesh, name) > after
+    /// ORDER BY mesh, name LIMIT n`), so objects written between pages are
+    /// seen if they sort after the cursor and not if before; an object that
+    /// exists, unchanged in key, for the whole walk is returned exactly once.
+    ///
+    /// The default implementation lists everything and cuts the page out
+    /// (for test doubles); the SQLite and PostgreSQL backends override it
+    /// with a keyset query on the primary key.
+    async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let whole = ListQuery {
+            after: None,
+            limit: None,
+            ..query.clone()
+        };
+        Ok(page::cut(self.list(&whole).await?, query))
+    }
 }
 
 mod postgres;

@@ -49,7 +49,7 @@ use tokio::task::JoinHandle;
 use crate::batch_exec::postgres_batch;
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{BatchWrite, Change, ChangeType, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{BatchWrite, Change, ChangeType, ListPage, ListQuery, Object, ObjectKey, Store, StoreError};
 
 /// The notification channel every write transaction notifies.
 const CHANNEL: &str = "meshlink_changes";
@@ -226,6 +226,9 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Vec<Object>, StoreError> {
+        if query.after.is_some() || query.limit.is_some() {
+            return Ok(self.list_page(query).await?.objects);
+        }
         let sql = schema::list_objects(query.mesh.is_some());
         let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
         if let Some(mesh) = &query.mesh {
@@ -320,6 +323,26 @@ impl Store for PostgresStore {
             .wakeups
             .notify(schema::to_u64(plan.last_revision));
         Ok(plan.results)
+    }
+
+    async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let pool = &self.inner.pool;
+        crate::page::fill(query, |after, rows| {
+            let sql = crate::page::batch_sql(query.mesh.is_some(), after.is_some());
+            async move {
+                let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
+                if let Some(mesh) = &query.mesh {
+                    q = q.bind(mesh);
+                }
+                match after {
+                    Some(after) if query.mesh.is_some() => q = q.bind(after.name),
+                    Some(after) => q = q.bind(after.mesh).bind(after.name),
+                    None => {}
+                }
+                q.bind(rows).fetch_all(pool).await
+            }
+        })
+        .await
     }
 }
 

@@ -19,7 +19,7 @@ pub(crate) const NEXT_REVISION: &str =
 /// The highest revision written so far.
 pub(crate) const CURRENT_REVISION: &str = "SELECT revision FROM meshlink_meta WHERE id = 1";
 
-const OBJECT_COLUMNS: &str = "kind, mesh, name, labels, body, revision, create_revision";
+pub(crate) const OBJECT_COLUMNS: &str = "kind, mesh, name, labels, body, revision, create_revision";
 
 /// One object by key: `$1` kind, `$2` mesh, `$3` name.
 pub(crate) fn select_object() -> String {

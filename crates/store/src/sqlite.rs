@@ -31,7 +31,7 @@ use sqlx::sqlite::{
 use crate::batch_exec::sqlite_batch;
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{BatchWrite, Change, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{BatchWrite, Change, ListPage, ListQuery, Object, ObjectKey, Store, StoreError};
 
 /// The embedded default store: one SQLite file in WAL mode with full sync.
 #[derive(Clone)]
@@ -185,6 +185,9 @@ impl Store for SqliteStore {
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Vec<Object>, StoreError> {
+        if query.after.is_some() || query.limit.is_some() {
+            return Ok(self.list_page(query).await?.objects);
+        }
         let sql = schema::list_objects(query.mesh.is_some());
         let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
         if let Some(mesh) = &query.mesh {
@@ -275,6 +278,26 @@ impl Store for SqliteStore {
                 .notify(schema::to_u64(plan.last_revision));
         }
         Ok(plan.results)
+    }
+
+    async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
+        let pool = &self.inner.readers;
+        crate::page::fill(query, |after, rows| {
+            let sql = crate::page::batch_sql(query.mesh.is_some(), after.is_some());
+            async move {
+                let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
+                if let Some(mesh) = &query.mesh {
+                    q = q.bind(mesh);
+                }
+                match after {
+                    Some(after) if query.mesh.is_some() => q = q.bind(after.name),
+                    Some(after) => q = q.bind(after.mesh).bind(after.name),
+                    None => {}
+                }
+                q.bind(rows).fetch_all(pool).await
+            }
+        })
+        .await
     }
 }
 

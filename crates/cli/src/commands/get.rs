@@ -20,7 +20,8 @@ pub(crate) enum Output {
     Json,
 }
 
-/// Runs `get`.
+/// Runs `get`. Lists are fetched `chunk_size` resources per request
+/// (following the API's `continue` token), or in one request when it is 0.
 pub(crate) async fn run(
     client: &ApiClient,
     kind: Kind,
@@ -28,6 +29,7 @@ pub(crate) async fn run(
     mesh: Option<&str>,
     selector: Option<&str>,
     output: Output,
+    chunk_size: u32,
 ) -> Result<(), Failure> {
     let items: Vec<Value> = if let Some(name) = name {
         let path = format!("/api/v1/{}/{}", kind.plural(), name);
@@ -47,12 +49,7 @@ pub(crate) async fn run(
         if let Some(s) = selector {
             q.push(("labelSelector", s.to_string()));
         }
-        let path = format!("/api/v1/{}", kind.plural());
-        let list = client
-            .call(Method::GET, &path, &q, None, Duration::from_secs(60))
-            .await
-            .map_err(|e| e.into_failure())?;
-        list["items"].as_array().cloned().unwrap_or_default()
+        list_all(client, kind, q, chunk_size).await?
     };
     match output {
         Output::Json if name.is_some() => println!("{}", pretty(&items[0])),
@@ -70,6 +67,36 @@ pub(crate) async fn run(
         }
     }
     Ok(())
+}
+
+/// Every item of a list, page after page.
+async fn list_all(
+    client: &ApiClient,
+    kind: Kind,
+    mut query: Vec<(&'static str, String)>,
+    chunk_size: u32,
+) -> Result<Vec<Value>, Failure> {
+    let path = format!("/api/v1/{}", kind.plural());
+    if chunk_size > 0 {
+        query.push(("limit", chunk_size.to_string()));
+    }
+    let mut items = Vec::new();
+    loop {
+        let mut page = client
+            .call(Method::GET, &path, &query, None, Duration::from_secs(60))
+            .await
+            .map_err(|e| e.into_failure())?;
+        if let Value::Array(page_items) = page["items"].take() {
+            items.extend(page_items);
+        }
+        match page["continue"].as_str() {
+            Some(token) if chunk_size > 0 => {
+                query.retain(|(k, _)| *k != "continue");
+                query.push(("continue", token.to_string()));
+            }
+            _ => return Ok(items),
+        }
+    }
 }
 
 fn pretty(v: &Value) -> String {

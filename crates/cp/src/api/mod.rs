@@ -5,9 +5,11 @@
 //! semantics live in [`crate::resources`]. No request content may panic it.
 
 mod apply;
+mod continue_token;
 mod error;
 mod health;
 mod link_generate;
+mod list;
 mod metrics;
 mod resources;
 pub(crate) mod tokens;
@@ -27,6 +29,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::watch as tokio_watch;
 
 pub use error::ApiError;
+pub use list::MAX_LIMIT;
 pub use metrics::ApiMetrics;
 
 use crate::resources::ResourceService;
@@ -73,10 +76,7 @@ pub struct XdsInspect {
 /// Builds the router.
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
-        .route(
-            "/api/v1/{plural}",
-            get(resources::list).post(resources::create),
-        )
+        .route("/api/v1/{plural}", get(list::list).post(resources::create))
         .route(
             "/api/v1/{plural}/{name}",
             get(resources::get_one)

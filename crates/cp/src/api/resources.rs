@@ -7,7 +7,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use meshlink_api::{Kind, Resource, Status};
-use meshlink_store::LabelSelector;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -19,7 +18,6 @@ use crate::resources::{ResourceService, parse_version};
 #[serde(rename_all = "camelCase")]
 pub(super) struct ResourceParams {
     mesh: Option<String>,
-    label_selector: Option<String>,
     resource_version: Option<String>,
     /// `DELETE` of a Mesh: also delete everything in it.
     #[serde(default)]
@@ -81,27 +79,6 @@ fn resource_from_body(
 fn with_mesh(kind: Kind, mesh: Option<String>) -> Result<Option<String>, ApiError> {
     ResourceService::check_scope(kind, mesh.as_deref())?;
     Ok(mesh)
-}
-
-pub(super) async fn list(
-    State(st): State<ApiState>,
-    Path(plural): Path<String>,
-    q: Result<Query<ResourceParams>, QueryRejection>,
-) -> Result<Response, ApiError> {
-    let kind = kind_of(&plural)?;
-    let p = params(q)?;
-    let selector = p
-        .label_selector
-        .as_deref()
-        .map(LabelSelector::parse)
-        .transpose()
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    // Read the revision before the list: a watch resuming from it may see a
-    // change the list already had (harmless), but never miss one.
-    let revision = *st.revision.borrow();
-    let items = st.resources.list(kind, p.mesh.as_deref(), selector).await?;
-    let items: Vec<_> = items.iter().map(Resource::to_api_json).collect();
-    Ok(Json(json!({ "items": items, "revision": revision.to_string() })).into_response())
 }
 
 pub(super) async fn get_one(

@@ -168,8 +168,7 @@ impl Controller {
     async fn seed(&mut self) {
         let q = ListQuery {
             kind: ISSUED_CERT.to_string(),
-            mesh: None,
-            selector: None,
+            ..ListQuery::default()
         };
         match self.store.list(&q).await {
             Ok(objs) => {

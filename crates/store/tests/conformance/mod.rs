@@ -21,6 +21,7 @@ pub mod batch;
 pub mod durability;
 pub mod feed;
 pub mod objects;
+pub mod paging;
 
 /// How long a check waits for something a user would expect "promptly".
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -81,6 +82,10 @@ macro_rules! conformance_suite {
             objects::large_lists_with_selectors,
             objects::concurrent_creates_take_every_revision_once,
             objects::same_revision_updates_have_one_winner,
+            paging::paging_visits_every_object_once_in_order,
+            paging::writes_between_pages_never_skip_or_repeat_untouched_objects,
+            paging::paging_combines_with_mesh_and_label_filters,
+            paging::limits_and_cursors_at_the_edges,
             feed::delete_appears_in_feed_with_last_body,
             feed::changes_since_pages_in_order,
             feed::watch_replays_then_follows_in_order,

@@ -378,5 +378,6 @@ fn query(mesh: Option<&str>, selector: Option<&str>) -> ListQuery {
         kind: "Thing".into(),
         mesh: mesh.map(str::to_string),
         selector: selector.map(|s| LabelSelector::parse(s).unwrap()),
+        ..ListQuery::default()
     }
 }
