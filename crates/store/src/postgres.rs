@@ -49,7 +49,9 @@ use tokio::task::JoinHandle;
 use crate::batch_exec::postgres_batch;
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{BatchWrite, Change, ChangeType, ListPage, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{
+    BatchWrite, Change, ChangeType, ListPage, ListQuery, Object, ObjectKey, Store, StoreError,
+};
 
 /// The notification channel every write transaction notifies.
 const CHANNEL: &str = "meshlink_changes";

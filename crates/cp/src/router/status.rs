@@ -381,9 +381,12 @@ fn site_status(r: &mut Resource, network: &[NetworkSite], running: bool) {
             .map(|c| c.message.clone())
     });
     match blocked {
-        Some(why) if status == ConditionStatus::True => {
-            r.set_condition(Condition::now("Ready", ConditionStatus::False, "Pending", why))
-        }
+        Some(why) if status == ConditionStatus::True => r.set_condition(Condition::now(
+            "Ready",
+            ConditionStatus::False,
+            "Pending",
+            why,
+        )),
         _ => r.set_condition(Condition::now("Ready", status, reason, message)),
     }
 }
