@@ -3,28 +3,36 @@
 
 use std::sync::{Arc, Barrier};
 
+use base64::Engine as _;
 use meshlink_e2e::{ControlPlane, StoreKind, on_both_stores};
 use serde_json::json;
 
 const ROUNDS: usize = 20;
 
+/// A Secret: no controller writes its status, so only the two clients
+/// change its resourceVersion (a Site's would also move when the site
+/// controller writes its status).
 fn same_version_updates_have_one_winner(store: StoreKind) {
     let cp = Arc::new(ControlPlane::start(store));
-    let site = |v: Option<&str>, link_access: &str| {
-        let mut meta = json!({"name": "west"});
+    let pair = rcgen::generate_simple_self_signed(vec!["west".into()]).expect("a certificate");
+    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+    let data = json!({
+        "tls.crt": b64(pair.cert.pem()),
+        "tls.key": b64(pair.signing_key.serialize_pem()),
+        "ca.crt": b64(pair.cert.pem()),
+    });
+    let secret = |v: Option<&str>, winner: &str| {
+        let mut meta = json!({"name": "west", "labels": {"winner": winner}});
         if let Some(v) = v {
             meta["resourceVersion"] = json!(v);
         }
-        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Site", "metadata": meta,
-            "spec": {"linkAccess": link_access}})
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Secret", "metadata": meta,
+            "spec": {"type": "kubernetes.io/tls", "data": data}})
     };
-    assert_eq!(
-        cp.api("PUT", "/api/v1/sites/west", Some(&site(None, "none")))
-            .0,
-        201
-    );
+    let (code, body) = cp.api("PUT", "/api/v1/secrets/west", Some(&secret(None, "none")));
+    assert_eq!(code, 201, "{body}");
     for round in 0..ROUNDS {
-        let (_, current) = cp.api("GET", "/api/v1/sites/west", None);
+        let (_, current) = cp.api("GET", "/api/v1/secrets/west", None);
         let version = current["metadata"]["resourceVersion"]
             .as_str()
             .unwrap()
@@ -34,18 +42,18 @@ fn same_version_updates_have_one_winner(store: StoreKind) {
             .map(|client| {
                 let cp = cp.clone();
                 let barrier = barrier.clone();
-                let body = site(Some(&version), &format!("r{round}-c{client}"));
+                let body = secret(Some(&version), &format!("r{round}-c{client}"));
                 std::thread::spawn(move || {
                     barrier.wait();
-                    cp.api("PUT", "/api/v1/sites/west", Some(&body))
+                    cp.api("PUT", "/api/v1/secrets/west", Some(&body))
                 })
             })
             .collect();
         let mut codes: Vec<u16> = handles.into_iter().map(|h| h.join().unwrap().0).collect();
         codes.sort();
         assert_eq!(codes, vec![200, 409], "round {round}: exactly one winner");
-        let (_, after) = cp.api("GET", "/api/v1/sites/west", None);
-        let winner = after["spec"]["linkAccess"].as_str().unwrap();
+        let (_, after) = cp.api("GET", "/api/v1/secrets/west", None);
+        let winner = after["metadata"]["labels"]["winner"].as_str().unwrap();
         assert!(winner.starts_with(&format!("r{round}-")), "{after}");
     }
 }
