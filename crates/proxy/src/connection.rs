@@ -247,7 +247,7 @@ where
         .bytes
         .get_or_create(&ProxyMetrics::direction(direction))
         .clone();
-    let mut a = Counted::new(a, counter);
+    let mut a = Counted::new(a, counter.clone(), counter);
     tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER)
         .await
         .map(drop)

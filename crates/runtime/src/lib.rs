@@ -4,6 +4,7 @@
 //! It owns no business logic and must never spawn work of its own.
 
 pub mod backoff;
+pub mod counted;
 mod metrics;
 mod shutdown;
 

@@ -13,10 +13,12 @@ mod cli;
 mod cp;
 mod postgres;
 pub mod proxy;
+mod secret;
 
 pub use cli::{CliOutput, run_cli};
 pub use cp::{ControlPlane, StoreKind};
 pub use postgres::fresh_postgres_database;
+pub use secret::tls_secret;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

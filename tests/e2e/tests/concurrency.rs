@@ -3,8 +3,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use base64::Engine as _;
-use meshlink_e2e::{ControlPlane, StoreKind, on_both_stores};
+use meshlink_e2e::{ControlPlane, StoreKind, on_both_stores, tls_secret};
 use serde_json::json;
 
 const ROUNDS: usize = 20;
@@ -14,20 +13,12 @@ const ROUNDS: usize = 20;
 /// controller writes its status).
 fn same_version_updates_have_one_winner(store: StoreKind) {
     let cp = Arc::new(ControlPlane::start(store));
-    let pair = rcgen::generate_simple_self_signed(vec!["west".into()]).expect("a certificate");
-    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
-    let data = json!({
-        "tls.crt": b64(pair.cert.pem()),
-        "tls.key": b64(pair.signing_key.serialize_pem()),
-        "ca.crt": b64(pair.cert.pem()),
-    });
     let secret = |v: Option<&str>, winner: &str| {
-        let mut meta = json!({"name": "west", "labels": {"winner": winner}});
+        let mut s = tls_secret("west", winner);
         if let Some(v) = v {
-            meta["resourceVersion"] = json!(v);
+            s["metadata"]["resourceVersion"] = json!(v);
         }
-        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Secret", "metadata": meta,
-            "spec": {"type": "kubernetes.io/tls", "data": data}})
+        s
     };
     let (code, body) = cp.api("PUT", "/api/v1/secrets/west", Some(&secret(None, "none")));
     assert_eq!(code, 201, "{body}");
@@ -53,7 +44,7 @@ fn same_version_updates_have_one_winner(store: StoreKind) {
         codes.sort();
         assert_eq!(codes, vec![200, 409], "round {round}: exactly one winner");
         let (_, after) = cp.api("GET", "/api/v1/secrets/west", None);
-        let winner = after["metadata"]["labels"]["winner"].as_str().unwrap();
+        let winner = after["metadata"]["labels"]["label"].as_str().unwrap();
         assert!(winner.starts_with(&format!("r{round}-")), "{after}");
     }
 }

@@ -3,12 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use meshlink_e2e::{ControlPlane, StoreKind, on_both_stores};
+use meshlink_e2e::{ControlPlane, StoreKind, on_both_stores, tls_secret};
 use serde_json::{Value, json};
 
-fn site(name: &str, link_access: &str) -> Value {
-    json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Site",
-        "metadata": {"name": name}, "spec": {"linkAccess": link_access}})
+/// Secrets, because no controller writes them: the only changes are the
+/// test's own (a Site's status is written by the site controller).
+fn secret(name: &str, label: &str) -> Value {
+    tls_secret(name, label)
 }
 
 /// Long-polls from `from` until `want` events arrived, retrying through
@@ -54,7 +55,7 @@ fn collect(server: String, token: String, from: u64, want: usize) -> Vec<(u64, S
 
 fn watch_sees_every_change_once_in_order_across_restart(store: StoreKind) {
     let mut cp = ControlPlane::start(store);
-    let (_, list) = cp.api("GET", "/api/v1/sites", None);
+    let (_, list) = cp.api("GET", "/api/v1/secrets", None);
     let start: u64 = list["revision"].as_str().unwrap().parse().unwrap();
 
     let (server, token) = (cp.server(), cp.token().to_string());
@@ -66,8 +67,8 @@ fn watch_sees_every_change_once_in_order_across_restart(store: StoreKind) {
         assert_eq!(
             cp.api(
                 "PUT",
-                &format!("/api/v1/sites/{name}"),
-                Some(&site(&name, "a"))
+                &format!("/api/v1/secrets/{name}"),
+                Some(&secret(&name, "a"))
             )
             .0,
             201
@@ -76,8 +77,8 @@ fn watch_sees_every_change_once_in_order_across_restart(store: StoreKind) {
         assert_eq!(
             cp.api(
                 "PUT",
-                &format!("/api/v1/sites/{name}"),
-                Some(&site(&name, "b"))
+                &format!("/api/v1/secrets/{name}"),
+                Some(&secret(&name, "b"))
             )
             .0,
             200
@@ -88,7 +89,7 @@ fn watch_sees_every_change_once_in_order_across_restart(store: StoreKind) {
             cp.restart();
         }
         assert_eq!(
-            cp.api("DELETE", &format!("/api/v1/sites/{name}"), None).0,
+            cp.api("DELETE", &format!("/api/v1/secrets/{name}"), None).0,
             200
         );
         expected.push(("Deleted".to_string(), name));
