@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use meshlink_e2e::{ControlPlane, StoreKind, on_both_stores, tls_secret};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Secrets, because no controller writes them: the only changes are the
 /// test's own (a Site's status is written by the site controller).
