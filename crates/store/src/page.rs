@@ -46,6 +46,33 @@ pub struct ListPage {
     pub next: Option<ListCursor>,
 }
 
+/// Fills one page of `$query` from `$pool` with keyset batches
+/// ([`batch_sql`] bound in order: kind, mesh?, cursor, row count). A macro
+/// because the statements are the same for SQLite and PostgreSQL and only
+/// the sqlx driver types differ (as in `batch_exec`).
+macro_rules! keyset_page {
+    ($pool:expr, $query:expr) => {{
+        let (pool, query) = ($pool, $query);
+        crate::page::fill(query, |after, rows| {
+            let sql = crate::page::batch_sql(query.mesh.is_some(), after.is_some());
+            async move {
+                let mut q = sqlx::query_as::<_, crate::schema::ObjectRow>(&sql).bind(&query.kind);
+                if let Some(mesh) = &query.mesh {
+                    q = q.bind(mesh);
+                }
+                match after {
+                    Some(after) if query.mesh.is_some() => q = q.bind(after.name),
+                    Some(after) => q = q.bind(after.mesh).bind(after.name),
+                    None => {}
+                }
+                q.bind(rows).fetch_all(pool).await
+            }
+        })
+        .await
+    }};
+}
+pub(crate) use keyset_page;
+
 /// The SQL of one keyset batch. Binds, in order: kind; the mesh when
 /// `with_mesh`; when `with_after`, the cursor's mesh and name, or only its
 /// name when `with_mesh` (within one mesh, `name > $n` lets both databases

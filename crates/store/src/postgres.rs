@@ -328,23 +328,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
-        let pool = &self.inner.pool;
-        crate::page::fill(query, |after, rows| {
-            let sql = crate::page::batch_sql(query.mesh.is_some(), after.is_some());
-            async move {
-                let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(&query.kind);
-                if let Some(mesh) = &query.mesh {
-                    q = q.bind(mesh);
-                }
-                match after {
-                    Some(after) if query.mesh.is_some() => q = q.bind(after.name),
-                    Some(after) => q = q.bind(after.mesh).bind(after.name),
-                    None => {}
-                }
-                q.bind(rows).fetch_all(pool).await
-            }
-        })
-        .await
+        crate::page::keyset_page!(&self.inner.pool, query)
     }
 }
 
