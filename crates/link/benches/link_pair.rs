@@ -189,8 +189,10 @@ async fn link_pair(
         bc.connectors.push(ConnectorConfig {
             name: key.into(),
             routing_key: key.into(),
-            host: "127.0.0.1".into(),
-            port: addr.port(),
+            targets: vec![meshlink_link::ConnectorTarget {
+                host: "127.0.0.1".into(),
+                port: addr.port(),
+            }],
         });
     }
     assert!(b.apply(&bc).is_empty());

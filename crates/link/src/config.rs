@@ -82,7 +82,17 @@ pub struct ConnectorConfig {
     pub name: String,
     /// The routing key it serves.
     pub routing_key: String,
-    /// The target's host.
+    /// Where flows for the key go, round robin (a Connector's host and
+    /// port, or the Dataplanes its selector picked). A connector with no
+    /// target is not advertised.
+    pub targets: Vec<ConnectorTarget>,
+}
+
+/// One address a connector forwards flows to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectorTarget {
+    /// The target's host: a DNS name or an IP address.
     pub host: String,
     /// The target's port.
     pub port: u16,
@@ -143,9 +153,12 @@ impl RouterConfig {
             let at = format!("connectors[{i}]");
             names.check(&mut err, &at, "connector", &c.name);
             check_key(&mut err, &at, &c.routing_key);
-            check_host(&mut err, &at, &c.host);
-            if c.port == 0 {
-                err(format!("{at}.port"), "must be the target's port, 1-65535");
+            for (j, t) in c.targets.iter().enumerate() {
+                let at = format!("{at}.targets[{j}]");
+                check_host(&mut err, &at, &t.host);
+                if t.port == 0 {
+                    err(format!("{at}.port"), "must be the target's port, 1-65535");
+                }
             }
         }
         errors
@@ -226,8 +239,10 @@ mod tests {
             connectors: vec![ConnectorConfig {
                 name: "c".into(),
                 routing_key: "".into(),
-                host: "127.0.0.1".into(),
-                port: 0,
+                targets: vec![ConnectorTarget {
+                    host: "127.0.0.1".into(),
+                    port: 0,
+                }],
             }],
             ..Default::default()
         };
@@ -241,7 +256,7 @@ mod tests {
                 "links[0].credential",
                 "links[1].name",
                 "connectors[0].routingKey",
-                "connectors[0].port",
+                "connectors[0].targets[0].port",
             ]
         );
     }

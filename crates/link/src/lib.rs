@@ -38,7 +38,8 @@ pub mod status;
 pub mod wire;
 
 pub use config::{
-    ConfigError, ConnectorConfig, LinkConfig, ListenerConfig, RoleConfig, RouterConfig,
+    ConfigError, ConnectorConfig, ConnectorTarget, LinkConfig, ListenerConfig, RoleConfig,
+    RouterConfig,
 };
 pub use credentials::{CredentialError, CredentialPem, LinkCredential};
 pub use flows::{Flow, FlowError};

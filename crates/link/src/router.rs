@@ -122,9 +122,9 @@ impl Router {
 
         let mut targets = ConnectorTargets::new();
         for (i, c) in config.connectors.iter().enumerate() {
-            if !bad.contains(&format!("connectors[{i}]")) {
+            if !bad.contains(&format!("connectors[{i}]")) && !c.targets.is_empty() {
                 let list = targets.entry(c.routing_key.clone()).or_default();
-                list.push((c.host.clone(), c.port));
+                list.extend(c.targets.iter().map(|t| (t.host.clone(), t.port)));
             }
         }
         self.core.connectors.send_replace(Arc::new(targets));
@@ -260,7 +260,7 @@ impl Router {
 fn services(config: &RouterConfig, bad: &HashSet<String>) -> Vec<ServiceAdvert> {
     let mut by_key: BTreeMap<String, ServiceAdvert> = BTreeMap::new();
     for (i, c) in config.connectors.iter().enumerate() {
-        if !bad.contains(&format!("connectors[{i}]")) {
+        if !bad.contains(&format!("connectors[{i}]")) && !c.targets.is_empty() {
             service(&mut by_key, &c.routing_key)
                 .connectors
                 .push(c.name.clone());

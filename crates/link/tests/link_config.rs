@@ -29,8 +29,10 @@ async fn adding_and_removing_links_and_listeners_leaves_the_others_alone() {
         cfg.connectors.push(ConnectorConfig {
             name: "echo".into(),
             routing_key: format!("echo-{}", r.id()),
-            host: "127.0.0.1".into(),
-            port: echo.port(),
+            targets: vec![meshlink_link::ConnectorTarget {
+                host: "127.0.0.1".into(),
+                port: echo.port(),
+            }],
         });
         assert!(r.apply(&cfg).is_empty());
     }

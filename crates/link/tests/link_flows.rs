@@ -25,8 +25,10 @@ fn connector(key: &str, addr: std::net::SocketAddr) -> ConnectorConfig {
     ConnectorConfig {
         name: key.into(),
         routing_key: key.into(),
-        host: addr.ip().to_string(),
-        port: addr.port(),
+        targets: vec![meshlink_link::ConnectorTarget {
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        }],
     }
 }
 

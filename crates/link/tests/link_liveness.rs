@@ -20,8 +20,10 @@ async fn a_silent_peer_is_detected_and_the_link_reconnects_when_it_answers() {
     b_cfg.connectors.push(ConnectorConfig {
         name: "echo".into(),
         routing_key: "echo".into(),
-        host: "127.0.0.1".into(),
-        port: echo_server().await.port(),
+        targets: vec![meshlink_link::ConnectorTarget {
+            host: "127.0.0.1".into(),
+            port: echo_server().await.port(),
+        }],
     });
     assert!(b.apply(&b_cfg).is_empty());
     let relay = Relay::start(role_addr(&b, "inter-router").await).await;

@@ -24,8 +24,10 @@ async fn link_flow_and_route_metrics_are_exported() {
     b_cfg.connectors.push(ConnectorConfig {
         name: "echo".into(),
         routing_key: "echo".into(),
-        host: "127.0.0.1".into(),
-        port: echo_server().await.port(),
+        targets: vec![meshlink_link::ConnectorTarget {
+            host: "127.0.0.1".into(),
+            port: echo_server().await.port(),
+        }],
     });
     assert!(b.apply(&b_cfg).is_empty());
     let b_addr = role_addr(&b, "inter-router").await;

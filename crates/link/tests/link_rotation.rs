@@ -32,8 +32,10 @@ async fn rotation_keeps_the_link_and_new_handshakes_present_the_new_certificates
     b_cfg.connectors.push(ConnectorConfig {
         name: "echo".into(),
         routing_key: "echo".into(),
-        host: "127.0.0.1".into(),
-        port: echo_server().await.port(),
+        targets: vec![meshlink_link::ConnectorTarget {
+            host: "127.0.0.1".into(),
+            port: echo_server().await.port(),
+        }],
     });
     assert!(b.apply(&b_cfg).is_empty());
     let addr = role_addr(&b, "inter-router").await;

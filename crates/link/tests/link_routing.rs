@@ -15,8 +15,10 @@ fn connector(key: &str, port: u16) -> ConnectorConfig {
     ConnectorConfig {
         name: format!("{key}-connector"),
         routing_key: key.into(),
-        host: "127.0.0.1".into(),
-        port,
+        targets: vec![meshlink_link::ConnectorTarget {
+            host: "127.0.0.1".into(),
+            port,
+        }],
     }
 }
 

@@ -1,5 +1,8 @@
 //! meshlink-proxy: the data-plane proxy.
 //!
+//! In router mode ([`router`]) it links its site to other sites with the
+//! `meshlink_link` transport; the rest of this overview is sidecar mode.
+//!
 //! In sidecar mode it gives one workload mTLS and authorization: it gets
 //! an identity certificate through Certify ([`identity`]), follows its
 //! configuration over delta ADS ([`xds`]), binds the listeners whose
@@ -27,6 +30,7 @@ pub mod log_limit;
 pub mod metrics;
 pub mod model;
 pub mod options;
+pub mod router;
 pub mod xds;
 
 use std::sync::Arc;
@@ -68,6 +72,15 @@ pub enum Drained {
     DeadlinePassed,
 }
 
+/// Serves the admin endpoint on `socket` until `stop` fires.
+async fn admin_serve(socket: tokio::net::TcpListener, app: axum::Router, stop: CancellationToken) {
+    let serve =
+        axum::serve(socket, app).with_graceful_shutdown(async move { stop.cancelled().await });
+    if let Err(e) = serve.await {
+        tracing::error!(error = %e, "admin server failed");
+    }
+}
+
 /// Runs the proxy until `shutdown` fires, then drains: stops accepting,
 /// waits for open connections up to `options.drain_timeout`, and returns.
 pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, ProxyError> {
@@ -92,6 +105,15 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
             path: path.clone(),
             source,
         })?;
+    }
+    if options.mode == Mode::Router {
+        tracing::info!(
+            admin = %admin_addr,
+            cp = %options.cp.url,
+            bind_host = %options.bind_host,
+            "meshlink-proxy starting (router)"
+        );
+        return Ok(router::run(options, admin_socket, registry, metrics, shutdown).await);
     }
     tracing::info!(
         admin = %admin_addr,
@@ -123,7 +145,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
     background.spawn(
         xds::XdsClient {
             target: options.cp.clone(),
-            node_id: options.node_id(),
+            node_id: xds::NodeId::Fixed(options.node_id()),
             config: config_tx,
             status: xds_status.clone(),
             metrics: metrics.clone(),
@@ -150,14 +172,11 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
         metrics,
         draining: draining_rx,
     };
-    let admin_stop = tasks.clone();
-    background.spawn(async move {
-        let serve = axum::serve(admin_socket, admin::router(admin_state))
-            .with_graceful_shutdown(async move { admin_stop.cancelled().await });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "admin server failed");
-        }
-    });
+    background.spawn(admin_serve(
+        admin_socket,
+        admin::router(admin_state),
+        tasks.clone(),
+    ));
 
     shutdown.wait().await;
     draining_tx.send_replace(true);

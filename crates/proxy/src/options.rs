@@ -19,7 +19,8 @@ use crate::cp::CpTarget;
 pub enum Mode {
     /// One proxy per workload: mTLS, authorization, load balancing.
     Sidecar,
-    /// One proxy per site linking sites (not built yet).
+    /// One proxy per site linking sites: RouterAccess roles, Links,
+    /// Listeners and Connectors.
     Router,
 }
 
@@ -42,7 +43,7 @@ pub struct RunArgs {
     /// A Dataplane YAML naming this proxy (its mesh and name are used).
     #[arg(long, env = "MESHLINK_PROXY_DATAPLANE_FILE")]
     pub dataplane_file: Option<PathBuf>,
-    /// Name of an existing Dataplane.
+    /// Name of an existing Dataplane (sidecar mode).
     #[arg(long, env = "MESHLINK_PROXY_NAME")]
     pub name: Option<String>,
     /// Mesh of the Dataplane.
@@ -64,16 +65,24 @@ pub struct RunArgs {
     /// On SIGTERM, how long open connections may take to finish, e.g. 30s.
     #[arg(long, env = "MESHLINK_PROXY_DRAIN_TIMEOUT", default_value = "30s")]
     pub drain_timeout: String,
+    /// Router mode: the address RouterAccess roles (and Listeners whose
+    /// host is a name) bind unless they name their own.
+    #[arg(long, env = "MESHLINK_PROXY_BIND_HOST", default_value = "0.0.0.0")]
+    pub bind_host: String,
 }
 
 /// Validated options.
 #[derive(Debug, Clone)]
 pub struct ProxyOptions {
+    /// Sidecar or router.
+    pub mode: Mode,
+    /// Router mode: the default bind address of roles and listeners.
+    pub bind_host: String,
     /// Control plane and credential files.
     pub cp: CpTarget,
-    /// Mesh of the Dataplane.
+    /// Mesh of the Dataplane (sidecar mode).
     pub mesh: String,
-    /// Dataplane name.
+    /// Dataplane name (sidecar mode; empty for a router).
     pub name: String,
     /// Admin address.
     pub admin_addr: SocketAddr,
@@ -94,14 +103,27 @@ impl RunArgs {
     /// Checks the flags; every problem is reported, each naming its flag.
     pub fn validate(self) -> Result<ProxyOptions, Vec<String>> {
         let mut errors = Vec::new();
-        match <Mode as clap::ValueEnum>::from_str(&self.mode, true) {
-            Ok(Mode::Router) => errors
-                .push("--mode router: router mode is not available yet; use --mode sidecar".into()),
-            Ok(Mode::Sidecar) => {}
-            Err(_) => errors.push(format!(
-                "--mode {:?}: expected sidecar or router",
-                self.mode
-            )),
+        let mode = <Mode as clap::ValueEnum>::from_str(&self.mode, true)
+            .map_err(|_| {
+                errors.push(format!(
+                    "--mode {:?}: expected sidecar or router",
+                    self.mode
+                ))
+            })
+            .unwrap_or(Mode::Sidecar);
+        let router = mode == Mode::Router;
+        if router && self.bind_host.parse::<std::net::IpAddr>().is_err() {
+            errors.push(format!(
+                "--bind-host {:?}: expected an IP address, e.g. 0.0.0.0 or 127.0.0.2",
+                self.bind_host
+            ));
+        }
+        if router && (self.name.is_some() || self.dataplane_file.is_some()) {
+            errors.push(
+                "--name and --dataplane-file are for sidecars; a router serves the site its \
+                 router token names"
+                    .into(),
+            );
         }
         let admin_addr = self
             .admin_addr
@@ -133,7 +155,11 @@ impl RunArgs {
             );
         }
         if self.token_file.is_none() {
-            errors.push("--token-file is required: write `meshlink token dataplane --mesh M --name N` to a file".into());
+            errors.push(if router {
+                "--token-file is required: write `meshlink token router` to a file".into()
+            } else {
+                "--token-file is required: write `meshlink token dataplane --mesh M --name N` to a file".into()
+            });
         }
         let (mut mesh, mut name) = (self.mesh.clone(), self.name.clone());
         if let Some(path) = &self.dataplane_file {
@@ -151,7 +177,9 @@ impl RunArgs {
                 Err(e) => errors.push(format!("--dataplane-file {}: {e}", path.display())),
             }
         }
-        if name.is_none() && self.dataplane_file.is_none() {
+        if router {
+            name = Some(String::new());
+        } else if name.is_none() && self.dataplane_file.is_none() {
             errors.push(
                 "--name (or --dataplane-file) is required: the Dataplane this proxy serves".into(),
             );
@@ -180,6 +208,8 @@ impl RunArgs {
                 Some(admin_addr),
                 Some(drain_timeout),
             ) => Ok(ProxyOptions {
+                mode,
+                bind_host: self.bind_host,
                 cp: CpTarget {
                     url: self.cp,
                     ca_file,

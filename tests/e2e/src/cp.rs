@@ -61,6 +61,16 @@ impl ControlPlane {
     /// Starts a control plane whose listeners (API, xDS, grant server) bind
     /// `host` (e.g. `127.0.0.2`, one per site) and which advertises `host`.
     pub fn start_on(store: StoreKind, host: &str) -> ControlPlane {
+        let mut cp = Self::prepare_on(store, host, 0);
+        cp.restart();
+        cp
+    }
+
+    /// A control plane on `host` that is not started yet, with its xDS
+    /// port fixed up front (0: picked at the first start), so that
+    /// routers and sidecars can be started before it (tests of start-up
+    /// order). Start it with [`Self::spawn`] and [`Self::wait_ready`].
+    pub fn prepare_on(store: StoreKind, host: &str, xds_port: u16) -> ControlPlane {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().join("data");
         let log = tmp.path().join("cp.log");
@@ -77,7 +87,7 @@ impl ControlPlane {
             ready_file,
             host: host.to_owned(),
         };
-        cp.restart();
+        cp.xds_port = xds_port;
         cp
     }
 
@@ -208,6 +218,20 @@ impl ControlPlane {
     /// fixed for the life of this value, across restarts).
     pub fn xds_port(&self) -> u16 {
         self.xds_port
+    }
+
+    /// The loopback address this control plane binds and advertises.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// `meshlink token router` for this control plane's site.
+    pub fn router_token(&self) -> String {
+        self.cli(&["token", "router"])
+            .success()
+            .stdout
+            .trim()
+            .to_owned()
     }
 
     /// The xDS/Certify endpoint, `https://localhost:PORT`.

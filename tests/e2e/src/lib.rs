@@ -14,6 +14,7 @@ mod cp;
 mod postgres;
 pub mod proxy;
 mod secret;
+pub mod site;
 
 pub use cli::{CliOutput, run_cli};
 pub use cp::{ControlPlane, StoreKind};

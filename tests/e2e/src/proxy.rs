@@ -184,27 +184,39 @@ impl Sidecar {
 
     /// Starts the process without waiting for anything.
     pub fn spawn(opts: &SidecarOptions) -> Sidecar {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--cp".into(),
+            opts.cp_url.clone().into(),
+            "--cp-ca".into(),
+            opts.cp_ca.clone().into(),
+            "--token-file".into(),
+            opts.token_file.clone().into(),
+            "--drain-timeout".into(),
+            opts.drain_timeout.clone().into(),
+        ];
+        for a in ["--mesh", MESH, "--name", &opts.name] {
+            args.push(a.into());
+        }
+        Sidecar::spawn_args(&opts.name, opts.admin_port, &args)
+    }
+
+    /// Starts `meshlink-proxy run ARGS --admin-addr 127.0.0.1:ADMIN_PORT`
+    /// (with `--admin-addr-file`), logging to a file, without waiting;
+    /// `name` names it in logs and panics (a Dataplane or a site).
+    pub fn spawn_args(name: &str, admin_port: u16, args: &[std::ffi::OsString]) -> Sidecar {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let log = tmp.path().join(format!("{}.log", opts.name));
+        let log = tmp.path().join(format!("{name}.log"));
         let admin_addr_file = tmp.path().join("admin-addr.json");
         let out = std::fs::File::create(&log).expect("create proxy log");
         let err = out.try_clone().expect("clone log handle");
         let rust_log = std::env::var("MESHLINK_E2E_PROXY_LOG").unwrap_or_else(|_| "info".into());
         let child = Command::new(crate::bin_path("meshlink-proxy"))
             .arg("run")
-            .arg("--cp")
-            .arg(&opts.cp_url)
-            .arg("--cp-ca")
-            .arg(&opts.cp_ca)
-            .arg("--token-file")
-            .arg(&opts.token_file)
-            .args(["--mesh", MESH, "--name", &opts.name])
+            .args(args)
             .arg("--admin-addr")
-            .arg(format!("127.0.0.1:{}", opts.admin_port))
+            .arg(format!("127.0.0.1:{admin_port}"))
             .arg("--admin-addr-file")
             .arg(&admin_addr_file)
-            .arg("--drain-timeout")
-            .arg(&opts.drain_timeout)
             .env("RUST_LOG", rust_log)
             .stdin(Stdio::null())
             .stdout(out)
@@ -214,7 +226,7 @@ impl Sidecar {
         Sidecar {
             child: Some(child),
             status: None,
-            name: opts.name.clone(),
+            name: name.to_owned(),
             admin_port: std::sync::OnceLock::new(),
             admin_addr_file,
             log,
@@ -274,7 +286,7 @@ impl Sidecar {
         loop {
             if let Some(s) = self.exit_status() {
                 panic!(
-                    "sidecar {} exited with {s} before it was ready; logs:\n{}",
+                    "proxy {} exited with {s} before it was ready; logs:\n{}",
                     self.name,
                     self.logs()
                 );
@@ -285,7 +297,7 @@ impl Sidecar {
             }
             if Instant::now() >= deadline {
                 panic!(
-                    "sidecar {} not ready after {timeout:?}: /ready answered {status} {body}\nlogs:\n{}",
+                    "proxy {} not ready after {timeout:?}: /ready answered {status} {body}\nlogs:\n{}",
                     self.name,
                     self.logs()
                 );

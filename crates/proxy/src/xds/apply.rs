@@ -56,6 +56,18 @@ pub struct Applied {
     pub rejected: Vec<Rejected>,
 }
 
+impl crate::xds::client::XdsModel for ProxyConfig {
+    fn types() -> &'static [&'static str] {
+        &TYPES
+    }
+    fn apply(&mut self, response: &DeltaDiscoveryResponse) -> Applied {
+        apply(self, response)
+    }
+    fn held_versions(&self, type_url: &str) -> std::collections::HashMap<String, String> {
+        held_versions(self, type_url)
+    }
+}
+
 /// Applies `response` to `config` in place.
 pub fn apply(config: &mut ProxyConfig, response: &DeltaDiscoveryResponse) -> Applied {
     let ty = response.type_url.as_str();
@@ -71,13 +83,7 @@ pub fn apply(config: &mut ProxyConfig, response: &DeltaDiscoveryResponse) -> App
     }
     out.changed |= config.received.insert(ty.to_owned());
     for resource in &response.resources {
-        let Some(any) = &resource.resource else {
-            out.rejected.push(Rejected {
-                type_url: ty.to_owned(),
-                name: resource.name.clone(),
-                version: resource.version.clone(),
-                error: "resource: missing".into(),
-            });
+        let Some(any) = present(resource, ty, &mut out) else {
             continue;
         };
         let version = resource.version.clone();
@@ -117,8 +123,25 @@ pub fn apply(config: &mut ProxyConfig, response: &DeltaDiscoveryResponse) -> App
     out
 }
 
+/// The resource's `Any`, or a rejection when the response left it out.
+pub(crate) fn present<'a>(
+    resource: &'a envoy_types::pb::envoy::service::discovery::v3::Resource,
+    type_url: &str,
+    out: &mut Applied,
+) -> Option<&'a envoy_types::pb::google::protobuf::Any> {
+    if resource.resource.is_none() {
+        out.rejected.push(Rejected {
+            type_url: type_url.to_owned(),
+            name: resource.name.clone(),
+            version: resource.version.clone(),
+            error: "resource: missing".into(),
+        });
+    }
+    resource.resource.as_ref()
+}
+
 /// The resource's own name must equal the name it is sent under.
-fn named(sent_as: &str, own: &str) -> Result<(), Invalid> {
+pub(crate) fn named(sent_as: &str, own: &str) -> Result<(), Invalid> {
     if sent_as == own {
         Ok(())
     } else {
@@ -129,7 +152,7 @@ fn named(sent_as: &str, own: &str) -> Result<(), Invalid> {
     }
 }
 
-fn upsert<T: PartialEq>(
+pub(crate) fn upsert<T: PartialEq>(
     map: &mut BTreeMap<String, Versioned<T>>,
     name: &str,
     version: String,

@@ -28,12 +28,53 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::apply::{self, Rejected, TYPES};
+use super::apply::{Applied, Rejected};
 use crate::backoff::Backoff;
-use crate::cp::CpTarget;
+use crate::cp::{CpError, CpTarget, ProxyToken};
 use crate::log_limit::LogLimiter;
 use crate::metrics::ProxyMetrics;
-use crate::model::ProxyConfig;
+
+/// A configuration the delta ADS client keeps: the sidecar's
+/// [`ProxyConfig`](crate::model::ProxyConfig) or the router's
+/// [`RouterResources`](crate::router::RouterResources).
+pub trait XdsModel: Clone + Default + Send + Sync + 'static {
+    /// Type URLs to subscribe to, in the order the control plane sends
+    /// them (Secrets first: I2).
+    fn types() -> &'static [&'static str];
+    /// Applies one response in place: good resources are taken, bad ones
+    /// keep their last good version and are reported for the NACK (I3).
+    fn apply(&mut self, response: &DeltaDiscoveryResponse) -> Applied;
+    /// The accepted versions held for `type_url`, sent as
+    /// `initial_resource_versions` on reconnect.
+    fn held_versions(&self, type_url: &str) -> HashMap<String, String>;
+}
+
+/// How the client names itself in `node.id`.
+#[derive(Debug, Clone)]
+pub enum NodeId {
+    /// A sidecar: `<mesh>.<dataplane name>`.
+    Fixed(String),
+    /// A router: `site.<site>`, with the site its router token names (the
+    /// token file may appear after start-up, so it is read per session).
+    RouterOfToken,
+}
+
+impl NodeId {
+    /// The `node.id` to send with `token`.
+    fn resolve(&self, token: &ProxyToken, target: &CpTarget) -> Result<String, CpError> {
+        match self {
+            NodeId::Fixed(id) => Ok(id.clone()),
+            NodeId::RouterOfToken if token.claims.site.is_empty() => Err(CpError::Unusable {
+                what: "token file",
+                path: target.token_file.clone(),
+                reason: "it holds a dataplane token, but a router needs its site's router token; \
+                         write the output of `meshlink token router` to it"
+                    .into(),
+            }),
+            NodeId::RouterOfToken => Ok(format!("site.{}", token.claims.site)),
+        }
+    }
+}
 
 /// The node metadata key and value that tell the control plane this is a
 /// meshlink-proxy (CSR identity, SDS trust bundle).
@@ -55,20 +96,20 @@ pub type SharedXdsStatus = Arc<Mutex<XdsStatus>>;
 
 /// The client's inputs and outputs.
 #[derive(Debug)]
-pub struct XdsClient {
+pub struct XdsClient<M: XdsModel> {
     /// Control-plane address and credential files.
     pub target: CpTarget,
-    /// `node.id`: `<mesh>.<dataplane name>`.
-    pub node_id: String,
+    /// `node.id`.
+    pub node_id: NodeId,
     /// Where accepted configuration is published.
-    pub config: watch::Sender<Arc<ProxyConfig>>,
+    pub config: watch::Sender<Arc<M>>,
     /// Session status for the admin API.
     pub status: SharedXdsStatus,
     /// Metrics.
     pub metrics: Arc<ProxyMetrics>,
 }
 
-impl XdsClient {
+impl<M: XdsModel> XdsClient<M> {
     /// Runs sessions until `cancel` fires.
     pub async fn run(self, cancel: CancellationToken) {
         let mut backoff = Backoff::new(Duration::from_millis(10), Duration::from_secs(15));
@@ -112,12 +153,12 @@ impl XdsClient {
         }
     }
 
-    fn node(&self) -> Node {
+    fn node(&self, id: String) -> Node {
         let kind = Value {
             kind: Some(Kind::StringValue(CLIENT_KIND.1.to_owned())),
         };
         Node {
-            id: self.node_id.clone(),
+            id,
             metadata: Some(Struct {
                 fields: [(CLIENT_KIND.0.to_owned(), kind)].into_iter().collect(),
             }),
@@ -135,14 +176,20 @@ impl XdsClient {
             retry_after: None,
         };
         let token = self.target.credentials().map_err(unreachable)?;
+        let node_id = self
+            .node_id
+            .resolve(&token, &self.target)
+            .map_err(unreachable)?;
         let channel = self.target.connect().await.map_err(unreachable)?;
-        let (tx, rx) = mpsc::channel(16);
+        let types = M::types();
+        let (tx, rx) = mpsc::channel(types.len().max(16));
         let held = self.config.borrow().clone();
-        for (i, ty) in TYPES.iter().enumerate() {
+        let mut node = Some(self.node(node_id));
+        for ty in types {
             let request = DeltaDiscoveryRequest {
-                node: (i == 0).then(|| self.node()),
+                node: node.take(),
                 type_url: (*ty).to_owned(),
-                initial_resource_versions: apply::held_versions(&held, ty),
+                initial_resource_versions: held.held_versions(ty),
                 ..Default::default()
             };
             let _ = tx.try_send(request);
@@ -197,7 +244,7 @@ impl XdsClient {
         let mut outcome = None;
         self.config.send_if_modified(|config| {
             let mut next = (**config).clone();
-            let applied = apply::apply(&mut next, response);
+            let applied = next.apply(response);
             let changed = applied.changed;
             if changed {
                 *config = Arc::new(next);

@@ -6,4 +6,4 @@ pub mod apply;
 pub mod client;
 pub mod validate;
 
-pub use client::{SharedXdsStatus, XdsClient, XdsStatus};
+pub use client::{NodeId, SharedXdsStatus, XdsClient, XdsModel, XdsStatus};

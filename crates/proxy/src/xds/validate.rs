@@ -457,7 +457,7 @@ fn endpoints_of(cla: &ClusterLoadAssignment, prefix: &str) -> Result<Vec<SocketA
 
 // === Secret ===
 
-fn pem_of(ds: Option<&DataSource>, field: &str) -> Result<String, Invalid> {
+pub(crate) fn pem_of(ds: Option<&DataSource>, field: &str) -> Result<String, Invalid> {
     match ds.and_then(|d| d.specifier.as_ref()) {
         Some(data_source::Specifier::InlineString(s)) => Ok(s.clone()),
         Some(data_source::Specifier::InlineBytes(b)) => String::from_utf8(b.clone())

@@ -1,0 +1,140 @@
+//! Multi-site scenarios: each site is a control plane plus a router on a
+//! loopback address of its own, unique to the test process, so RouterAccess
+//! roles can use their default ports (55671) without two tests colliding.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::proxy::Sidecar;
+use crate::{ControlPlane, StoreKind};
+
+/// A loopback address for site `n` (1-250) of this test process:
+/// `127.A.B.n`, with A.B taken from the process id (never `0.0`, which
+/// the single-address tests use).
+pub fn site_host(n: u8) -> String {
+    let pid = std::process::id();
+    let a = ((pid >> 8) % 254 + 1) as u8;
+    let b = (pid % 256) as u8;
+    format!("127.{a}.{b}.{n}")
+}
+
+/// A currently free TCP port on `host` (see [`crate::free_port`] for the
+/// caveat; on a per-test address nothing else competes for it).
+pub fn free_port_on(host: &str) -> u16 {
+    std::net::TcpListener::bind((host, 0))
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// One site: its control plane (maybe not started yet), the router's
+/// token file (written once the control plane runs) and the router.
+pub struct Site {
+    /// The site's name.
+    pub name: String,
+    /// Its control plane.
+    pub cp: ControlPlane,
+    /// Its router, once spawned.
+    pub router: Option<Sidecar>,
+    /// Where the router reads its token.
+    pub token_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Site {
+    /// A site on `site_host(n)` whose control plane is not started yet.
+    pub fn prepare(name: &str, n: u8) -> Site {
+        let host = site_host(n);
+        let port = free_port_on(&host);
+        let dir = tempfile::tempdir().expect("tempdir");
+        Site {
+            name: name.to_owned(),
+            cp: ControlPlane::prepare_on(StoreKind::Sqlite, &host, port),
+            router: None,
+            token_file: dir.path().join("router.token"),
+            _dir: dir,
+        }
+    }
+
+    /// The loopback address of the site.
+    pub fn host(&self) -> &str {
+        self.cp.host()
+    }
+
+    /// Starts the router (the control plane need not run, and the CA and
+    /// token files need not exist yet).
+    pub fn spawn_router(&mut self) {
+        let args: Vec<std::ffi::OsString> = vec![
+            "--mode".into(),
+            "router".into(),
+            "--cp".into(),
+            format!("https://{}:{}", self.cp.host(), self.cp.xds_port()).into(),
+            "--cp-ca".into(),
+            self.cp.data_dir().join("cp-tls").join("ca.pem").into(),
+            "--token-file".into(),
+            self.token_file.clone().into(),
+            "--bind-host".into(),
+            self.cp.host().into(),
+            "--drain-timeout".into(),
+            "5s".into(),
+        ];
+        self.router = Some(Sidecar::spawn_args(&self.name, 0, &args));
+    }
+
+    /// Starts the control plane and waits until it is ready.
+    pub fn start_cp(&mut self) {
+        self.cp.spawn();
+        self.cp.wait_ready();
+    }
+
+    /// Writes the router token (the Site must exist).
+    pub fn write_router_token(&self) {
+        let token = self.cp.router_token();
+        write_atomically(&self.token_file, &token);
+    }
+
+    /// The router.
+    pub fn router(&self) -> &Sidecar {
+        self.router.as_ref().expect("router spawned")
+    }
+
+    /// Waits until the Link `name` is Operational in this site's status.
+    pub fn wait_link_operational(&self, name: &str, timeout: Duration) -> Value {
+        crate::eventually(
+            &format!("link {name} operational in site {}", self.name),
+            timeout,
+            || {
+                let (code, link) = self.cp.api("GET", &format!("/api/v1/links/{name}"), None);
+                (code == 200 && condition(&link, "Operational") == Some(true)).then_some(link)
+            },
+        )
+    }
+
+    /// This site's Site resource (the one Site of its control plane).
+    pub fn site(&self) -> Value {
+        let (code, site) = self
+            .cp
+            .api("GET", &format!("/api/v1/sites/{}", self.name), None);
+        assert_eq!(code, 200, "{site}");
+        site
+    }
+}
+
+/// Whether condition `ty` of `resource` is True (`None` when absent).
+pub fn condition(resource: &Value, ty: &str) -> Option<bool> {
+    resource["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+        .map(|c| c["status"] == "True")
+}
+
+/// Writes `text` to `path` through a temporary file and a rename, so a
+/// reader never sees half of it.
+pub fn write_atomically(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
