@@ -44,7 +44,11 @@ fn bad_data(msg: impl Into<String>) -> io::Error {
 /// connection per call. Any failure (refused, reset, closed before a full
 /// response, timeout) is an `Err`.
 pub fn http_get(port: u16, path: &str) -> io::Result<HttpResponse> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    http_get_at(SocketAddr::from(([127, 0, 0, 1], port)), path)
+}
+
+/// [`http_get`] on any address (e.g. a site's own loopback address).
+pub fn http_get_at(addr: SocketAddr, path: &str) -> io::Result<HttpResponse> {
     let stream = TcpStream::connect_timeout(&addr, REQUEST_TIMEOUT)?;
     stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;

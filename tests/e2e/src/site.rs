@@ -58,6 +58,69 @@ impl Site {
         }
     }
 
+    /// A running interior site on `site_host(n)`: control plane, a v2
+    /// Site with `linkAccess: default` (inter-router role on 55671), and
+    /// a ready router.
+    pub fn start(name: &str, n: u8) -> Site {
+        let mut site = Site::prepare(name, n);
+        site.start_cp();
+        site.apply(&format!(
+            "apiVersion: skupper.io/v2alpha1\nkind: Site\nmetadata: {{name: {name}}}\nspec: {{linkAccess: default}}\n"
+        ));
+        site.write_router_token();
+        site.spawn_router();
+        site.router
+            .as_mut()
+            .expect("spawned")
+            .wait_ready(Duration::from_secs(60));
+        site
+    }
+
+    /// `meshlink apply -f -` of `yaml` on this site.
+    pub fn apply(&self, yaml: &str) {
+        self.cp
+            .cli_stdin(&["apply", "-f", "-"], Some(yaml))
+            .success();
+    }
+
+    /// Links this site to `to`: a token issued by `to`, redeemed here with
+    /// `meshlink token redeem`, which waits until the link is Operational.
+    /// Returns the Link's name.
+    pub fn link_to(&self, to: &Site, cost: Option<u32>) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("token.yaml");
+        let file = file.to_str().expect("utf-8 path");
+        to.cp.cli(&["token", "issue", file]).success();
+        let name = format!("to-{}", to.name);
+        let text = std::fs::read_to_string(file).expect("token written");
+        let mut token: Value = serde_yaml_ng::from_str(&text).expect("token is YAML");
+        token["metadata"]["name"] = Value::from(name.clone());
+        if let Some(cost) = cost {
+            token["spec"]["linkCost"] = Value::from(cost);
+        }
+        let text = serde_yaml_ng::to_string(&token).expect("YAML");
+        write_atomically(Path::new(file), &text);
+        self.cp
+            .cli(&["token", "redeem", file, "--link-timeout", "60s"])
+            .success();
+        name
+    }
+
+    /// Waits until the Listener `name` has a matching connector in the
+    /// network (`status.hasMatchingConnector`).
+    pub fn wait_listener_matched(&self, name: &str, timeout: Duration) {
+        crate::eventually(
+            &format!("listener {name} matched in site {}", self.name),
+            timeout,
+            || {
+                let (_, l) = self
+                    .cp
+                    .api("GET", &format!("/api/v1/listeners/{name}"), None);
+                (l["status"]["hasMatchingConnector"] == true).then_some(())
+            },
+        );
+    }
+
     /// The loopback address of the site.
     pub fn host(&self) -> &str {
         self.cp.host()
