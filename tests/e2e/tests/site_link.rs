@@ -120,3 +120,35 @@ fn routers_started_first_link_two_sites_from_the_seed_script() {
     );
     assert_running(&mut sites);
 }
+
+#[test]
+fn a_redemption_response_from_curl_applies_on_another_site_and_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Site::start("curl-a", 2);
+    let b = Site::start("curl-b", 3);
+    a.apply(
+        "apiVersion: skupper.io/v2alpha1\nkind: AccessGrant\nmetadata: {name: g}\nspec: {redemptionsAllowed: 1}\n",
+    );
+    a.cp.cli(&["wait", "--for=condition=ready", "accessgrant/g"])
+        .success();
+    let (_, grant) = a.cp.api("GET", "/api/v1/accessgrants/g", None);
+    let status = &grant["status"];
+    let ca = write(&dir, "ca.pem", status["ca"].as_str().unwrap());
+    // Skupper's protocol with a plain HTTPS client: POST the code.
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--fail-with-body", "--tlsv1.3", "--cacert", &ca])
+        .args(["-H", "name: from-curl", "--data-binary"])
+        .arg(status["code"].as_str().unwrap())
+        .arg(status["url"].as_str().unwrap())
+        .output()
+        .expect("run curl (apt package curl)");
+    let body = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "curl: {body}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    b.apply(&body);
+    let link = b.wait_link_operational("from-curl", DEADLINE);
+    assert_eq!(link["status"]["remoteSiteName"], "curl-a", "{link}");
+}
