@@ -106,12 +106,12 @@ fn targets(config: &meshlink_xds::router::RouterConfig, name: &str) -> Vec<Strin
 fn selector_picks_online_dataplanes_by_tag_and_follows_them() {
     let mut view = full_view();
     let config = translate_router(&view);
-    assert_eq!(targets(&config, "backend"), ["10.0.0.11:9000"]);
+    assert_eq!(targets(&config, "backend"), ["10.0.0.11:8080"]);
     let pods = &config.selected["backend"];
     assert_eq!(pods.len(), 1);
     assert_eq!(
         (pods[0].name.as_str(), pods[0].ip.as_str()),
-        ("default/backend-1", "10.0.0.11:9000")
+        ("default/backend-1", "10.0.0.11")
     );
     assert_eq!(targets(&config, "pg"), ["db.internal:5432"]);
 
@@ -120,7 +120,7 @@ fn selector_picks_online_dataplanes_by_tag_and_follows_them() {
     view.upsert(dataplane("backend-1", "10.0.0.11", "backend", false, 41));
     assert_eq!(
         targets(&translate_router(&view), "backend"),
-        ["10.0.0.12:9000"]
+        ["10.0.0.12:8080"]
     );
 
     // includeNotReady counts offline ones too.
@@ -132,9 +132,9 @@ fn selector_picks_online_dataplanes_by_tag_and_follows_them() {
     ));
     assert_eq!(
         targets(&translate_router(&view), "backend"),
-        ["10.0.0.11:9000", "10.0.0.12:9000"]
+        ["10.0.0.11:8080", "10.0.0.12:8080"]
     );
     // An older state of a Dataplane never overwrites a newer one.
     view.upsert(dataplane("backend-2", "10.0.0.99", "backend", true, 39));
-    assert!(targets(&translate_router(&view), "backend").contains(&"10.0.0.12:9000".to_owned()));
+    assert!(targets(&translate_router(&view), "backend").contains(&"10.0.0.12:8080".to_owned()));
 }

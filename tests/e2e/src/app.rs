@@ -255,6 +255,7 @@ impl Gate {
 ///
 /// Stops accepting on drop.
 pub struct HttpApp {
+    addr: SocketAddr,
     port: u16,
     stop: Arc<AtomicBool>,
     gate: Gate,
@@ -269,9 +270,15 @@ impl HttpApp {
 
     /// Starts on `port` (0 = any free port); listening when this returns.
     pub fn start_on(name: &str, port: u16) -> HttpApp {
-        let listener = TcpListener::bind(("127.0.0.1", port))
-            .unwrap_or_else(|e| panic!("app {name}: bind 127.0.0.1:{port}: {e}"));
-        let port = listener.local_addr().expect("local addr").port();
+        Self::start_at(name, "127.0.0.1", port)
+    }
+
+    /// Starts on `host:port` (e.g. a Dataplane's own loopback address).
+    pub fn start_at(name: &str, host: &str, port: u16) -> HttpApp {
+        let listener = TcpListener::bind((host, port))
+            .unwrap_or_else(|e| panic!("app {name}: bind {host}:{port}: {e}"));
+        let addr = listener.local_addr().expect("local addr");
+        let port = addr.port();
         let stop = Arc::new(AtomicBool::new(false));
         let gate = Gate::default();
         let (name, stop2, gate2) = (name.to_owned(), stop.clone(), gate.clone());
@@ -288,6 +295,7 @@ impl HttpApp {
             }
         });
         HttpApp {
+            addr,
             port,
             stop,
             gate,
@@ -310,7 +318,7 @@ impl Drop for HttpApp {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Wake the accept loop so it sees the flag and drops the listener.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        let _ = TcpStream::connect(self.addr);
         if let Some(h) = self.accept.take() {
             let _ = h.join();
         }

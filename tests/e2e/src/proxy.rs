@@ -139,12 +139,12 @@ pub struct SidecarOptions {
 }
 
 impl SidecarOptions {
-    /// Options for Dataplane `name` of `cp` (`--cp https://127.0.0.1:XDS`,
+    /// Options for Dataplane `name` of `cp` (`--cp https://<cp host>:XDS`,
     /// `--cp-ca <data-dir>/cp-tls/ca.pem`), admin on port 0 and a 30 s
     /// drain. Nothing is written: the token file may not exist yet.
     pub fn new(cp: &ControlPlane, token_file: &Path, name: &str) -> SidecarOptions {
         SidecarOptions {
-            cp_url: format!("https://127.0.0.1:{}", cp.xds_port()),
+            cp_url: format!("https://{}:{}", cp.host(), cp.xds_port()),
             cp_ca: cp.data_dir().join("cp-tls").join("ca.pem"),
             token_file: token_file.to_owned(),
             name: name.to_owned(),

@@ -72,7 +72,10 @@ fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
     meshlink_e2e::eventually("B's Site not Ready", DEADLINE, || {
         (b.site()["status"]["status"] != "Ready").then_some(())
     });
-    assert!(name_via(&b, port).is_none(), "nothing listens while B's router is down");
+    assert!(
+        name_via(&b, port).is_none(),
+        "nothing listens while B's router is down"
+    );
 
     // Restart: same token, same configuration from the control plane.
     b.spawn_router();
@@ -86,5 +89,8 @@ fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
     });
     let name = meshlink_e2e::eventually("flows resume", DEADLINE, || name_via(&b, port));
     assert_eq!(name, "in-a");
-    assert!(a.router.as_mut().unwrap().exit_status().is_none(), "A's router stayed up");
+    assert!(
+        a.router.as_mut().unwrap().exit_status().is_none(),
+        "A's router stayed up"
+    );
 }

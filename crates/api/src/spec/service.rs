@@ -156,7 +156,8 @@ pub struct ConnectorStatus {
 pub struct SelectedPod {
     /// `<mesh>/<dataplane name>`.
     pub name: String,
-    /// The inbound address the router connects to (`host:port`).
+    /// The Dataplane's address; the router connects to it at the
+    /// Connector's `port`.
     #[serde(rename = "IP")]
     pub ip: String,
 }

@@ -193,7 +193,10 @@ pub fn translate_router(view: &SiteView) -> RouterConfig {
             Some(host) => vec![host_port(host, spec.port.get())],
             None => {
                 let pods = select(view, c);
-                let targets = pods.iter().map(|p| p.ip.clone()).collect();
+                let targets = pods
+                    .iter()
+                    .map(|p| host_port(&p.ip, spec.port.get()))
+                    .collect();
                 out.selected.insert(name.clone(), pods);
                 targets
             }
@@ -277,9 +280,11 @@ fn host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// The Dataplanes (and their inbounds) a Connector's selector picks:
-/// inbounds whose tags match, of online Dataplanes unless the Connector
-/// includes not-ready ones. Sorted by mesh, name, port.
+/// The Dataplanes a Connector's selector picks, as Skupper picks pods:
+/// those with an inbound whose tags match, online unless the Connector
+/// includes not-ready ones. Each is listed once, with its address; flows go
+/// to that address at the Connector's `port` (Skupper's pod IP and port).
+/// Sorted by mesh, name.
 fn select(view: &SiteView, connector: &Resource) -> Vec<SelectedPod> {
     let Some(spec) = connector.spec.as_connector() else {
         return Vec::new();
@@ -296,13 +301,16 @@ fn select(view: &SiteView, connector: &Resource) -> Vec<SelectedPod> {
         if !online && !spec.includes_not_ready() {
             continue;
         }
-        for inbound in &dp_spec.networking.inbound {
-            if selector.matches(&inbound.tags) {
-                out.push(SelectedPod {
-                    name: format!("{mesh}/{name}"),
-                    ip: host_port(&dp_spec.networking.address, inbound.port.get()),
-                });
-            }
+        if dp_spec
+            .networking
+            .inbound
+            .iter()
+            .any(|i| selector.matches(&i.tags))
+        {
+            out.push(SelectedPod {
+                name: format!("{mesh}/{name}"),
+                ip: dp_spec.networking.address.clone(),
+            });
         }
     }
     out
