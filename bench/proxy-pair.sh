@@ -6,6 +6,10 @@
 #   meshlink  client -> meshlink-proxy A (outbound) -> mTLS -> meshlink-proxy B (inbound) -> server,
 #             configured by a real meshlink-cp (Mesh with mTLS, two Dataplanes,
 #             a MeshTrafficPermission allowing client -> server)
+#   link      client -> router B (Listener) -> TLS 1.3 link -> router A (Connector) -> server:
+#             two sites, each a real meshlink-cp and a `meshlink-proxy --mode
+#             router`, linked with `meshlink token issue` / `token redeem`
+#             (not in the default VARIANTS; bench/link-pair.sh runs it)
 # Figures, for each round and variant (rounds interleave the variants):
 #   - latency p50/p99/p99.9 at a fixed 1,000 req/s over 10 HTTP/1.1 keep-alive
 #     connections (`http-load latency`: open loop, measured from when each
@@ -13,7 +17,8 @@
 #   - new connections per second (`http-load connect`: 8 workers, one request
 #     per connection, `Connection: close`),
 #   - single-flow throughput (`iperf3 -P 1`, after all HTTP rounds),
-#   - proxy RSS (VmRSS) idle after start and max during the latency run, and
+#   - proxy RSS (VmRSS) idle after start, max during the latency run, and
+#     with 1,000 connections held open (`http-load hold`; meshlink and link), and
 #     proxy CPU (utime+stime from /proc/PID/stat) during the latency run
 #     (scaled to 1,000 req/s) and per connection during the connection run.
 # Prints a markdown table of medians over the rounds, with ratios.
@@ -42,7 +47,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     echo "installing ${missing[*]} with apt-get" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if [[ " ${VARIANTS[*]} " == *" meshlink "* ]]; then
+if [[ " ${VARIANTS[*]} " == *" meshlink "* || " ${VARIANTS[*]} " == *" link "* ]]; then
     cargo build --release -q --bins -p meshlink-bench -p meshlink-cp -p meshlink -p meshlink-proxy
 else
     cargo build --release -q -p meshlink-bench --bin http-load
@@ -61,6 +66,16 @@ CP_API_PORT=27837
 CP_XDS_PORT=27838
 ML_A_ADMIN=127.0.0.1:27839
 ML_B_ADMIN=127.0.0.1:27840
+LK_A_API=27841         # link variant: site A (Connector; accepts the link on 127.0.0.3:55671)
+LK_A_XDS=27842
+LK_B_API=27843         # site B (Listener; dials the link)
+LK_B_XDS=27844
+LK_LISTEN=27845        # router B's Listener (plain TCP from the client)
+LK_A_ADMIN=127.0.0.1:27846
+LK_B_ADMIN=127.0.0.1:27847
+HOLD_COUNT="${HOLD_COUNT:-1000}"
+# Every held connection is a socket in the client and in each proxy.
+ulimit -n 65536 2>/dev/null || true
 
 WORK="$(mktemp -d /tmp/proxy-pair.XXXXXX)"
 RESULTS="$WORK/results.jsonl"
@@ -217,11 +232,54 @@ EOF
     wait_for "a request through the meshlink pair" 30 curl -fs "http://127.0.0.1:$ML_A_PORT/" || return 1
 }
 
+# === link: two sites, a router each ===
+LK_FAILED=""
+setup_link() {
+    local site
+    for site in a b; do
+        local host=127.0.0.3 api=$LK_A_API xds=$LK_A_XDS
+        [[ $site == b ]] && { host=127.0.0.4; api=$LK_B_API; xds=$LK_B_XDS; }
+        local dir="$WORK/lk-$site"
+        RUST_LOG="${RUST_LOG:-warn}" start "LKCP_${site^^}" "$BIN/meshlink-cp" run --data-dir "$dir" \
+            --api-addr "127.0.0.1:$api" --xds-addr "127.0.0.1:$xds" --grant-addr "$host:0" --advertised-host "$host"
+        wait_for "site $site meshlink-cp /readyz" 30 curl -fs "http://127.0.0.1:$api/readyz" || return 1
+        local cli=("$BIN/meshlink" --server "http://127.0.0.1:$api" --token "$(cat "$dir/admin-token")")
+        printf 'apiVersion: skupper.io/v2alpha1\nkind: Site\nmetadata: {name: bench-%s}\nspec: {linkAccess: default}\n' "$site" |
+            "${cli[@]}" apply -f - >>"$WORK/apply.log" 2>&1 || { cat "$WORK/apply.log" >&2; return 1; }
+        "${cli[@]}" token router >"$WORK/lk-$site.token" 2>>"$WORK/apply.log"
+        local admin=$LK_A_ADMIN
+        [[ $site == b ]] && admin=$LK_B_ADMIN
+        RUST_LOG="${RUST_LOG:-warn}" start "LK_${site^^}" "$BIN/meshlink-proxy" run --mode router \
+            --cp "https://127.0.0.1:$xds" --cp-ca "$dir/cp-tls/ca.pem" --token-file "$WORK/lk-$site.token" \
+            --bind-host "$host" --admin-addr "$admin"
+        wait_for "router $site /ready" 60 curl -fs "http://$admin/ready" || return 1
+    done
+    local cli_a=("$BIN/meshlink" --server "http://127.0.0.1:$LK_A_API" --token "$(cat "$WORK/lk-a/admin-token")")
+    local cli_b=("$BIN/meshlink" --server "http://127.0.0.1:$LK_B_API" --token "$(cat "$WORK/lk-b/admin-token")")
+    "${cli_a[@]}" token issue "$WORK/lk-token.yaml" >>"$WORK/apply.log" 2>&1 || return 1
+    "${cli_b[@]}" token redeem "$WORK/lk-token.yaml" --link-timeout 60s >>"$WORK/apply.log" 2>&1 || { cat "$WORK/apply.log" >&2; return 1; }
+    printf 'apiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {name: app}\nspec: {routingKey: app, host: 127.0.0.1, port: %s}\n' "$APP_PORT" |
+        "${cli_a[@]}" apply -f - >>"$WORK/apply.log" 2>&1 || return 1
+    printf 'apiVersion: skupper.io/v2alpha1\nkind: Listener\nmetadata: {name: app}\nspec: {routingKey: app, host: 127.0.0.1, port: %s}\n' "$LK_LISTEN" |
+        "${cli_b[@]}" apply -f - >>"$WORK/apply.log" 2>&1 || return 1
+    wait_for "a request through the link" 60 curl -fs "http://127.0.0.1:$LK_LISTEN/" || return 1
+}
+link_setup_failed() {
+    LK_FAILED="$1"
+    echo "link variant skipped: $1" >&2
+    for p in LK_A LK_B LKCP_A LKCP_B; do
+        echo "--- $p log (last 30 lines):" >&2
+        tail -n 30 "$WORK/$p.log" >&2 2>/dev/null || true
+    done
+    return 0
+}
+
 target_of() {
     case "$1" in
     direct) echo "127.0.0.1:$APP_PORT" ;;
     haproxy) echo "127.0.0.1:$HA_A_PORT" ;;
     meshlink) echo "127.0.0.1:$ML_A_PORT" ;;
+    link) echo "127.0.0.1:$LK_LISTEN" ;;
     esac
 }
 # proxy_pids VARIANT: "A_PID B_PID", or nothing for direct (start() sets them).
@@ -230,9 +288,38 @@ proxy_pids() {
     case "$1" in
     haproxy) echo "$HA_A_PID $HA_B_PID" ;;
     meshlink) echo "$ML_A_PID $ML_B_PID" ;;
+    link) echo "$LK_B_PID $LK_A_PID" ;;
     esac
 }
-enabled() { [[ " ${VARIANTS[*]} " == *" $1 "* && ! ($1 == meshlink && -n "$ML_FAILED") ]]; }
+enabled() {
+    [[ " ${VARIANTS[*]} " == *" $1 "* && ! ($1 == meshlink && -n "$ML_FAILED") && ! ($1 == link && -n "$LK_FAILED") ]]
+}
+
+# hold_round VARIANT: RSS of both proxies (max over 1 s) with HOLD_COUNT
+# connections held open through them.
+hold_round() {
+    local v="$1" a b max_a=0 max_b=0
+    read -r a b <<<"$(proxy_pids "$v")"
+    : >"$WORK/hold.json"
+    "$BIN/http-load" hold --target "$(target_of "$v")" --count "$HOLD_COUNT" --hold 30s \
+        --tag "variant=$v" </dev/null >"$WORK/hold.json" &
+    local hold=$!
+    PIDS+=("$hold")
+    if ! wait_for "$HOLD_COUNT connections held through $v" 120 test -s "$WORK/hold.json"; then
+        stop "$hold"
+        return 0
+    fi
+    for _ in 1 2 3 4 5; do
+        local x y
+        x=$(rss_kb "$a") y=$(rss_kb "$b")
+        ((x > max_a)) && max_a=$x
+        ((y > max_b)) && max_b=$y
+        sleep 0.2
+    done
+    emit "$(cat "$WORK/hold.json")"
+    emit "{\"variant\":\"$v\",\"rss_hold_a_kib\":$max_a,\"rss_hold_b_kib\":$max_b}"
+    stop "$hold"
+}
 
 # latency_round VARIANT ROUND: the latency run, with proxy RSS sampled every
 # 0.2 s (max kept) and proxy CPU over the whole run.
@@ -290,7 +377,10 @@ enabled haproxy && setup_haproxy
 if enabled meshlink; then
     setup_meshlink || meshlink_setup_failed "setup failed (see above)"
 fi
-for v in haproxy meshlink; do
+if enabled link; then
+    setup_link || link_setup_failed "setup failed (see above)"
+fi
+for v in haproxy meshlink link; do
     enabled "$v" || continue
     read -r a b <<<"$(proxy_pids "$v")"
     emit "{\"variant\":\"$v\",\"rss_idle_a_kib\":$(rss_kb "$a"),\"rss_idle_b_kib\":$(rss_kb "$b")}"
@@ -303,6 +393,12 @@ for r in $(seq 1 "$ROUNDS"); do
         latency_round "$v" "$r"
         connect_round "$v" "$r"
     done
+done
+
+for v in meshlink link; do
+    enabled "$v" || continue
+    echo "$v: $HOLD_COUNT connections held open" >&2
+    hold_round "$v"
 done
 
 # iperf3 replaces the HTTP app on the same port, so every proxy keeps its config.
@@ -324,7 +420,8 @@ done
 
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 [[ -n "$ML_FAILED" ]] && echo "# meshlink variant: $ML_FAILED"
-for p in ML_A ML_B HA_A HA_B; do
+[[ -n "$LK_FAILED" ]] && echo "# link variant: $LK_FAILED"
+for p in ML_A ML_B HA_A HA_B LK_A LK_B; do
     pid_var="${p}_PID"
     if [[ -n "${!pid_var:-}" ]] && ! kill -0 "${!pid_var}" 2>/dev/null; then
         echo "# $p exited during the run; last log lines:" && tail -n 20 "$WORK/$p.log"

@@ -90,6 +90,9 @@ enum Command {
     /// Site links.
     #[command(subcommand)]
     Link(LinkCommand),
+    /// The multi-site network.
+    #[command(subcommand)]
+    Network(NetworkCommand),
     /// Waits for a condition on a resource.
     Wait {
         /// KIND/NAME, e.g. dataplane/web-1.
@@ -129,6 +132,18 @@ enum InspectCommand {
         /// JSON or YAML. With --config-dump: json (the default) or yaml.
         #[arg(short = 'o', long, value_enum)]
         output: Option<InspectFormat>,
+    },
+}
+
+#[derive(Subcommand)]
+enum NetworkCommand {
+    /// Prints the sites in the network, this site's links with their state
+    /// and cost, and the services by routing key (what `skupper network
+    /// status` showed).
+    Status {
+        /// `json` prints this site's Site and Links as JSON instead.
+        #[arg(short = 'o', long)]
+        output: Option<String>,
     },
 }
 
@@ -345,6 +360,9 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
             timeout,
             link_timeout,
         }) => commands::grant::redeem(&client, &file, timeout, link_timeout).await,
+        Command::Network(NetworkCommand::Status { output }) => {
+            commands::network::status(&client, output.as_deref()).await
+        }
         Command::Link(LinkCommand::Generate { name, subject }) => {
             commands::grant::link_generate(&client, name.as_deref(), subject.as_deref()).await
         }

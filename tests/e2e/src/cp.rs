@@ -50,6 +50,8 @@ pub struct ControlPlane {
     ready_file: PathBuf,
     /// The loopback address every listener binds and the advertised host.
     host: String,
+    /// The network namespace the process runs in (`ip netns exec`).
+    netns: Option<String>,
 }
 
 impl ControlPlane {
@@ -86,6 +88,7 @@ impl ControlPlane {
             log,
             ready_file,
             host: host.to_owned(),
+            netns: None,
         };
         cp.xds_port = xds_port;
         cp
@@ -99,7 +102,7 @@ impl ControlPlane {
     /// The command line with another REST API port (same data dir and
     /// store; 0 lets the kernel pick one).
     pub fn command_on(&self, api_port: u16) -> Command {
-        let mut cmd = Command::new(crate::bin_path("meshlink-cp"));
+        let mut cmd = crate::netns::command(self.netns.as_deref(), &crate::bin_path("meshlink-cp"));
         cmd.arg("run")
             .arg("--data-dir")
             .arg(&self.data_dir)
@@ -218,6 +221,11 @@ impl ControlPlane {
     /// fixed for the life of this value, across restarts).
     pub fn xds_port(&self) -> u16 {
         self.xds_port
+    }
+
+    /// Runs the process in network namespace `netns` from its next start.
+    pub fn set_netns(&mut self, netns: &str) {
+        self.netns = Some(netns.to_owned());
     }
 
     /// The loopback address this control plane binds and advertises.

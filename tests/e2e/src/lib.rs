@@ -11,6 +11,7 @@ pub mod app;
 pub mod certify;
 mod cli;
 mod cp;
+pub mod netns;
 mod postgres;
 pub mod proxy;
 mod secret;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::ControlPlane;
-use crate::app::http_get;
+use crate::app::http_get_at;
 
 /// The mesh of the proxy tests.
 pub const MESH: &str = "default";
@@ -167,7 +167,7 @@ pub struct Sidecar {
     child: Option<Child>,
     status: Option<ExitStatus>,
     name: String,
-    admin_port: std::sync::OnceLock<u16>,
+    admin_addr: std::sync::OnceLock<std::net::SocketAddr>,
     admin_addr_file: PathBuf,
     log: PathBuf,
     _tmp: tempfile::TempDir,
@@ -204,30 +204,43 @@ impl Sidecar {
     /// (with `--admin-addr-file`), logging to a file, without waiting;
     /// `name` names it in logs and panics (a Dataplane or a site).
     pub fn spawn_args(name: &str, admin_port: u16, args: &[std::ffi::OsString]) -> Sidecar {
+        Sidecar::spawn_in(None, name, admin_port, args)
+    }
+
+    /// [`Sidecar::spawn_args`] in network namespace `netns` (its admin
+    /// endpoint then listens on `admin_host`, an address the test reaches).
+    pub fn spawn_in(
+        netns: Option<(&str, &str)>,
+        name: &str,
+        admin_port: u16,
+        args: &[std::ffi::OsString],
+    ) -> Sidecar {
+        let admin_host = netns.map_or("127.0.0.1", |(_, h)| h);
         let tmp = tempfile::tempdir().expect("tempdir");
         let log = tmp.path().join(format!("{name}.log"));
         let admin_addr_file = tmp.path().join("admin-addr.json");
         let out = std::fs::File::create(&log).expect("create proxy log");
         let err = out.try_clone().expect("clone log handle");
         let rust_log = std::env::var("MESHLINK_E2E_PROXY_LOG").unwrap_or_else(|_| "info".into());
-        let child = Command::new(crate::bin_path("meshlink-proxy"))
-            .arg("run")
-            .args(args)
-            .arg("--admin-addr")
-            .arg(format!("127.0.0.1:{admin_port}"))
-            .arg("--admin-addr-file")
-            .arg(&admin_addr_file)
-            .env("RUST_LOG", rust_log)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("spawn meshlink-proxy");
+        let child =
+            crate::netns::command(netns.map(|(n, _)| n), &crate::bin_path("meshlink-proxy"))
+                .arg("run")
+                .args(args)
+                .arg("--admin-addr")
+                .arg(format!("{admin_host}:{admin_port}"))
+                .arg("--admin-addr-file")
+                .arg(&admin_addr_file)
+                .env("RUST_LOG", rust_log)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .expect("spawn meshlink-proxy");
         Sidecar {
             child: Some(child),
             status: None,
             name: name.to_owned(),
-            admin_port: std::sync::OnceLock::new(),
+            admin_addr: std::sync::OnceLock::new(),
             admin_addr_file,
             log,
             _tmp: tmp,
@@ -247,7 +260,12 @@ impl Sidecar {
     /// The admin endpoint's port, from `--admin-addr-file` (waits for the
     /// proxy to write it; it does so as soon as the endpoint listens).
     pub fn admin_port(&self) -> u16 {
-        *self.admin_port.get_or_init(|| {
+        self.admin_addr().port()
+    }
+
+    /// The admin endpoint's address, from `--admin-addr-file`.
+    pub fn admin_addr(&self) -> std::net::SocketAddr {
+        *self.admin_addr.get_or_init(|| {
             let addr: Value = crate::eventually(
                 &format!("{}'s --admin-addr-file", self.name),
                 Duration::from_secs(30),
@@ -260,14 +278,13 @@ impl Sidecar {
                 .as_str()
                 .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
                 .unwrap_or_else(|| panic!("adminAddr in {addr}; logs:\n{}", self.logs()))
-                .port()
         })
     }
 
     /// `GET path` on the admin endpoint: (status, body); status 0 with the
     /// error as body when it cannot be reached.
     pub fn admin_get(&self, path: &str) -> (u16, String) {
-        match http_get(self.admin_port(), path) {
+        match http_get_at(self.admin_addr(), path) {
             Ok(r) => (r.status, r.text()),
             Err(e) => (0, format!("admin endpoint unreachable: {e}")),
         }

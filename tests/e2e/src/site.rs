@@ -40,29 +40,43 @@ pub struct Site {
     pub router: Option<Sidecar>,
     /// Where the router reads its token.
     pub token_file: PathBuf,
+    /// The network namespace its processes run in, if not the root one.
+    netns: Option<String>,
     _dir: tempfile::TempDir,
 }
 
 impl Site {
     /// A site on `site_host(n)` whose control plane is not started yet.
     pub fn prepare(name: &str, n: u8) -> Site {
-        let host = site_host(n);
-        let port = free_port_on(&host);
+        Site::prepare_at(name, &site_host(n), None)
+    }
+
+    /// A site whose control plane and router bind and advertise `host`
+    /// and run in network namespace `netns` (if given), not started yet.
+    pub fn prepare_at(name: &str, host: &str, netns: Option<&str>) -> Site {
+        let port = match netns {
+            // Nothing else uses the namespace's addresses.
+            Some(_) => 40000 + (std::process::id() % 20000) as u16,
+            None => free_port_on(host),
+        };
         let dir = tempfile::tempdir().expect("tempdir");
+        let mut cp = ControlPlane::prepare_on(StoreKind::Sqlite, host, port);
+        if let Some(ns) = netns {
+            cp.set_netns(ns);
+        }
         Site {
             name: name.to_owned(),
-            cp: ControlPlane::prepare_on(StoreKind::Sqlite, &host, port),
+            cp,
             router: None,
             token_file: dir.path().join("router.token"),
+            netns: netns.map(str::to_owned),
             _dir: dir,
         }
     }
 
-    /// A running interior site on `site_host(n)`: control plane, a v2
-    /// Site with `linkAccess: default` (inter-router role on 55671), and
-    /// a ready router.
-    pub fn start(name: &str, n: u8) -> Site {
-        let mut site = Site::prepare(name, n);
+    /// [`Site::start`] on `host`, in network namespace `netns` if given.
+    pub fn start_at(name: &str, host: &str, netns: Option<&str>) -> Site {
+        let mut site = Site::prepare_at(name, host, netns);
         site.start_cp();
         site.apply(&format!(
             "apiVersion: skupper.io/v2alpha1\nkind: Site\nmetadata: {{name: {name}}}\nspec: {{linkAccess: default}}\n"
@@ -74,6 +88,13 @@ impl Site {
             .expect("spawned")
             .wait_ready(Duration::from_secs(60));
         site
+    }
+
+    /// A running interior site on `site_host(n)`: control plane, a v2
+    /// Site with `linkAccess: default` (inter-router role on 55671), and
+    /// a ready router.
+    pub fn start(name: &str, n: u8) -> Site {
+        Site::start_at(name, &site_host(n), None)
     }
 
     /// `meshlink apply -f -` of `yaml` on this site.
@@ -143,7 +164,8 @@ impl Site {
             "--drain-timeout".into(),
             "5s".into(),
         ];
-        self.router = Some(Sidecar::spawn_args(&self.name, 0, &args));
+        let netns = self.netns.as_deref().map(|ns| (ns, self.cp.host()));
+        self.router = Some(Sidecar::spawn_in(netns, &self.name, 0, &args));
     }
 
     /// Starts the control plane and waits until it is ready.

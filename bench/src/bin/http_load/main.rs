@@ -12,6 +12,7 @@
 //! (`report` groups lines by `variant` and `round`).
 
 mod connect;
+mod hold;
 mod http1;
 mod latency;
 mod report;
@@ -78,6 +79,22 @@ enum Command {
         #[arg(long = "tag")]
         tags: Vec<String>,
     },
+    /// Opens N keep-alive connections (one request each), prints a JSON
+    /// line, and holds them until stdin closes or `--hold` passes.
+    Hold {
+        /// Server or proxy address.
+        #[arg(long)]
+        target: SocketAddr,
+        /// Connections to open and hold.
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        /// Longest time to hold them.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        hold: Duration,
+        /// Extra `key=value` fields for the JSON line.
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+    },
     /// Markdown table of medians from JSON lines on stdin.
     Report,
 }
@@ -110,6 +127,12 @@ fn main() -> anyhow::Result<()> {
             duration,
             tags,
         } => print_line(tags, connect::run(target, workers, duration)?),
+        Command::Hold {
+            target,
+            count,
+            hold,
+            tags,
+        } => hold::run(target, count, hold, tags),
         Command::Report => report::run(std::io::stdin().lock()),
     }
 }

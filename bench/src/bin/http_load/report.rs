@@ -1,6 +1,8 @@
 //! `http-load report`: turns the JSON lines that `bench/proxy-pair.sh`
 //! collects into a markdown table of medians over rounds, with ratios
-//! against the direct connection and against haproxy.
+//! against the direct connection, meshlink against haproxy, and the link
+//! (Listener → router → link → router → Connector) against the meshlink
+//! sidecar pair. Only variants with figures get a column.
 //!
 //! Each input line is a flat object `{"variant": V, "round": R, figure: number, ...}`;
 //! a figure may be spread over several lines of the same round.
@@ -10,7 +12,17 @@ use std::io::BufRead;
 
 use serde_json::{Map, Value};
 
-const VARIANTS: [&str; 3] = ["direct", "haproxy", "meshlink"];
+const VARIANTS: [&str; 4] = ["direct", "haproxy", "meshlink", "link"];
+
+/// Column titles of the variants.
+fn title(variant: &str) -> &'static str {
+    match variant {
+        "direct" => "direct",
+        "haproxy" => "haproxy pair",
+        "meshlink" => "meshlink pair",
+        _ => "meshlink link",
+    }
+}
 
 /// Median of each figure of one variant.
 type Figures = BTreeMap<String, f64>;
@@ -176,18 +188,43 @@ fn rows() -> Vec<Row> {
             value: |m, _| cpu(m),
             show: |_, x| format!("{x:.1} % of a core"),
         },
+        Row {
+            label: "proxy RSS with 1,000 open connections (A + B)",
+            value: |m, _| pair(m, "rss_hold_a_kib", "rss_hold_b_kib"),
+            show: |m, _| mib_pair(m, "rss_hold_a_kib", "rss_hold_b_kib"),
+        },
     ]
 }
 
 fn print_table(med: &Medians) {
     let empty = BTreeMap::new();
     let direct = med.get("direct").unwrap_or(&empty);
-    println!(
-        "| figure | direct | haproxy pair | meshlink pair | haproxy / direct | meshlink / direct | meshlink / haproxy |"
+    let shown: Vec<&str> = VARIANTS
+        .iter()
+        .copied()
+        .filter(|v| med.contains_key(*v))
+        .collect();
+    let at = |v: &str| shown.iter().position(|x| *x == v);
+    // (numerator, denominator) column pairs for the ratio columns.
+    let mut ratios: Vec<(usize, usize)> = Vec::new();
+    if let Some(d) = at("direct") {
+        ratios.extend((0..shown.len()).filter(|i| *i != d).map(|i| (i, d)));
+    }
+    for (a, b) in [("meshlink", "haproxy"), ("link", "meshlink")] {
+        if let (Some(x), Some(y)) = (at(a), at(b)) {
+            ratios.push((x, y));
+        }
+    }
+    let mut head: Vec<String> = shown.iter().map(|v| title(v).to_owned()).collect();
+    head.extend(
+        ratios
+            .iter()
+            .map(|(a, b)| format!("{} / {}", shown[*a], shown[*b])),
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("| figure | {} |", head.join(" | "));
+    println!("|---|{}", "---|".repeat(head.len()));
     for row in rows() {
-        let cells: Vec<(Option<f64>, String)> = VARIANTS
+        let cells: Vec<(Option<f64>, String)> = shown
             .iter()
             .map(|v| {
                 let m = med.get(*v).unwrap_or(&empty);
@@ -195,20 +232,12 @@ fn print_table(med: &Medians) {
                 (x, x.map_or("—".to_string(), |x| (row.show)(m, x)))
             })
             .collect();
-        // "added" rows are 0 for direct, so only meshlink / haproxy is shown.
         let ratio = |a: usize, b: usize| match (cells[a].0, cells[b].0) {
             (Some(x), Some(y)) if y.abs() > 1e-9 => format!("{:.2}", x / y),
             _ => "—".to_string(),
         };
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
-            row.label,
-            cells[0].1,
-            cells[1].1,
-            cells[2].1,
-            ratio(1, 0),
-            ratio(2, 0),
-            ratio(2, 1)
-        );
+        let mut line: Vec<String> = cells.iter().map(|c| c.1.clone()).collect();
+        line.extend(ratios.iter().map(|(a, b)| ratio(*a, *b)));
+        println!("| {} | {} |", row.label, line.join(" | "));
     }
 }

@@ -273,7 +273,12 @@ impl Fleet {
         }
     }
 
-    fn note(&mut self, mut message: String) {
+    fn note(&mut self, message: String) {
+        // Admission refusals differ only in their retry hint; count them as one.
+        let mut message = match message.split_once("; retry in ") {
+            Some((head, _)) => format!("{head}; retry in <hint>"),
+            None => message,
+        };
         message.truncate(240);
         *self.errors.entry(message).or_default() += 1;
     }

@@ -166,15 +166,12 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                     .to_string(),
             )]
         }
-        Kind::Site => vec![(
-            "MODE",
-            if spec["edge"].as_bool() == Some(true) {
-                "edge"
-            } else {
-                "interior"
-            }
-            .to_string(),
-        )],
+        // Skupper's printer columns for its kinds.
+        Kind::Site => vec![
+            ("STATUS", skupper_status(status)),
+            ("SITES IN NETWORK", or(s(&status["sitesInNetwork"]), "1")),
+            ("MESSAGE", skupper_message(status)),
+        ],
         Kind::RouterAccess => {
             let roles: Vec<String> = spec["roles"]
                 .as_array()
@@ -199,16 +196,25 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         ],
         Kind::AccessToken => vec![("URL", s(&spec["url"]))],
         Kind::Link => vec![
-            ("REMOTE", s(&status["remoteSiteName"])),
-            ("COST", s(&spec["cost"])),
+            ("STATUS", skupper_status(status)),
+            ("REMOTE SITE", s(&status["remoteSiteName"])),
+            ("COST", or(s(&spec["cost"]), "1")),
+            ("MESSAGE", skupper_message(status)),
         ],
-        Kind::Listener | Kind::Connector => vec![
-            ("ROUTING-KEY", s(&spec["routingKey"])),
-            (
-                "HOST:PORT",
-                format!("{}:{}", s(&spec["host"]), s(&spec["port"])),
-            ),
-        ],
+        Kind::Listener | Kind::Connector => {
+            let matched = if kind == Kind::Listener {
+                &status["hasMatchingConnector"]
+            } else {
+                &status["hasMatchingListener"]
+            };
+            vec![
+                ("ROUTING KEY", s(&spec["routingKey"])),
+                ("HOST", s(&spec["host"])),
+                ("PORT", s(&spec["port"])),
+                ("MATCHED", or(s(matched), "false")),
+                ("MESSAGE", skupper_message(status)),
+            ]
+        }
         Kind::Secret => vec![
             ("TYPE", s(&spec["type"])),
             (
@@ -220,6 +226,40 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
             ),
         ],
     }
+}
+
+/// Skupper's `STATUS` column: `status.status` when the control plane wrote
+/// it, else `Ready` or `Pending` from the `Ready` condition.
+fn skupper_status(status: &Value) -> String {
+    if let Some(v) = status["status"].as_str() {
+        return v.to_owned();
+    }
+    match condition(status, "Ready").map(|c| c["status"] == "True") {
+        Some(true) => "Ready".into(),
+        _ => "Pending".into(),
+    }
+}
+
+/// Skupper's `MESSAGE` column: `status.message`, else `OK` when ready, else
+/// the message of the first condition that is not `True`.
+fn skupper_message(status: &Value) -> String {
+    if let Some(m) = status["message"].as_str().filter(|m| !m.is_empty()) {
+        return m.to_owned();
+    }
+    let conditions = status["conditions"].as_array();
+    let failing = conditions.and_then(|cs| cs.iter().find(|c| c["status"] != "True"));
+    match failing {
+        Some(c) => s(&c["message"]),
+        None if conditions.is_some() => "OK".into(),
+        None => String::new(),
+    }
+}
+
+fn condition<'a>(status: &'a Value, ty: &str) -> Option<&'a Value> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
 }
 
 /// `Online`, `Offline`, or `-` when no proxy ever connected.
@@ -285,7 +325,15 @@ fn table(kind: Kind, items: &[Value]) -> String {
     }
     let first = summary(kind, &items[0]);
     header.extend(first.iter().map(|(h, _)| *h));
-    header.extend(["READY", "VERSION"]);
+    // Skupper's kinds show Skupper's columns (STATUS, MATCHED) instead of READY.
+    let ready_column = !matches!(
+        kind,
+        Kind::Site | Kind::Link | Kind::Listener | Kind::Connector
+    );
+    if ready_column {
+        header.push("READY");
+    }
+    header.push("VERSION");
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for r in items {
         let m = &r["metadata"];
@@ -295,7 +343,9 @@ fn table(kind: Kind, items: &[Value]) -> String {
         }
         row.push(s(&m["name"]));
         row.extend(summary(kind, r).into_iter().map(|(_, v)| v));
-        row.push(ready(r));
+        if ready_column {
+            row.push(ready(r));
+        }
         row.push(s(&m["resourceVersion"]));
         rows.push(row);
     }
@@ -319,6 +369,62 @@ fn table(kind: Kind, items: &[Value]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn skupper_kinds_show_skuppers_printer_columns() {
+        let link = json!({"metadata": {"name": "to-a", "resourceVersion": "7"},
+            "spec": {"cost": 3},
+            "status": {"remoteSiteName": "west", "conditions": [
+                {"type": "Operational", "status": "False", "message": "Not operational"},
+                {"type": "Ready", "status": "False", "message": "Not operational"}]}});
+        let out = table(Kind::Link, &[link]);
+        let mut lines = out.lines();
+        let head: Vec<&str> = lines
+            .next()
+            .unwrap()
+            .split("   ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            head,
+            [
+                "NAME",
+                "STATUS",
+                "REMOTE SITE",
+                "COST",
+                "MESSAGE",
+                "VERSION"
+            ]
+        );
+        let row = lines.next().unwrap();
+        for cell in ["to-a", "Pending", "west", "3", "Not operational", "7"] {
+            assert!(row.contains(cell), "{cell} in {row}");
+        }
+        let listener = json!({"metadata": {"name": "db", "resourceVersion": "2"},
+            "spec": {"routingKey": "pg", "host": "db", "port": 5432},
+            "status": {"hasMatchingConnector": true, "conditions": [{"type": "Ready", "status": "True"}]}});
+        let out = table(Kind::Listener, &[listener]);
+        assert!(
+            out.starts_with("NAME   ROUTING KEY   HOST   PORT   MATCHED   MESSAGE   VERSION"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pg")
+                && out.contains("5432")
+                && out.contains("true")
+                && out.contains("OK"),
+            "{out}"
+        );
+        let site = json!({"metadata": {"name": "west", "resourceVersion": "1"},
+            "status": {"status": "Ready", "message": "OK", "sitesInNetwork": 2}});
+        let out = table(Kind::Site, &[site]);
+        assert!(
+            out.starts_with("NAME   STATUS   SITES IN NETWORK   MESSAGE   VERSION"),
+            "{out}"
+        );
+        assert!(out.contains("Ready") && out.contains(" 2 "), "{out}");
+    }
 
     #[test]
     fn dataplane_columns_show_status_expiry_and_last_seen() {

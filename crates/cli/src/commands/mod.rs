@@ -6,5 +6,6 @@ pub(crate) mod demo;
 pub(crate) mod get;
 pub(crate) mod grant;
 pub(crate) mod inspect;
+pub(crate) mod network;
 pub(crate) mod token;
 pub(crate) mod wait;

@@ -1,0 +1,197 @@
+//! `meshlink network status`: the network as this site's router sees it,
+//! from the Site's status (`network`, written from the router's reports)
+//! and this site's Links. Skupper v2 dropped `skupper network status`;
+//! this brings its view back: sites, links with state and cost, and the
+//! services by routing key with the sites that listen and connect.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::client::ApiClient;
+use crate::failure::Failure;
+
+async fn items(client: &ApiClient, plural: &str) -> Result<Vec<Value>, Failure> {
+    let list = client
+        .call(
+            Method::GET,
+            &format!("/api/v1/{plural}"),
+            &[],
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| e.into_failure())?;
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// `network status [-o json]`.
+pub(crate) async fn status(client: &ApiClient, output: Option<&str>) -> Result<(), Failure> {
+    let sites = items(client, "sites").await?;
+    let Some(site) = sites.first() else {
+        return Err(Failure::BadInput(
+            "this control plane has no Site; apply one (e.g. `kind: Site` with `linkAccess: \
+             default`) and start its router"
+                .into(),
+        ));
+    };
+    let links = items(client, "links").await?;
+    match output {
+        Some("json") => {
+            let out = serde_json::json!({"site": site, "links": links});
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&out).expect("JSON prints")
+            );
+        }
+        Some(other) => {
+            return Err(Failure::BadInput(format!(
+                "-o {other:?}: network status prints a table, or JSON with -o json"
+            )));
+        }
+        None => print!("{}", render(site, &links)),
+    }
+    Ok(())
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn table(rows: Vec<Vec<String>>) -> String {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The three tables: sites, this site's links, services.
+fn render(site: &Value, links: &[Value]) -> String {
+    let status = &site["status"];
+    let network = status["network"].as_array().cloned().unwrap_or_default();
+    let mut out = format!(
+        "Site {} ({}): {}, {} site(s) in the network\n\nSITES\n",
+        s(&site["metadata"]["name"]),
+        s(&status["siteId"]),
+        if s(&status["status"]).is_empty() {
+            "Pending".to_owned()
+        } else {
+            s(&status["status"])
+        },
+        network.len().max(1),
+    );
+    let mut rows = vec![vec!["NAME".into(), "ID".into(), "LINKS".into()]];
+    let mut services: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for r in &network {
+        let name = s(&r["name"]);
+        let site_links: Vec<String> = r["links"]
+            .as_array()
+            .map(|ls| {
+                ls.iter()
+                    .map(|l| {
+                        let state = if l["operational"] == true {
+                            "up"
+                        } else {
+                            "down"
+                        };
+                        format!("{} ({state})", s(&l["remoteSiteName"]))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        rows.push(vec![name.clone(), s(&r["id"]), site_links.join(", ")]);
+        for svc in r["services"].as_array().into_iter().flatten() {
+            let entry = services.entry(s(&svc["routingKey"])).or_default();
+            for l in svc["listeners"].as_array().into_iter().flatten() {
+                entry.0.push(format!("{name}/{}", s(l)));
+            }
+            for c in svc["connectors"].as_array().into_iter().flatten() {
+                entry.1.push(format!("{name}/{}", s(c)));
+            }
+        }
+    }
+    out.push_str(&table(rows));
+    out.push_str("\nLINKS (dialled by this site)\n");
+    let mut rows = vec![
+        ["NAME", "STATUS", "REMOTE SITE", "COST", "MESSAGE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for l in links {
+        let conditions = l["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let operational = conditions.iter().find(|c| c["type"] == "Operational");
+        let (state, message) = match operational {
+            Some(c) if c["status"] == "True" => ("Operational".to_owned(), String::new()),
+            Some(c) => ("Down".to_owned(), s(&c["message"])),
+            None => ("Pending".to_owned(), String::new()),
+        };
+        let cost = s(&l["spec"]["cost"]);
+        rows.push(vec![
+            s(&l["metadata"]["name"]),
+            state,
+            s(&l["status"]["remoteSiteName"]),
+            if cost.is_empty() { "1".into() } else { cost },
+            message,
+        ]);
+    }
+    out.push_str(&table(rows));
+    out.push_str("\nSERVICES\n");
+    let mut rows = vec![
+        ["ROUTING KEY", "LISTENERS", "CONNECTORS"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for (key, (listeners, connectors)) in services {
+        rows.push(vec![key, listeners.join(", "), connectors.join(", ")]);
+    }
+    out.push_str(&table(rows));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sites_links_and_services_are_listed() {
+        let site = json!({"metadata": {"name": "east"}, "status": {
+            "siteId": "e1", "status": "Ready", "network": [
+                {"id": "e1", "name": "east", "links": [{"name": "to-west", "remoteSiteName": "west", "operational": true}],
+                 "services": [{"routingKey": "db", "listeners": ["db"], "connectors": []}]},
+                {"id": "w1", "name": "west", "links": [],
+                 "services": [{"routingKey": "db", "listeners": [], "connectors": ["pg"]}]}]}});
+        let links = vec![json!({"metadata": {"name": "to-west"}, "spec": {"cost": 2},
+            "status": {"remoteSiteName": "west", "conditions": [{"type": "Operational", "status": "True"}]}})];
+        let out = render(&site, &links);
+        assert!(
+            out.starts_with("Site east (e1): Ready, 2 site(s) in the network"),
+            "{out}"
+        );
+        assert!(out.contains("west (up)"), "{out}");
+        assert!(
+            out.contains("to-west   Operational   west          2"),
+            "{out}"
+        );
+        assert!(out.contains("db            east/db     west/pg"), "{out}");
+    }
+}
