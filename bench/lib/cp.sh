@@ -1,6 +1,8 @@
 # Helpers shared by the benchmark scripts that run a release meshlink-cp
 # (xds-load.sh, list-rss.sh). Sourced, not run. The caller sets BIN (the
-# release binaries), API_PORT and XDS_PORT; start_cp sets CP_PID.
+# release binaries), API_PORT and XDS_PORT; start_cp sets CP_PID. CP_ARGS
+# adds flags to `meshlink-cp run` (e.g. "--xds-stream-burst 20000
+# --xds-streams-per-second 100000" to measure storms without admission).
 
 # Resident set size of a process, in KiB.
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
@@ -16,7 +18,7 @@ start_cp() {
     local dir="$1" log="$2"
     RUST_LOG="${RUST_LOG:-warn}" "$BIN/meshlink-cp" run --data-dir "$dir" \
         --api-addr "127.0.0.1:$API_PORT" --xds-addr "127.0.0.1:$XDS_PORT" --grant-addr 127.0.0.1:0 \
-        >>"$log" 2>&1 &
+        ${CP_ARGS:-} >>"$log" 2>&1 &
     CP_PID=$!
     for _ in $(seq 1 200); do
         curl -fs "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && return 0

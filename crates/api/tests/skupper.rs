@@ -213,3 +213,27 @@ fn bad_ports_name_the_field() {
         ["spec.endpoints[0].port: 70000 is out of range 1-65535"]
     );
 }
+
+#[test]
+fn a_multi_key_listener_is_served_for_its_first_key_with_a_warning_naming_the_rest() {
+    let docs = parse_documents(
+        "apiVersion: skupper.io/v2alpha1\nkind: MultiKeyListener\nmetadata: {name: db}\nspec:\n  host: db\n  port: 5432\n  strategy:\n    priority:\n      routingKeys: [db-primary, db-secondary]\n",
+    );
+    let listener = ok(&docs[0]);
+    assert_eq!(listener["kind"], "Listener");
+    assert_eq!(
+        listener["spec"],
+        json!({"routingKey": "db-primary", "host": "db", "port": 5432})
+    );
+    let warning = docs[0].warnings.join("\n");
+    assert!(
+        warning.contains("\"db-primary\"") && warning.contains("\"db-secondary\" are ignored"),
+        "{warning}"
+    );
+    // Without a routing key it is refused, naming the field.
+    let e = errors(
+        "apiVersion: skupper.io/v2alpha1\nkind: MultiKeyListener\nmetadata: {name: db}\nspec: {host: db, port: 5432, strategy: {priority: {}}}\n",
+    )
+    .join("\n");
+    assert!(e.contains("spec.strategy.priority.routingKeys"), "{e}");
+}

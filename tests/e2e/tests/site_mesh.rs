@@ -109,3 +109,48 @@ fn a_selector_connector_balances_over_online_dataplanes_and_drops_an_offline_one
     }
     drop(apps);
 }
+
+/// The mesh-to-network half: a mesh Dataplane's outbound names a routing
+/// key; its sidecar sends the connection to this site's router Listener for
+/// the key, and the router carries it over the mTLS link to the Connector
+/// in the other site.
+#[test]
+fn a_mesh_outbound_to_a_routing_key_reaches_a_connector_in_another_site() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Site::start("m2n-a", 2);
+    let b = Site::start("m2n-b", 3);
+    b.link_to(&a, None);
+    let app = HttpApp::start("in-a");
+    a.apply(&format!(
+        "apiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {{name: web}}\nspec: {{routingKey: web, host: 127.0.0.1, port: {}}}\n",
+        app.port()
+    ));
+    // B's router listens for the key on B's own address.
+    let listener_port = free_port_on(b.host());
+    b.apply(&format!(
+        "apiVersion: skupper.io/v2alpha1\nkind: Listener\nmetadata: {{name: web}}\nspec: {{routingKey: web, host: \"{}\", port: {listener_port}}}\n",
+        b.host()
+    ));
+    b.wait_listener_matched("web", DEADLINE);
+    // A mesh workload in B: mTLS mesh, one Dataplane whose outbound names
+    // the routing key instead of a mesh service.
+    let outbound = meshlink_e2e::free_port();
+    let inbound = meshlink_e2e::free_port();
+    b.apply(&format!(
+        "apiVersion: meshlink.dev/v1alpha1\nkind: Mesh\nmetadata: {{name: default}}\nspec:\n  mtls:\n    enabledBackend: ca-1\n    backends: [{{name: ca-1, type: builtin}}]\n---\napiVersion: meshlink.dev/v1alpha1\nkind: Dataplane\nmetadata: {{name: client-1, mesh: default}}\nspec:\n  networking:\n    address: 127.0.0.1\n    inbound: [{{port: {inbound}, servicePort: {}, tags: {{kuma.io/service: client}}}}]\n    outbound: [{{port: {outbound}, routingKey: web}}]\n",
+        meshlink_e2e::free_port()
+    ));
+    let token = dir.path().join("client-1.token");
+    write_token(&b.cp, &token, "client-1");
+    let mut sidecar = Sidecar::spawn(&SidecarOptions::new(&b.cp, &token, "client-1"));
+    sidecar.wait_ready(DEADLINE);
+    let name = meshlink_e2e::eventually("the workload reaches site A", DEADLINE, || {
+        meshlink_e2e::app::http_get(outbound, "/name")
+            .ok()
+            .filter(|r| r.status == 200)
+            .map(|r| r.text().trim().to_owned())
+    });
+    assert_eq!(name, "in-a");
+    let cluster = &sidecar.config_dump()["clusters"];
+    assert!(cluster.to_string().contains("network:web"), "{cluster}");
+}

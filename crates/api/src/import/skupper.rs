@@ -45,8 +45,12 @@ pub(crate) fn translate(
     v1: bool,
 ) -> Result<Translated, Vec<FieldError>> {
     doc.remove("apiVersion");
-    let kind = skupper_kind(doc.remove("kind")).map_err(|e| vec![e])?;
     let mut warnings = Vec::new();
+    let multi_key = doc.get("kind") == Some(&Value::String("MultiKeyListener".into()));
+    if multi_key {
+        doc.insert("kind".into(), Value::String("Listener".into()));
+    }
+    let kind = skupper_kind(doc.remove("kind")).map_err(|e| vec![e])?;
     let mut errors = Vec::new();
     let mut path_map = Vec::new();
     let families = [Family::Skupper, Family::Kubernetes];
@@ -54,6 +58,12 @@ pub(crate) fn translate(
         kubernetes_metadata(&mut doc, kind, &families, &mut warnings).map_err(|e| vec![e])?;
     let mut spec = doc.remove("spec").unwrap_or(Value::Object(Map::new()));
     if let Value::Object(s) = &mut spec {
+        if multi_key {
+            match multi_key_listener(s) {
+                Ok(w) => warnings.push(w),
+                Err(e) => return Err(vec![e]),
+            }
+        }
         strip_ignored(s, &families, kind, Scope::Spec, "spec", &mut warnings);
         match kind {
             Kind::Link => each_port(s, "endpoints"),
@@ -89,6 +99,47 @@ pub(crate) fn translate(
         errors,
         path_map,
     })
+}
+
+/// A v2alpha1 MultiKeyListener (`host`, `port`, `strategy.priority.routingKeys`)
+/// is served as a Listener for its first routing key: failover between
+/// routing keys is not implemented. Returns the warning that says so and
+/// names the keys that are ignored.
+fn multi_key_listener(spec: &mut Map<String, Value>) -> Result<String, FieldError> {
+    let strategy = spec.remove("strategy").unwrap_or(Value::Null);
+    let keys: Vec<String> = strategy["priority"]["routingKeys"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|k| k.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(first) = keys.first() else {
+        return Err(FieldError::new(
+            "spec.strategy.priority.routingKeys",
+            "a MultiKeyListener needs at least one routing key in strategy.priority.routingKeys",
+        ));
+    };
+    spec.insert("routingKey".into(), Value::String(first.clone()));
+    let mut ignored: Vec<String> = keys[1..].iter().map(|k| format!("{k:?}")).collect();
+    if let Some(other) = strategy.as_object().map(|o| {
+        o.keys()
+            .filter(|k| *k != "priority")
+            .map(|k| format!("strategy.{k}"))
+            .collect::<Vec<_>>()
+    }) {
+        ignored.extend(other);
+    }
+    Ok(format!(
+        "MultiKeyListener: served as a Listener for its first routing key {first:?}; \
+         failover to the other routing keys is not implemented, so {} ignored",
+        if ignored.is_empty() {
+            "nothing else is".to_owned()
+        } else {
+            format!("{} are", ignored.join(", "))
+        }
+    ))
 }
 
 /// Converts `routerMode` to `edge`; returns whether it did.

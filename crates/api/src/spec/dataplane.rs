@@ -74,9 +74,15 @@ pub struct Outbound {
     /// Local address to listen on (default: 127.0.0.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    /// Tags selecting the destination; must include the service tag.
+    /// Tags selecting the destination; must include the service tag
+    /// (unless `routing_key` is set).
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// meshlink extension: a routing key of the multi-site network instead
+    /// of a mesh service. Connections go through this site's router, to
+    /// the Listener of this control plane's site for the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_key: Option<String>,
 }
 
 /// `status` of a Dataplane: what the control plane observed of its proxy
@@ -191,7 +197,19 @@ impl DataplaneSpec {
             if let Some(addr) = &out.address {
                 validate::host(errs, &format!("{at}.address"), addr);
             }
-            service_tags(errs, &at, &out.tags);
+            match &out.routing_key {
+                None => service_tags(errs, &at, &out.tags),
+                Some(key) => {
+                    super::service::routing_key_at(errs, &format!("{at}.routingKey"), key);
+                    if out.service().is_some() {
+                        errs.add(
+                            format!("{at}.routingKey"),
+                            "an outbound goes to a mesh service (the service tag) or to a \
+                             routing key of the network, not both; remove one",
+                        );
+                    }
+                }
+            }
         }
     }
 }
@@ -247,9 +265,14 @@ impl Inbound {
 // === impl Outbound ===
 
 impl Outbound {
-    /// The service this outbound reaches (either service tag).
+    /// The mesh service this outbound reaches (either service tag).
     pub fn service(&self) -> Option<&str> {
         service_from_tags(&self.tags)
+    }
+
+    /// The network routing key this outbound reaches, if it targets one.
+    pub fn routing_key(&self) -> Option<&str> {
+        self.routing_key.as_deref()
     }
 
     /// The local listening address: `address`, else 127.0.0.1.

@@ -261,6 +261,14 @@ impl Spec {
         }
     }
 
+    /// The Listener spec, if this is one.
+    pub fn as_listener(&self) -> Option<&ListenerSpec> {
+        match self {
+            Spec::Listener(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The Connector spec, if this is one.
     pub fn as_connector(&self) -> Option<&ConnectorSpec> {
         match self {

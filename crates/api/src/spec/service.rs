@@ -164,7 +164,12 @@ pub struct SelectedPod {
 
 /// A routing key: letters, digits, `-`, `_`, `.`, `:` and `/`.
 fn routing_key(errs: &mut Errors, key: &str) {
-    if !validate::required(errs, "spec.routingKey", key) {
+    routing_key_at(errs, "spec.routingKey", key);
+}
+
+/// A routing key at field `path` (also a Dataplane outbound's `routingKey`).
+pub(crate) fn routing_key_at(errs: &mut Errors, path: &str, key: &str) {
+    if !validate::required(errs, path, key) {
         return;
     }
     if key.len() > 253
@@ -173,7 +178,7 @@ fn routing_key(errs: &mut Errors, key: &str) {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'))
     {
         errs.add(
-            "spec.routingKey",
+            path,
             format!(
                 "invalid routing key {key:?}: use up to 253 letters, digits, '-', '_', '.', ':' or '/'"
             ),

@@ -81,6 +81,12 @@ fn pass_on(to: &Reconcilers, change: Change) {
     let hub = &to.hub;
     let key = &change.object.key;
     let mesh = match key.kind.as_str() {
+        // Dataplane outbounds to a routing key target this site's
+        // Listeners; they change rarely, so every mesh is re-listed.
+        "Listener" => {
+            hub.reload_all();
+            return;
+        }
         "Mesh" => key.name.clone(),
         "Dataplane" | "MeshTrafficPermission" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {

@@ -9,7 +9,7 @@ use meshlink_api::Kind;
 use meshlink_identity::SpiffeId;
 use meshlink_xds::hub::{IdentityInfo, IssuedIdentity, MeshSource, MeshTrust, SourceError};
 use meshlink_xds::owner::ProxyKey;
-use meshlink_xds::translate::MeshView;
+use meshlink_xds::translate::{MeshView, NetworkListeners};
 
 use crate::identity::CaHandle;
 use crate::identity::mesh_ca::{MeshCaError, MeshIdentity};
@@ -58,6 +58,28 @@ impl StoreSource {
     }
 }
 
+/// This site's router Listeners by routing key, for Dataplane outbounds to
+/// a routing key. Only a Listener whose `host` is an IP address is a
+/// target: for a name the router binds its `--bind-host`, which the control
+/// plane does not know.
+fn network_listeners(listeners: &[meshlink_api::Resource]) -> NetworkListeners {
+    let mut out = NetworkListeners::new();
+    for l in listeners {
+        let Some(spec) = l.spec.as_listener() else {
+            continue;
+        };
+        if spec.host.parse::<std::net::IpAddr>().is_ok() {
+            out.entry(spec.routing_key.clone())
+                .or_default()
+                .push((spec.host.clone(), spec.port.get()));
+        }
+    }
+    for targets in out.values_mut() {
+        targets.sort();
+    }
+    out
+}
+
 fn source_error(e: ResourceError) -> SourceError {
     SourceError(e.to_string())
 }
@@ -80,7 +102,15 @@ impl MeshSource for StoreSource {
             .list(Kind::MeshTrafficPermission, Some(mesh), None)
             .await
             .map_err(source_error)?;
-        Ok(Some(MeshView::new(resource, dataplanes, permissions)))
+        let listeners = self
+            .resources
+            .list(Kind::Listener, None, None)
+            .await
+            .map_err(source_error)?;
+        Ok(Some(
+            MeshView::new(resource, dataplanes, permissions)
+                .with_network(Arc::new(network_listeners(&listeners))),
+        ))
     }
 
     async fn trust(&self, mesh: &str) -> Result<Option<MeshTrust>, SourceError> {

@@ -315,7 +315,7 @@ impl MeshCtx {
                 Affected::default()
             };
         };
-        if view.mesh().spec != fresh.mesh().spec {
+        if view.mesh().spec != fresh.mesh().spec || view.network() != fresh.network() {
             self.view = Some(fresh.clone());
             self.memo.clear();
             self.reindex_all();

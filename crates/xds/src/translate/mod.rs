@@ -31,7 +31,7 @@ pub use snapshot::{
     ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE, Snapshot,
     TYPE_ORDER, Versioned,
 };
-pub use view::{MeshView, endpoint_contributions};
+pub use view::{MeshView, NetworkListeners, endpoint_contributions};
 
 /// Node metadata key that selects the [`ClientKind`].
 pub const CLIENT_METADATA_KEY: &str = "meshlink.dev/client";

@@ -26,6 +26,12 @@ pub fn service_cluster(service: &str) -> String {
     service.to_owned()
 }
 
+/// Name of the (STATIC, plain TCP) cluster of a Dataplane outbound to a
+/// routing key of the multi-site network: this site's router Listeners.
+pub fn network_cluster(routing_key: &str) -> String {
+    format!("network:{routing_key}")
+}
+
 /// Name of the SDS secret holding this proxy's identity certificate and key.
 pub fn identity_secret(service: &str) -> String {
     format!("identity_cert:{service}")

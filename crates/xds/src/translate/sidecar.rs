@@ -45,6 +45,10 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, me
     }
     let mut destinations = BTreeSet::new();
     for outbound in &dp.networking.outbound {
+        if let Some(key) = outbound.routing_key() {
+            network_outbound(snap, view, outbound.address(), outbound.port.get(), key);
+            continue;
+        }
         let Some(service) = outbound.service() else {
             continue;
         };
@@ -83,6 +87,36 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, me
         });
         snap.insert_shared(name, cla);
     }
+}
+
+/// An outbound to a routing key of the multi-site network: plain TCP to
+/// this site's router Listeners for the key (the router carries the flow
+/// over its mTLS links). No Listener for the key: a cluster without
+/// endpoints, so connections are refused until one exists.
+fn network_outbound(snap: &mut Snapshot, view: &MeshView, address: &str, port: u16, key: &str) {
+    let name = names::outbound_listener(address, port);
+    let cluster_name = names::network_cluster(key);
+    let listener = Listener {
+        name: name.clone(),
+        address: Some(socket_address(address, port)),
+        filter_chains: vec![FilterChain {
+            filters: vec![tcp_proxy(&name, cluster_name.clone())],
+            ..Default::default()
+        }],
+        traffic_direction: TrafficDirection::Outbound as i32,
+        ..Default::default()
+    };
+    snap.insert(name, &listener);
+    let targets = view.network().get(key).cloned().unwrap_or_default();
+    let cluster = Cluster {
+        name: cluster_name.clone(),
+        connect_timeout: Some(CONNECT_TIMEOUT),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        load_assignment: Some(assignment(cluster_name.clone(), targets)),
+        ..Default::default()
+    };
+    snap.insert(cluster_name, &cluster);
 }
 
 fn inbound_resources(

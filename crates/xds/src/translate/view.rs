@@ -27,7 +27,14 @@ pub struct MeshView {
     /// service → endpoint → number of inbounds that contribute it (two
     /// dataplanes may share an address and port).
     endpoints: HashMap<String, BTreeMap<(String, u16), usize>>,
+    /// The multi-site network as a mesh outbound reaches it: routing key →
+    /// the `(address, port)` of this site's router Listeners for the key.
+    network: std::sync::Arc<NetworkListeners>,
 }
+
+/// Routing key → `(address, port)` of this site's router Listeners for it
+/// (sorted), for Dataplane outbounds with a `routingKey`.
+pub type NetworkListeners = BTreeMap<String, Vec<(String, u16)>>;
 
 /// `(service, address, port)` of every inbound of a Dataplane: what it
 /// contributes to the endpoints of the services it serves.
@@ -58,6 +65,7 @@ impl MeshView {
             permissions: Vec::new(),
             by_name: HashMap::with_capacity(dataplanes.len()),
             endpoints: HashMap::new(),
+            network: Default::default(),
         };
         for r in dataplanes {
             view.upsert_dataplane(r);
@@ -72,6 +80,17 @@ impl MeshView {
             .filter(|r| r.spec.as_mesh_traffic_permission().is_some())
             .collect();
         self
+    }
+
+    /// The same view with this site's router Listeners by routing key.
+    pub fn with_network(mut self, network: std::sync::Arc<NetworkListeners>) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// This site's router Listeners by routing key.
+    pub fn network(&self) -> &NetworkListeners {
+        &self.network
     }
 
     /// The Mesh resource.
