@@ -107,15 +107,17 @@ impl Redeemer {
             ) else {
                 return Err(RedeemError::NoSuchClaim);
             };
+            // Used up first: the grant controller turns a used-up grant
+            // not Ready, and its redeemer must still hear "used up".
+            let used = status.redemptions.unwrap_or(0);
+            if used >= spec.redemptions_allowed() {
+                return Err(RedeemError::UsedUp);
+            }
             let ready = grant
                 .condition("Ready")
                 .is_some_and(|c| c.status == ConditionStatus::True);
             if !ready || expired(status.expiration_time.as_deref(), SystemTime::now()) {
                 return Err(RedeemError::NoSuchClaim);
-            }
-            let used = status.redemptions.unwrap_or(0);
-            if used >= spec.redemptions_allowed() {
-                return Err(RedeemError::UsedUp);
             }
             let expected = status.code.as_deref().unwrap_or_default().as_bytes();
             if expected.is_empty() || !bool::from(expected.ct_eq(code)) {
