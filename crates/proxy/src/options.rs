@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// On SIGTERM, how long open connections may take to finish, e.g. 30s.
     #[arg(long, env = "MESHLINK_PROXY_DRAIN_TIMEOUT", default_value = "30s")]
     pub drain_timeout: String,
+    /// Runtime worker threads; 1 runs everything on one thread (no
+    /// hand-offs between threads per connection).
+    #[arg(long, env = "MESHLINK_PROXY_WORKER_THREADS", default_value = "2")]
+    pub worker_threads: String,
     /// Router mode: the address RouterAccess roles (and Listeners whose
     /// host is a name) bind unless they name their own.
     #[arg(long, env = "MESHLINK_PROXY_BIND_HOST", default_value = "0.0.0.0")]
@@ -90,6 +94,8 @@ pub struct ProxyOptions {
     pub admin_addr_file: Option<PathBuf>,
     /// Drain deadline.
     pub drain_timeout: Duration,
+    /// Runtime worker threads (at least 1).
+    pub worker_threads: usize,
 }
 
 impl ProxyOptions {
@@ -189,6 +195,17 @@ impl RunArgs {
                 "--mesh {mesh:?}: a mesh name is non-empty and has no dot"
             ));
         }
+        let worker_threads = self
+            .worker_threads
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=64).contains(n));
+        if worker_threads.is_none() {
+            errors.push(format!(
+                "--worker-threads {:?}: expected a number of threads from 1 to 64",
+                self.worker_threads
+            ));
+        }
         if drain_timeout.is_some_and(|d| d.is_zero()) {
             errors.push("--drain-timeout must be positive, e.g. 30s".into());
         }
@@ -199,6 +216,7 @@ impl RunArgs {
             name,
             admin_addr,
             drain_timeout,
+            worker_threads,
         ) {
             (
                 true,
@@ -207,6 +225,7 @@ impl RunArgs {
                 Some(name),
                 Some(admin_addr),
                 Some(drain_timeout),
+                Some(worker_threads),
             ) => Ok(ProxyOptions {
                 mode,
                 bind_host: self.bind_host,
@@ -220,6 +239,7 @@ impl RunArgs {
                 admin_addr,
                 admin_addr_file: self.admin_addr_file,
                 drain_timeout,
+                worker_threads,
             }),
             _ => Err(errors),
         }
@@ -309,6 +329,28 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn worker_threads_are_checked_and_router_mode_needs_no_name() {
+        let base = ["--cp-ca", "ca.pem", "--token-file", "t"];
+        let mut args = base.to_vec();
+        args.extend([
+            "--mode",
+            "router",
+            "--worker-threads",
+            "0",
+            "--bind-host",
+            "x",
+        ]);
+        let text = parse(&args).unwrap_err().join("\n");
+        assert!(text.contains("--worker-threads \"0\""), "{text}");
+        assert!(text.contains("--bind-host \"x\""), "{text}");
+        let mut args = base.to_vec();
+        args.extend(["--mode", "router", "--worker-threads", "1"]);
+        let o = parse(&args).unwrap();
+        assert_eq!((o.mode, o.worker_threads), (Mode::Router, 1));
+        assert_eq!(o.bind_host, "0.0.0.0");
     }
 
     #[test]
