@@ -38,10 +38,10 @@ pub struct ConfigOverrides {
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default `--xds-stream-burst` (see docs/operations.md "Admission").
-pub const DEFAULT_XDS_STREAM_BURST: u32 = 2_000;
+pub const DEFAULT_XDS_STREAM_BURST: u32 = 5_000;
 
 /// Default `--xds-streams-per-second` (see docs/operations.md "Admission").
-pub const DEFAULT_XDS_STREAMS_PER_SECOND: f64 = 1_000.0;
+pub const DEFAULT_XDS_STREAMS_PER_SECOND: f64 = 5_000.0;
 
 /// The effective control-plane configuration.
 #[derive(Debug, Clone, PartialEq)]

@@ -58,10 +58,10 @@ struct RunArgs {
     /// How long shutdown waits for open streams and in-flight requests before forcing the exit [default: 10s].
     #[arg(long, env = "MESHLINK_CP_DRAIN_TIMEOUT", value_name = "DURATION")]
     drain_timeout: Option<String>,
-    /// New ADS streams admitted at once (token-bucket size) [default: 2000].
+    /// New ADS streams admitted at once (token-bucket size) [default: 5000].
     #[arg(long, env = "MESHLINK_CP_XDS_STREAM_BURST", value_name = "N")]
     xds_stream_burst: Option<u32>,
-    /// New ADS streams admitted per second after the burst [default: 1000].
+    /// New ADS streams admitted per second after the burst [default: 5000].
     #[arg(long, env = "MESHLINK_CP_XDS_STREAMS_PER_SECOND", value_name = "N")]
     xds_streams_per_second: Option<f64>,
     /// Once listening, write the bound addresses here as JSON ({"apiAddr", "xdsAddr"}), atomically; useful with port 0.
