@@ -215,6 +215,7 @@ impl ControlPlane {
             ads::Reconcilers {
                 hub: xds.hub.clone(),
                 routers: xds.routers.clone(),
+                listeners: Default::default(),
             },
             shutdown.clone(),
         ));

@@ -125,13 +125,6 @@ fn a_mesh_outbound_to_a_routing_key_reaches_a_connector_in_another_site() {
         "apiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {{name: web}}\nspec: {{routingKey: web, host: 127.0.0.1, port: {}}}\n",
         app.port()
     ));
-    // B's router listens for the key on B's own address.
-    let listener_port = free_port_on(b.host());
-    b.apply(&format!(
-        "apiVersion: skupper.io/v2alpha1\nkind: Listener\nmetadata: {{name: web}}\nspec: {{routingKey: web, host: \"{}\", port: {listener_port}}}\n",
-        b.host()
-    ));
-    b.wait_listener_matched("web", DEADLINE);
     // A mesh workload in B: mTLS mesh, one Dataplane whose outbound names
     // the routing key instead of a mesh service.
     let outbound = meshlink_e2e::free_port();
@@ -144,6 +137,16 @@ fn a_mesh_outbound_to_a_routing_key_reaches_a_connector_in_another_site() {
     write_token(&b.cp, &token, "client-1");
     let mut sidecar = Sidecar::spawn(&SidecarOptions::new(&b.cp, &token, "client-1"));
     sidecar.wait_ready(DEADLINE);
+    // No Listener for the key yet: the outbound refuses connections.
+    assert!(meshlink_e2e::app::http_get(outbound, "/name").is_err());
+    // B's router listens for the key on B's own address; the sidecar's
+    // outbound follows the new Listener.
+    let listener_port = free_port_on(b.host());
+    b.apply(&format!(
+        "apiVersion: skupper.io/v2alpha1\nkind: Listener\nmetadata: {{name: web}}\nspec: {{routingKey: web, host: \"{}\", port: {listener_port}}}\n",
+        b.host()
+    ));
+    b.wait_listener_matched("web", DEADLINE);
     let name = meshlink_e2e::eventually("the workload reaches site A", DEADLINE, || {
         meshlink_e2e::app::http_get(outbound, "/name")
             .ok()

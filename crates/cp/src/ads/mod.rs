@@ -7,6 +7,7 @@
 mod auth;
 mod source;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -27,6 +28,20 @@ pub(crate) struct Reconcilers {
     pub(crate) hub: Hub,
     /// The site's router.
     pub(crate) routers: RouterHub,
+    /// Per Listener, the part sidecars depend on (routing key, host, port)
+    /// as last seen in the feed: only a change of it re-lists the meshes,
+    /// not the router status written into the Listener.
+    pub(crate) listeners: HashMap<String, Option<(String, String, u16)>>,
+}
+
+/// What a Dataplane outbound to a routing key depends on in a Listener.
+fn listener_target(body: &serde_json::Value) -> Option<(String, String, u16)> {
+    let spec = &body["spec"];
+    Some((
+        spec["routingKey"].as_str()?.to_owned(),
+        spec["host"].as_str()?.to_owned(),
+        u16::try_from(spec["port"].as_u64()?).ok()?,
+    ))
 }
 
 /// Whether objects of `kind` configure the site's router.
@@ -76,15 +91,23 @@ fn pass_to_routers(routers: &RouterHub, change: &Change) {
 /// they are to the hub (it decides what a change affects), CA material as
 /// a trust change. Everything else, including `internal.IssuedCert`
 /// bookkeeping, affects no proxy.
-fn pass_on(to: &Reconcilers, change: Change) {
+fn pass_on(to: &mut Reconcilers, change: Change) {
     pass_to_routers(&to.routers, &change);
     let hub = &to.hub;
     let key = &change.object.key;
     let mesh = match key.kind.as_str() {
         // Dataplane outbounds to a routing key target this site's
-        // Listeners; they change rarely, so every mesh is re-listed.
+        // Listeners; their targets change rarely, so every mesh is
+        // re-listed when one does (status writes do not count).
         "Listener" => {
-            hub.reload_all();
+            let target = match change.change_type {
+                ChangeType::Deleted => None,
+                _ => listener_target(&change.object.body),
+            };
+            let known = to.listeners.insert(key.name.clone(), target.clone());
+            if known != Some(target) {
+                hub.reload_all();
+            }
             return;
         }
         "Mesh" => key.name.clone(),
@@ -122,7 +145,7 @@ fn pass_on(to: &Reconcilers, change: Change) {
 pub(crate) async fn follow_changes(
     store: Arc<dyn Store>,
     mut after: u64,
-    to: Reconcilers,
+    mut to: Reconcilers,
     shutdown: Shutdown,
 ) -> Result<(), crate::CpError> {
     loop {
@@ -133,7 +156,7 @@ pub(crate) async fn follow_changes(
                 next = feed.next() => match next {
                     Some(Ok(change)) => {
                         after = change.revision;
-                        pass_on(&to, change);
+                        pass_on(&mut to, change);
                     }
                     Some(Err(e)) => {
                         tracing::warn!(error = %e, "xDS change feed interrupted; resuming and re-listing");
