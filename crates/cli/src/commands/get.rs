@@ -6,6 +6,7 @@ use meshlink_api::{Kind, Resource};
 use reqwest::Method;
 use serde_json::Value;
 
+use super::table::{aligned, text as s};
 use crate::client::{ApiClient, scope_query};
 use crate::failure::Failure;
 
@@ -107,14 +108,6 @@ fn to_yaml(v: &Value) -> String {
     match Resource::from_json_unvalidated(v.clone()) {
         Ok(r) => r.to_yaml(),
         Err(_) => serde_yaml_ng::to_string(v).expect("JSON prints as YAML"),
-    }
-}
-
-fn s(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 
@@ -349,20 +342,7 @@ fn table(kind: Kind, items: &[Value]) -> String {
         row.push(s(&m["resourceVersion"]));
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
+    aligned(&rows)
 }
 
 #[cfg(test)]

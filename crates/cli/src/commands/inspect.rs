@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::Method;
 use serde_json::Value;
 
+use super::table::{aligned, text};
 use crate::client::ApiClient;
 use crate::failure::Failure;
 
@@ -256,34 +257,7 @@ fn types_table(types: &Value) -> String {
     aligned(&rows)
 }
 
-/// Renders rows with columns padded to their widest cell (in characters).
-fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
-    let widths: Vec<usize> = (0..N)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 // === values and times ===
-
-/// A JSON scalar as plain text (strings unquoted, null empty).
-fn text(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
 
 /// `s` cut to `width` characters, ending in `…` when cut.
 fn abbreviate(s: &str, width: usize) -> String {

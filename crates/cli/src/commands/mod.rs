@@ -7,5 +7,6 @@ pub(crate) mod get;
 pub(crate) mod grant;
 pub(crate) mod inspect;
 pub(crate) mod network;
+pub(crate) mod table;
 pub(crate) mod token;
 pub(crate) mod wait;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
+use super::table::{aligned, text as s};
 use crate::client::ApiClient;
 use crate::failure::Failure;
 
@@ -54,31 +55,6 @@ pub(crate) async fn status(client: &ApiClient, output: Option<&str>) -> Result<(
         None => print!("{}", render(site, &links)),
     }
     Ok(())
-}
-
-fn s(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn table(rows: Vec<Vec<String>>) -> String {
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// The three tables: sites, this site's links, services.
@@ -126,7 +102,7 @@ fn render(site: &Value, links: &[Value]) -> String {
             }
         }
     }
-    out.push_str(&table(rows));
+    out.push_str(&aligned(&rows));
     out.push_str("\nLINKS (dialled by this site)\n");
     let mut rows = vec![
         ["NAME", "STATUS", "REMOTE SITE", "COST", "MESSAGE"]
@@ -153,7 +129,7 @@ fn render(site: &Value, links: &[Value]) -> String {
             message,
         ]);
     }
-    out.push_str(&table(rows));
+    out.push_str(&aligned(&rows));
     out.push_str("\nSERVICES\n");
     let mut rows = vec![
         ["ROUTING KEY", "LISTENERS", "CONNECTORS"]
@@ -163,7 +139,7 @@ fn render(site: &Value, links: &[Value]) -> String {
     for (key, (listeners, connectors)) in services {
         rows.push(vec![key, listeners.join(", "), connectors.join(", ")]);
     }
-    out.push_str(&table(rows));
+    out.push_str(&aligned(&rows));
     out
 }
 
