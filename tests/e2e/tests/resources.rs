@@ -24,19 +24,34 @@ fn every_kind_round_trips(store: StoreKind) {
 
     let tmp = tempfile::tempdir().unwrap();
     for (kind, name) in KINDS {
-        let yaml = cp.cli(&["get", kind, name, "-o", "yaml"]).success().stdout;
+        // Controllers write status (Site, Listener, Dataplane, ...) on their
+        // own schedule, which moves resourceVersion; an apply of a copy read
+        // before such a write is refused as "was modified ... read it again
+        // and retry", and the round trip is read again, as the error says.
+        let (yaml, again, piped) = meshlink_e2e::eventually(
+            &format!("{kind}/{name} round trip without a concurrent status write"),
+            std::time::Duration::from_secs(30),
+            || {
+                let yaml = cp.cli(&["get", kind, name, "-o", "yaml"]).success().stdout;
+                let f = tmp.path().join(format!("{kind}.yaml"));
+                std::fs::write(&f, &yaml).unwrap();
+                let again = cp.cli(&["apply", "-f", f.to_str().unwrap()]);
+                // The same YAML through stdin.
+                let piped = cp.cli_stdin(&["apply", "-f", "-"], Some(&yaml));
+                let raced =
+                    |o: &meshlink_e2e::CliOutput| o.code != 0 && o.stderr.contains("was modified");
+                (!raced(&again) && !raced(&piped)).then_some((yaml, again, piped))
+            },
+        );
         assert!(yaml.contains("apiVersion: meshlink.dev/v1alpha1"), "{yaml}");
         assert!(yaml.contains("resourceVersion:"), "{yaml}");
-        let f = tmp.path().join(format!("{kind}.yaml"));
-        std::fs::write(&f, &yaml).unwrap();
-        let again = cp.cli(&["apply", "-f", f.to_str().unwrap()]).success();
+        let again = again.success();
         assert!(
             again.stdout.trim_end().ends_with("unchanged"),
             "{kind}/{name} printed as\n{yaml}\nre-applied as: {}",
             again.stdout
         );
-        // The same YAML through stdin.
-        let piped = cp.cli_stdin(&["apply", "-f", "-"], Some(&yaml)).success();
+        let piped = piped.success();
         assert!(piped.stdout.contains("unchanged"), "{}", piped.stdout);
     }
     // The whole original file again: all unchanged, none configured.
