@@ -105,7 +105,12 @@ pub fn missing(state: &AdminState) -> Vec<String> {
 }
 
 async fn ready(State(state): State<AdminState>) -> Response {
-    let missing = missing(&state);
+    ready_response(missing(&state))
+}
+
+/// `/ready`: 200 `{"ready": true, "missing": []}`, or 503 with what is
+/// missing (sidecar and router mode).
+pub(crate) fn ready_response(missing: Vec<String>) -> Response {
     let status = if missing.is_empty() {
         StatusCode::OK
     } else {
@@ -201,12 +206,17 @@ async fn metrics(State(state): State<AdminState>) -> Response {
         }
     });
     state.metrics.cert_expiry_seconds.set(expiry.unwrap_or(0));
+    metrics_response(&state.registry)
+}
+
+/// `/metrics`: the registry in the OpenMetrics text format.
+pub(crate) fn metrics_response(registry: &MetricsRegistry) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.registry.encode(),
+        registry.encode(),
     )
         .into_response()
 }

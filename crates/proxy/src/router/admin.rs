@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use meshlink_link::BindStatus;
@@ -76,14 +75,7 @@ pub fn missing(admin: &RouterAdmin) -> Vec<String> {
 }
 
 async fn ready(State(admin): State<RouterAdmin>) -> Response {
-    let missing = missing(&admin);
-    let status = if missing.is_empty() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let body = json!({"ready": missing.is_empty(), "missing": missing});
-    (status, axum::Json(body)).into_response()
+    crate::admin::ready_response(missing(&admin))
 }
 
 /// Links with state, peer and cost; routes; roles; listeners; connectors.
@@ -152,12 +144,5 @@ async fn config_dump(State(admin): State<RouterAdmin>) -> Response {
 }
 
 async fn metrics(State(admin): State<RouterAdmin>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        admin.registry.encode(),
-    )
-        .into_response()
+    crate::admin::metrics_response(&admin.registry)
 }
