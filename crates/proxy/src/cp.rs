@@ -1,11 +1,17 @@
-//! The connection to the control plane: its URL, the CA file that verifies
-//! it, and the proxy token file.
+//! The connection to the control plane: its URLs ([`endpoints`]), the CA
+//! file that verifies it, and the proxy token file.
 //!
-//! Owns reading those files. Files are read fresh on every attempt, so a
-//! token or CA copied in after start-up (or rotated later) is picked up
-//! without a restart (I2: a missing file is a reason to wait, never to
-//! exit). A file is used only once it parses completely, so a half-written
-//! file is never loaded. It never caches a channel across failures.
+//! Owns reading those files and dialling one candidate. Files are read
+//! fresh on every attempt, so a token or CA copied in after start-up (or
+//! rotated later) is picked up without a restart (I2: a missing file is a
+//! reason to wait, never to exit). A file is used only once it parses
+//! completely, so a half-written file is never loaded. It never caches a
+//! channel across failures.
+
+pub mod endpoints;
+pub mod failure;
+mod rotation;
+pub mod urls;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,6 +20,10 @@ use base64::Engine as _;
 use meshlink_identity::{TokenClaims, TrustBundle};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+pub use endpoints::{Attempt, CpEndpoints};
+pub use failure::{FailureKind, Pace};
+pub use urls::{CpUrl, parse_cp_values};
 
 /// How long a TCP + TLS connect to the control plane may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,12 +53,15 @@ pub enum CpError {
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Several(Vec<CpError>),
     /// The control plane did not accept the connection.
-    #[error("cannot connect to the control plane at {url}: {reason}; retrying")]
+    #[error("cannot connect to the control plane at {at}: {reason}; retrying")]
     Connect {
-        /// The `--cp` URL.
-        url: String,
+        /// The candidate tried: its `--cp` URL, the address when the URL's
+        /// name was resolved, and its place among the candidates.
+        at: String,
         /// The transport error.
         reason: String,
+        /// What the error says about that control plane.
+        kind: FailureKind,
     },
 }
 
@@ -69,14 +82,25 @@ impl CpError {
     }
 }
 
+/// Reports a failed [`CpTarget::connect`] to the rotation when the
+/// control plane tried is at fault; a missing or unusable file is not,
+/// so it moves nothing and the caller backs off.
+pub fn report_connect_failure(attempt: &Attempt, error: &CpError) -> Pace {
+    match error {
+        CpError::Connect { kind, .. } => attempt.failed(*kind, &error.to_string()),
+        CpError::Missing { .. } | CpError::Unusable { .. } | CpError::Several(_) => Pace::Backoff,
+    }
+}
+
 /// Longest wait between attempts while the control plane is unreachable.
 pub const UNREACHABLE_RETRY_CAP: Duration = Duration::from_secs(1);
 
 /// Where the control plane is and how to authenticate to it.
 #[derive(Debug, Clone)]
 pub struct CpTarget {
-    /// `--cp` URL, e.g. `https://127.0.0.1:5678`.
-    pub url: String,
+    /// `--cp` URLs, e.g. `https://127.0.0.1:5678`, shared by every loop of
+    /// the process.
+    pub endpoints: CpEndpoints,
     /// `--cp-ca`: PEM CA that verifies the control plane's certificate.
     pub ca_file: PathBuf,
     /// `--token-file`: the proxy token.
@@ -156,18 +180,33 @@ impl CpTarget {
         Ok(ProxyToken { bearer, claims })
     }
 
-    /// Reads the CA file and connects a TLS channel to the control plane.
-    pub async fn connect(&self) -> Result<Channel, CpError> {
+    /// Reads the CA file and connects a TLS channel to the candidate of
+    /// `attempt`. A URL whose name was resolved is dialled at the address,
+    /// and the certificate is verified against the URL's host (which is
+    /// also the requests' authority). Report a failure with
+    /// [`report_connect_failure`].
+    pub async fn connect(&self, attempt: &Attempt) -> Result<Channel, CpError> {
         let pem = self.ca_pem()?;
-        let connect_err = |reason: String| CpError::Connect {
-            url: self.url.clone(),
+        let connect_err = |reason: String, kind: FailureKind| CpError::Connect {
+            at: attempt.to_string(),
             reason,
+            kind,
         };
-        let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
-        let endpoint = Endpoint::from_shared(self.url.clone())
-            .map_err(|e| connect_err(e.to_string()))?
+        let invalid = |e: tonic::transport::Error| connect_err(e.to_string(), FailureKind::Other);
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
+        let url = attempt.url();
+        let endpoint = match attempt.addr() {
+            Some(addr) => {
+                tls = tls.domain_name(url.host());
+                Endpoint::from_shared(format!("https://{addr}"))
+                    .map_err(invalid)?
+                    .origin(url.uri().clone())
+            }
+            None => Endpoint::from_shared(url.to_string()).map_err(invalid)?,
+        };
+        let endpoint = endpoint
             .tls_config(tls)
-            .map_err(|e| connect_err(e.to_string()))?
+            .map_err(invalid)?
             .connect_timeout(CONNECT_TIMEOUT)
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(10))
@@ -175,7 +214,7 @@ impl CpTarget {
         endpoint
             .connect()
             .await
-            .map_err(|e| connect_err(error_chain(&e)))
+            .map_err(|e| connect_err(error_chain(&e), FailureKind::of_error(&e)))
     }
 }
 
@@ -247,7 +286,7 @@ mod tests {
 
     fn target(dir: &Path) -> CpTarget {
         CpTarget {
-            url: "https://127.0.0.1:1".into(),
+            endpoints: CpEndpoints::new(vec![CpUrl::parse("https://127.0.0.1:1").unwrap()]),
             ca_file: dir.join("ca.pem"),
             token_file: dir.join("token"),
         }
@@ -283,7 +322,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t = target(dir.path());
         std::fs::write(&t.ca_file, "-----BEGIN CERTIFICATE-----\nMIIB").unwrap();
-        let e = t.connect().await.unwrap_err().to_string();
+        let attempt = t.endpoints.attempt().await;
+        let e = t.connect(&attempt).await.unwrap_err().to_string();
         assert!(e.contains("no complete PEM certificate"), "{e}");
     }
 }

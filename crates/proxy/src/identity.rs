@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
-use crate::cp::CpTarget;
+use crate::cp::{CpTarget, FailureKind, Pace};
 use crate::metrics::ProxyMetrics;
 use crate::model::{ProxyConfig, SecretSpec};
 
@@ -55,8 +55,10 @@ pub enum IdentityError {
     )]
     NoService,
     /// The control plane refused or failed the request.
-    #[error("Certify refused: {code:?}: {message}")]
+    #[error("Certify refused by the control plane at {at}: {code:?}: {message}")]
     Refused {
+        /// The control plane asked (its `--cp` URL and place).
+        at: String,
         /// gRPC status code.
         code: tonic::Code,
         /// The control plane's message (it names the fix).
@@ -90,8 +92,34 @@ impl IdentityStatus {
     }
 }
 
-/// One Certify call: a fresh key, a CSR, the token from the token file.
-pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, IdentityError> {
+/// A failed Certify call, and when the next one may go.
+#[derive(Debug)]
+pub struct CertifyFailure {
+    /// What went wrong (it names the control plane asked).
+    pub error: IdentityError,
+    /// [`Pace::Immediate`]: the control plane is going away and the next
+    /// attempt goes to another one, so it need not wait.
+    pub pace: Pace,
+}
+
+impl From<IdentityError> for CertifyFailure {
+    fn from(error: IdentityError) -> Self {
+        CertifyFailure {
+            error,
+            pace: Pace::Backoff,
+        }
+    }
+}
+
+impl From<crate::cp::CpError> for CertifyFailure {
+    fn from(error: crate::cp::CpError) -> Self {
+        IdentityError::Cp(error).into()
+    }
+}
+
+/// One Certify call: a fresh key, a CSR, the token from the token file,
+/// to the current control-plane candidate (a failure moves the rotation).
+pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, CertifyFailure> {
     let token = target.credentials()?;
     let service = token
         .claims
@@ -106,7 +134,17 @@ pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, Identit
         .map_err(|e| IdentityError::Key(e.to_string()))?
         .der()
         .to_vec();
-    let channel = target.connect().await?;
+    let attempt = target.endpoints.attempt().await;
+    let channel = match target.connect(&attempt).await {
+        Ok(channel) => channel,
+        Err(e) => {
+            let pace = crate::cp::report_connect_failure(&attempt, &e);
+            return Err(CertifyFailure {
+                error: e.into(),
+                pace,
+            });
+        }
+    };
     let mut request = tonic::Request::new(CertifyRequest {
         mesh: token.claims.mesh.clone(),
         dataplane: token.claims.name.clone(),
@@ -116,17 +154,22 @@ pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, Identit
     request
         .metadata_mut()
         .insert("authorization", token.bearer.clone());
-    let response = CertifyClient::new(channel)
-        .certify(request)
-        .await
-        .map_err(|s| IdentityError::Refused {
-            code: s.code(),
-            message: s.message().to_owned(),
-        })?
-        .into_inner();
+    let response = match CertifyClient::new(channel).certify(request).await {
+        Ok(response) => response.into_inner(),
+        Err(s) => {
+            let error = IdentityError::Refused {
+                at: attempt.to_string(),
+                code: s.code(),
+                message: s.message().to_owned(),
+            };
+            let pace = attempt.failed(FailureKind::of_status(&s), &error.to_string());
+            return Err(CertifyFailure { error, pace });
+        }
+    };
+    attempt.succeeded();
     let at = |secs: i64| UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
     if response.certificate_pem.is_empty() {
-        return Err(IdentityError::BadResponse("no certificate".into()));
+        return Err(IdentityError::BadResponse("no certificate".into()).into());
     }
     Ok(WorkloadIdentity {
         cert: IssuedCert {
@@ -221,11 +264,15 @@ async fn obtain(
         };
         match attempt {
             Ok(identity) => return Some(Arc::new(identity)),
-            Err(e) => {
+            Err(CertifyFailure { error: e, pace }) => {
                 if let Some(failures) = log.hit(tokio::time::Instant::now()) {
                     tracing::warn!(error = %e, failures, "identity certificate not obtained yet (logged at most every 30 s while it lasts)");
                 }
                 status.set(Some(e.to_string()));
+                if pace == Pace::Immediate {
+                    // The control plane is going away; the next one now.
+                    continue;
+                }
                 let mut delay = backoff.next_delay();
                 if let IdentityError::Cp(cp) = &e
                     && cp.is_unreachable()
@@ -256,7 +303,17 @@ fn renewal_issuer(
         let status = status.clone();
         let current = current.clone();
         Box::pin(async move {
-            let r = certify_once(&target).await;
+            let mut r = certify_once(&target).await;
+            if let Err(CertifyFailure {
+                pace: Pace::Immediate,
+                ..
+            }) = &r
+            {
+                // One immediate move to the next control plane; a second
+                // failure is left to the driver's backoff.
+                r = certify_once(&target).await;
+            }
+            let r = r.map_err(|f| f.error);
             if let Err(e) = &r {
                 let left = current.borrow().as_ref().map(|id| {
                     id.cert.not_after.duration_since(clock.now()).map_or_else(

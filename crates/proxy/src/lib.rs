@@ -86,7 +86,10 @@ async fn admin_serve(socket: tokio::net::TcpListener, app: axum::Router, stop: C
 pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, ProxyError> {
     let registry = MetricsRegistry::new();
     let metrics = Arc::new(metrics::ProxyMetrics::default());
-    registry.register_with("proxy", |r| metrics.register(r));
+    registry.register_with("proxy", |r| {
+        metrics.register(r);
+        options.cp.endpoints.register(r);
+    });
 
     let admin_socket = tokio::net::TcpListener::bind(options.admin_addr)
         .await
@@ -109,7 +112,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
     if options.mode == Mode::Router {
         tracing::info!(
             admin = %admin_addr,
-            cp = %options.cp.url,
+            cp = %options.cp.endpoints,
             bind_host = %options.bind_host,
             "meshlink-proxy starting (router)"
         );
@@ -117,7 +120,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
     }
     tracing::info!(
         admin = %admin_addr,
-        cp = %options.cp.url,
+        cp = %options.cp.endpoints,
         node = %options.node_id(),
         "meshlink-proxy starting (sidecar)"
     );

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cp::CpTarget;
+use crate::cp::{CpEndpoints, CpTarget};
 
 /// Proxy mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -27,13 +27,15 @@ pub enum Mode {
 /// Flags of `meshlink-proxy run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Control-plane xDS/Certify URL.
+    /// Control-plane xDS/Certify URL; repeat the flag or separate URLs
+    /// with commas to give several (a name may resolve to several
+    /// addresses). A failed attempt moves to the next one.
     #[arg(
         long,
         env = "MESHLINK_PROXY_CP",
         default_value = "https://127.0.0.1:5678"
     )]
-    pub cp: String,
+    pub cp: Vec<String>,
     /// CA (PEM) that verifies the control plane: <cp data-dir>/cp-tls/ca.pem.
     #[arg(long, env = "MESHLINK_PROXY_CP_CA")]
     pub cp_ca: Option<PathBuf>,
@@ -149,12 +151,9 @@ impl RunArgs {
                 ))
             })
             .ok();
-        if !(self.cp.starts_with("https://")) {
-            errors.push(format!(
-                "--cp {:?}: the control plane is only reachable over TLS; use an https:// URL",
-                self.cp
-            ));
-        }
+        let cp_urls = crate::cp::parse_cp_values(&self.cp)
+            .map_err(|e| errors.extend(e))
+            .ok();
         if self.cp_ca.is_none() {
             errors.push(
                 "--cp-ca is required: the control plane's CA, <cp data-dir>/cp-tls/ca.pem".into(),
@@ -211,6 +210,7 @@ impl RunArgs {
         }
         match (
             errors.is_empty(),
+            cp_urls,
             self.cp_ca,
             self.token_file,
             name,
@@ -220,6 +220,7 @@ impl RunArgs {
         ) {
             (
                 true,
+                Some(cp_urls),
                 Some(ca_file),
                 Some(token_file),
                 Some(name),
@@ -230,7 +231,7 @@ impl RunArgs {
                 mode,
                 bind_host: self.bind_host,
                 cp: CpTarget {
-                    url: self.cp,
+                    endpoints: CpEndpoints::new(cp_urls),
                     ca_file,
                     token_file,
                 },
@@ -329,6 +330,23 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn cp_takes_repeated_flags_and_comma_lists() {
+        let base = ["--cp-ca", "ca.pem", "--token-file", "t", "--name", "web"];
+        let mut args = base.to_vec();
+        args.extend([
+            "--cp",
+            "https://a:5678, https://b:5678",
+            "--cp",
+            "https://c:5678",
+        ]);
+        let o = parse(&args).unwrap();
+        let urls: Vec<&str> = o.cp.endpoints.urls().iter().map(|u| u.as_str()).collect();
+        assert_eq!(urls, ["https://a:5678", "https://b:5678", "https://c:5678"]);
+        let default = parse(&base).unwrap();
+        assert_eq!(default.cp.endpoints.to_string(), "https://127.0.0.1:5678");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::driver::RouterState;
 use super::resources::SiteIdentity;
 use crate::backoff::Backoff;
-use crate::cp::CpTarget;
+use crate::cp::{CpTarget, FailureKind, Pace};
 use crate::log_limit::LogLimiter;
 
 /// Longest time a changed network view waits before it is reported.
@@ -38,19 +38,18 @@ pub async fn run(target: CpTarget, state: watch::Receiver<RouterState>, cancel: 
             () = cancel.cancelled() => return,
             r = session(&target, state.clone()) => r,
         };
-        let (healthy, why) = match outcome {
-            Ok(n) => (
-                n > 0,
-                "the control plane ended the status stream".to_owned(),
-            ),
-            Err((n, why)) => (n > 0, why),
-        };
+        let Ended { sent, why, pace } = outcome;
+        let healthy = sent > 0;
         if healthy {
             backoff.reset();
             log.reset();
         }
         if let Some(failures) = log.hit(tokio::time::Instant::now()) {
             tracing::warn!(error = %why, failures, "router status stream lost; reconnecting (logged at most every 30 s while it lasts)");
+        }
+        if pace == Pace::Immediate {
+            // The control plane is going away; the next one now.
+            continue;
         }
         let delay = backoff
             .next_delay()
@@ -62,18 +61,40 @@ pub async fn run(target: CpTarget, state: watch::Receiver<RouterState>, cancel: 
     }
 }
 
-/// One report stream; returns how many reports it sent.
-async fn session(
-    target: &CpTarget,
-    mut state: watch::Receiver<RouterState>,
-) -> Result<u64, (u64, String)> {
+/// How a report stream ended.
+struct Ended {
+    /// Reports it sent.
+    sent: u64,
+    /// Why it ended (naming the control plane).
+    why: String,
+    /// Whether the next stream (to the next control plane) starts at once.
+    pace: Pace,
+}
+
+impl Ended {
+    fn before_connecting(why: String, pace: Pace) -> Self {
+        Ended { sent: 0, why, pace }
+    }
+}
+
+/// One report stream, until it ends.
+async fn session(target: &CpTarget, mut state: watch::Receiver<RouterState>) -> Ended {
     // Nothing to report before the router runs.
-    let _ = state
-        .wait_for(|s| s.router.is_some())
-        .await
-        .map_err(|_| (0, "router stopped".to_owned()))?;
-    let token = target.credentials().map_err(|e| (0, e.to_string()))?;
-    let channel = target.connect().await.map_err(|e| (0, e.to_string()))?;
+    if state.wait_for(|s| s.router.is_some()).await.is_err() {
+        return Ended::before_connecting("router stopped".into(), Pace::Backoff);
+    }
+    let token = match target.credentials() {
+        Ok(token) => token,
+        Err(e) => return Ended::before_connecting(e.to_string(), Pace::Backoff),
+    };
+    let attempt = target.endpoints.attempt().await;
+    let channel = match target.connect(&attempt).await {
+        Ok(channel) => channel,
+        Err(e) => {
+            let pace = crate::cp::report_connect_failure(&attempt, &e);
+            return Ended::before_connecting(e.to_string(), pace);
+        }
+    };
     let (tx, rx) = mpsc::channel(4);
     let mut request = tonic::Request::new(ReceiverStream::new(rx));
     request.metadata_mut().insert("authorization", token.bearer);
@@ -115,13 +136,20 @@ async fn session(
             }
         }
     };
-    tokio::select! {
+    let (sent, kind, what) = tokio::select! {
         r = call => match r {
-            Ok(_) => Ok(1),
-            Err(s) => Err((0, format!("{:?}: {}", s.code(), s.message()))),
+            Ok(_) => (1, FailureKind::Other, "ended the status stream".to_owned()),
+            Err(s) => (
+                0,
+                FailureKind::of_status(&s),
+                format!("ended the status stream: {:?}: {}", s.code(), s.message()),
+            ),
         },
-        sent = sender => Err((sent, "report stream closed".into())),
-    }
+        sent = sender => (sent, FailureKind::Other, "closed the status stream".into()),
+    };
+    let why = format!("the control plane at {attempt} {what}");
+    let pace = attempt.failed(kind, &why);
+    Ended { sent, why, pace }
 }
 
 /// The router's complete current view.

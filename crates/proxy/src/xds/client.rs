@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::{Applied, Rejected};
 use crate::backoff::Backoff;
-use crate::cp::{CpError, CpTarget, ProxyToken};
+use crate::cp::{CpError, CpTarget, FailureKind, Pace, ProxyToken};
 use crate::log_limit::LogLimiter;
 use crate::metrics::ProxyMetrics;
 
@@ -85,7 +85,9 @@ const CLIENT_KIND: (&str, &str) = ("meshlink.dev/client", "meshlink-proxy");
 pub struct XdsStatus {
     /// Whether a stream is open and has delivered a response.
     pub connected: bool,
-    /// Why the last stream or connect attempt failed.
+    /// The `--cp` URL of the healthy stream.
+    pub url: Option<String>,
+    /// Why the last stream or connect attempt failed (it names the URL).
     pub last_error: Option<String>,
     /// Resources rejected by the latest response of each type.
     pub rejected: Vec<Rejected>,
@@ -130,13 +132,20 @@ impl<M: XdsModel> XdsClient<M> {
                 backoff.reset();
                 log.reset();
             }
-            let mut delay = backoff.next_delay();
-            if failure.unreachable {
-                delay = delay.min(crate::cp::UNREACHABLE_RETRY_CAP);
-            }
-            if let Some(hint) = failure.retry_after {
-                delay = delay.max(crate::backoff::after_hint(hint));
-            }
+            let delay = match failure.pace {
+                // Another control plane, and this one is going away: now.
+                Pace::Immediate => Duration::ZERO,
+                Pace::Backoff => {
+                    let mut delay = backoff.next_delay();
+                    if failure.unreachable {
+                        delay = delay.min(crate::cp::UNREACHABLE_RETRY_CAP);
+                    }
+                    if let Some(hint) = failure.retry_after {
+                        delay = delay.max(crate::backoff::after_hint(hint));
+                    }
+                    delay
+                }
+            };
             let error = failure.why;
             if let Some(failures) = log.hit(tokio::time::Instant::now()) {
                 tracing::warn!(error = %error, failures, "xDS stream to the control plane lost; keeping the last good configuration and reconnecting (logged at most every 30 s while it lasts)");
@@ -144,7 +153,11 @@ impl<M: XdsModel> XdsClient<M> {
             {
                 let mut s = self.status.lock().expect("xds status lock");
                 s.connected = false;
+                s.url = None;
                 s.last_error = Some(error);
+            }
+            if delay.is_zero() {
+                continue;
             }
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -169,18 +182,35 @@ impl<M: XdsModel> XdsClient<M> {
 
     /// One stream, until it fails.
     async fn session(&self) -> Result<std::convert::Infallible, Failure> {
-        let unreachable = |e: crate::cp::CpError| Failure {
+        let unreachable = |e: CpError, pace: Pace| Failure {
             healthy: false,
             unreachable: e.is_unreachable(),
             why: e.to_string(),
             retry_after: None,
+            pace,
         };
-        let token = self.target.credentials().map_err(unreachable)?;
+        let token = self
+            .target
+            .credentials()
+            .map_err(|e| unreachable(e, Pace::Backoff))?;
         let node_id = self
             .node_id
             .resolve(&token, &self.target)
-            .map_err(unreachable)?;
-        let channel = self.target.connect().await.map_err(unreachable)?;
+            .map_err(|e| unreachable(e, Pace::Backoff))?;
+        let attempt = self.target.endpoints.attempt().await;
+        let channel = match self.target.connect(&attempt).await {
+            Ok(channel) => channel,
+            Err(e) => {
+                let pace = crate::cp::report_connect_failure(&attempt, &e);
+                return Err(unreachable(e, pace));
+            }
+        };
+        // A stream that ended: the rotation moves on, and the error names
+        // the control plane that ended it.
+        let ended = |healthy: bool, kind: FailureKind, what: String| {
+            let why = format!("the control plane at {attempt} {what}");
+            Failure::answered(healthy, attempt.failed(kind, &why), why)
+        };
         let types = M::types();
         let (tx, rx) = mpsc::channel(types.len().max(16));
         let held = self.config.borrow().clone();
@@ -203,33 +233,46 @@ impl<M: XdsModel> XdsClient<M> {
             .await
             .map_err(|s| Failure {
                 retry_after: retry_after(&s),
-                ..Failure::answered(false, status_text(&s))
+                ..ended(
+                    false,
+                    FailureKind::of_status(&s),
+                    format!("refused the stream: {}", status_text(&s)),
+                )
             })?
             .into_inner();
         let mut healthy = false;
+        let mut _connected = None;
         let mut rejected: HashMap<String, Vec<Rejected>> = HashMap::new();
         loop {
             let response = match responses.message().await {
                 Ok(Some(r)) => r,
                 Ok(None) => {
-                    return Err(Failure::answered(
+                    return Err(ended(
                         healthy,
-                        "the control plane ended the stream".into(),
+                        FailureKind::Other,
+                        "ended the stream".into(),
                     ));
                 }
-                Err(s) => return Err(Failure::answered(healthy, status_text(&s))),
+                Err(s) => {
+                    let what = format!("ended the stream: {}", status_text(&s));
+                    return Err(ended(healthy, FailureKind::of_status(&s), what));
+                }
             };
             if !healthy {
                 healthy = true;
+                attempt.succeeded();
+                _connected = Some(attempt.hold());
                 self.metrics.xds_connected.set(1);
                 let mut s = self.status.lock().expect("xds status lock");
                 s.connected = true;
+                s.url = Some(attempt.url().to_string());
                 s.last_error = None;
-                tracing::info!("connected to the control plane");
+                tracing::info!(cp = %attempt, "connected to the control plane");
             }
             let ack = self.handle(&response, &mut rejected);
             if tx.send(ack).await.is_err() {
-                return Err(Failure::answered(healthy, "request stream closed".into()));
+                let why = "request stream closed".to_owned();
+                return Err(Failure::answered(healthy, Pace::Backoff, why));
             }
         }
     }
@@ -292,15 +335,18 @@ struct Failure {
     why: String,
     /// The control plane's admission hint: come back no sooner than this.
     retry_after: Option<Duration>,
+    /// Whether the next attempt (on the next control plane) goes at once.
+    pace: Pace,
 }
 
 impl Failure {
-    fn answered(healthy: bool, why: String) -> Self {
+    fn answered(healthy: bool, pace: Pace, why: String) -> Self {
         Failure {
             healthy,
             unreachable: false,
             why,
             retry_after: None,
+            pace,
         }
     }
 }
