@@ -49,7 +49,7 @@ enum Command {
     },
     /// Shows resources.
     Get {
-        /// Kind: mesh, dataplane (dp), meshtrafficpermission (mtp), site, ...
+        /// Kind: mesh, dataplane (dp), meshtrafficpermission (mtp), site, ..., or controlplanes (the replicas)
         kind: String,
         /// One resource's name; all when omitted.
         name: Option<String>,
@@ -284,6 +284,23 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
     let client = ApiClient::new(&cli.server, token);
     match cli.command {
         Command::Apply { file } => commands::apply::run(&client, &file).await,
+        Command::Get {
+            kind: k,
+            name,
+            mesh,
+            selector,
+            output,
+            chunk_size,
+        } if commands::controlplanes::is_controlplanes(&k) => {
+            if name.is_some() || mesh.is_some() || selector.is_some() {
+                return Err(Failure::BadInput(
+                    "get controlplanes takes no name, --mesh or --selector; it lists every replica"
+                        .into(),
+                ));
+            }
+            let _ = chunk_size;
+            commands::controlplanes::run(&client, output).await
+        }
         Command::Get {
             kind: k,
             name,

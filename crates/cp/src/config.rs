@@ -32,6 +32,13 @@ pub struct ConfigOverrides {
     pub xds_stream_burst: Option<u32>,
     /// New ADS streams admitted per second once the burst is spent.
     pub xds_streams_per_second: Option<f64>,
+    /// This replica's name among the control planes sharing a store.
+    pub instance: Option<String>,
+    /// How long a leader's lease lasts without renewal, e.g. `15s`.
+    pub leader_lease: Option<String>,
+    /// How long a dynamically registered Dataplane may stay offline before
+    /// the leader deletes it, e.g. `72h`.
+    pub dataplane_gc_grace: Option<String>,
 }
 
 /// Default `--drain-timeout`.
@@ -42,6 +49,12 @@ pub const DEFAULT_XDS_STREAM_BURST: u32 = 5_000;
 
 /// Default `--xds-streams-per-second` (see docs/operations.md "Admission").
 pub const DEFAULT_XDS_STREAMS_PER_SECOND: f64 = 5_000.0;
+
+/// Default `--leader-lease`.
+pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(15);
+
+/// Default `--dataplane-gc-grace` (Kuma's dataplane cleanup age).
+pub const DEFAULT_DATAPLANE_GC_GRACE: Duration = Duration::from_secs(72 * 3600);
 
 /// The effective control-plane configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +79,15 @@ pub struct CpConfig {
     pub xds_stream_burst: u32,
     /// New ADS streams admitted per second (token-bucket refill).
     pub xds_streams_per_second: f64,
+    /// This replica's name; `None` means "hostname and xDS port", chosen
+    /// once the port is bound.
+    pub instance: Option<String>,
+    /// The leader's lease (default 15 s); singleton jobs run every two
+    /// leases.
+    pub leader_lease: Duration,
+    /// How long a dynamically registered Dataplane may stay offline before
+    /// it is deleted (default 72 h).
+    pub dataplane_gc_grace: Duration,
 }
 
 /// Why the configuration cannot be used.
@@ -127,6 +149,9 @@ impl ConfigOverrides {
             drain_timeout: self.drain_timeout.or(lower.drain_timeout),
             xds_stream_burst: self.xds_stream_burst.or(lower.xds_stream_burst),
             xds_streams_per_second: self.xds_streams_per_second.or(lower.xds_streams_per_second),
+            instance: self.instance.or(lower.instance),
+            leader_lease: self.leader_lease.or(lower.leader_lease),
+            dataplane_gc_grace: self.dataplane_gc_grace.or(lower.dataplane_gc_grace),
         }
     }
 
@@ -157,13 +182,41 @@ impl ConfigOverrides {
                 message: format!("{h:?} is not a host name or IP address"),
             });
         }
-        let drain_timeout = match &self.drain_timeout {
-            None => DEFAULT_DRAIN_TIMEOUT,
-            Some(s) => humantime::parse_duration(s).map_err(|e| ConfigError::Invalid {
-                field: "--drain-timeout",
-                message: format!("{s:?}: {e}; give a duration such as 10s or 1m"),
-            })?,
-        };
+        let drain_timeout = duration(
+            "--drain-timeout",
+            self.drain_timeout.as_deref(),
+            DEFAULT_DRAIN_TIMEOUT,
+        )?;
+        let leader_lease = duration(
+            "--leader-lease",
+            self.leader_lease.as_deref(),
+            DEFAULT_LEADER_LEASE,
+        )?;
+        if leader_lease < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid {
+                field: "--leader-lease",
+                message: format!(
+                    "{leader_lease:?} is too short to renew over a database round trip; give at least 1s"
+                ),
+            });
+        }
+        let dataplane_gc_grace = duration(
+            "--dataplane-gc-grace",
+            self.dataplane_gc_grace.as_deref(),
+            DEFAULT_DATAPLANE_GC_GRACE,
+        )?;
+        if let Some(i) = &self.instance
+            && (i.is_empty()
+                || i.len() > 200
+                || i.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err(ConfigError::Invalid {
+                field: "--instance",
+                message: format!(
+                    "{i:?} is not a usable instance name; give 1-200 characters without spaces, e.g. cp-1"
+                ),
+            });
+        }
         let xds_stream_burst = self.xds_stream_burst.unwrap_or(DEFAULT_XDS_STREAM_BURST);
         if xds_stream_burst == 0 {
             return Err(ConfigError::Invalid {
@@ -184,6 +237,9 @@ impl ConfigOverrides {
         }
         Ok(CpConfig {
             drain_timeout,
+            instance: self.instance,
+            leader_lease,
+            dataplane_gc_grace,
             xds_stream_burst,
             xds_streams_per_second,
             data_dir,
@@ -193,6 +249,21 @@ impl ConfigOverrides {
             grant_addr: self.grant_addr.unwrap_or(([0, 0, 0, 0], 9090).into()),
             advertised_host: self.advertised_host,
         })
+    }
+}
+
+/// Parses a duration setting, naming the flag when it is not one.
+fn duration(
+    field: &'static str,
+    given: Option<&str>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match given {
+        None => Ok(default),
+        Some(s) => humantime::parse_duration(s).map_err(|e| ConfigError::Invalid {
+            field,
+            message: format!("{s:?}: {e}; give a duration such as 10s or 1m"),
+        }),
     }
 }
 

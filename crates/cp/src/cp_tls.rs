@@ -165,34 +165,88 @@ fn serving_cert_is_current(cert_pem: &str, names: &[String]) -> bool {
     names.iter().all(|n| have.contains(n))
 }
 
-/// Loads `<data-dir>/cp-tls`, creating the CA on first start and (re)issuing
-/// the serving certificate when needed.
-pub fn ensure(data_dir: &Path, advertised_host: &str) -> Result<CpTls, CpTlsError> {
+/// The xDS CA: certificate and private key, PEM.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaPair {
+    /// The CA certificate (`ca.pem`).
+    pub ca_pem: String,
+    /// Its private key (`ca-key.pem`).
+    pub ca_key_pem: String,
+}
+
+impl std::fmt::Debug for CaPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaPair").finish_non_exhaustive()
+    }
+}
+
+fn dir_of(data_dir: &Path) -> Result<PathBuf, CpTlsError> {
     let dir = data_dir.join("cp-tls");
     std::fs::create_dir_all(&dir).map_err(|source| DataDirError::Io {
         action: "cannot create",
         path: dir.clone(),
         source,
     })?;
-    let (ca_path, ca_key_path) = (dir.join("ca.pem"), dir.join("ca-key.pem"));
-    let (ca_pem, ca_key_pem) = match (read(&ca_path)?, read(&ca_key_path)?) {
-        (Some(c), Some(k)) => (c, k),
-        (None, None) => {
-            let key = KeyPair::generate()?;
-            let cert = ca_params().self_signed(&key)?;
-            let (c, k) = (cert.pem(), key.serialize_pem());
-            write_secret_file(&ca_key_path, k.as_bytes())?;
-            write_secret_file(&ca_path, c.as_bytes())?;
-            tracing::info!(path = %ca_path.display(), "created the control plane's xDS CA");
-            (c, k)
-        }
-        _ => {
-            return Err(CpTlsError::Corrupt {
-                path: dir,
-                reason: "only one of ca.pem and ca-key.pem exists".into(),
-            });
-        }
+    Ok(dir)
+}
+
+/// Reads `<data-dir>/cp-tls/ca.pem` and `ca-key.pem`, if both exist.
+pub fn read_ca(data_dir: &Path) -> Result<Option<CaPair>, CpTlsError> {
+    let dir = dir_of(data_dir)?;
+    match (read(&dir.join("ca.pem"))?, read(&dir.join("ca-key.pem"))?) {
+        (Some(ca_pem), Some(ca_key_pem)) => Ok(Some(CaPair { ca_pem, ca_key_pem })),
+        (None, None) => Ok(None),
+        _ => Err(CpTlsError::Corrupt {
+            path: dir,
+            reason: "only one of ca.pem and ca-key.pem exists".into(),
+        }),
+    }
+}
+
+/// A new self-signed xDS CA.
+pub fn generate_ca() -> Result<CaPair, CpTlsError> {
+    let key = KeyPair::generate()?;
+    let cert = ca_params().self_signed(&key)?;
+    Ok(CaPair {
+        ca_pem: cert.pem(),
+        ca_key_pem: key.serialize_pem(),
+    })
+}
+
+/// Loads `<data-dir>/cp-tls`, creating the CA on first start and (re)issuing
+/// the serving certificate when needed.
+pub fn ensure(data_dir: &Path, advertised_host: &str) -> Result<CpTls, CpTlsError> {
+    let ca = match read_ca(data_dir)? {
+        Some(ca) => ca,
+        None => generate_ca()?,
     };
+    ensure_with_ca(data_dir, advertised_host, &ca)
+}
+
+/// Installs `ca` in `<data-dir>/cp-tls` (keeping different files that were
+/// there as `*.replaced`) and (re)issues the serving certificate when a
+/// name is missing, it is near expiry, or the CA changed.
+pub fn ensure_with_ca(
+    data_dir: &Path,
+    advertised_host: &str,
+    ca: &CaPair,
+) -> Result<CpTls, CpTlsError> {
+    let dir = dir_of(data_dir)?;
+    let (ca_path, ca_key_path) = (dir.join("ca.pem"), dir.join("ca-key.pem"));
+    let local = read_ca(data_dir)?;
+    let ca_changed = local.as_ref() != Some(ca);
+    if ca_changed {
+        if local.is_some() {
+            for p in [&ca_path, &ca_key_path] {
+                let _ = std::fs::rename(p, p.with_extension("pem.replaced"));
+            }
+        }
+        write_secret_file(&ca_key_path, ca.ca_key_pem.as_bytes())?;
+        write_secret_file(&ca_path, ca.ca_pem.as_bytes())?;
+        tracing::info!(path = %ca_path.display(), "installed the control plane's xDS CA");
+    }
+    let CaPair { ca_pem, ca_key_pem } = ca.clone();
     let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| CpTlsError::Corrupt {
         path: ca_key_path.clone(),
         reason: e.to_string(),
@@ -204,7 +258,7 @@ pub fn ensure(data_dir: &Path, advertised_host: &str) -> Result<CpTls, CpTlsErro
     let names = required_names(advertised_host);
     let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
     let (cert_pem, key_pem) = match (read(&cert_path)?, read(&key_path)?) {
-        (Some(c), Some(k)) if serving_cert_is_current(&c, &names) => (c, k),
+        (Some(c), Some(k)) if !ca_changed && serving_cert_is_current(&c, &names) => (c, k),
         _ => {
             let key = KeyPair::generate()?;
             let mut p = CertificateParams::default();
@@ -279,6 +333,22 @@ mod tests {
             &a.cert_pem,
             &required_names("192.0.2.7")
         ));
+    }
+
+    #[test]
+    fn a_shared_ca_replaces_the_local_one_and_reissues_the_serving_cert() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = ensure(dir.path(), "192.0.2.7").unwrap();
+        let shared = generate_ca().unwrap();
+        let b = ensure_with_ca(dir.path(), "192.0.2.7", &shared).unwrap();
+        assert_eq!(b.ca_pem, shared.ca_pem);
+        assert_ne!(a.cert_pem, b.cert_pem, "signed by the new CA");
+        let on_disk = std::fs::read_to_string(dir.path().join("cp-tls/ca.pem")).unwrap();
+        assert_eq!(on_disk, shared.ca_pem);
+        let kept = std::fs::read_to_string(dir.path().join("cp-tls/ca.pem.replaced")).unwrap();
+        assert_eq!(kept, a.ca_pem, "the replaced CA is kept");
+        let c = ensure_with_ca(dir.path(), "192.0.2.7", &shared).unwrap();
+        assert_eq!(b.cert_pem, c.cert_pem, "nothing changes the second time");
     }
 
     #[test]

@@ -88,6 +88,22 @@ impl DataDir {
         &self.path
     }
 
+    /// Reads `<data-dir>/admin-token` if it exists and is not empty.
+    pub fn read_admin_token(&self) -> Result<Option<String>, DataDirError> {
+        let path = self.path.join("admin-token");
+        match std::fs::read_to_string(&path) {
+            Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io("cannot read admin token", &path)(e)),
+        }
+    }
+
+    /// Writes `<data-dir>/admin-token` (0600, atomically).
+    pub fn write_admin_token(&self, token: &str) -> Result<(), DataDirError> {
+        write_secret_file(&self.path.join("admin-token"), token.as_bytes())
+    }
+
     /// Reads `<data-dir>/admin-token`, creating it (0600, 256 random bits)
     /// on first start.
     pub fn admin_token(&self) -> Result<String, DataDirError> {
@@ -106,7 +122,7 @@ impl DataDir {
 }
 
 /// 256 random bits, hex encoded.
-fn random_token() -> String {
+pub fn random_token() -> String {
     use rand::RngCore;
     let mut buf = [0u8; 32];
     rand::rng().fill_bytes(&mut buf);

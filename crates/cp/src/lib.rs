@@ -24,6 +24,7 @@ pub mod data_dir;
 pub mod grants;
 pub mod identity;
 pub mod ready_file;
+pub mod replicas;
 pub mod resources;
 mod router;
 mod secret_check;
@@ -79,6 +80,9 @@ pub enum CpError {
     /// The xDS port's TLS material cannot be prepared.
     #[error(transparent)]
     CpTls(#[from] cp_tls::CpTlsError),
+    /// The replicas' shared material (xDS CA, admin token) cannot be set up.
+    #[error(transparent)]
+    Shared(#[from] replicas::shared::SharedError),
     /// The token signing key cannot be loaded or created.
     #[error("cannot load the proxy-token signing key: {0}")]
     Tokens(#[from] identity::tokens::TokenServiceError),
@@ -138,7 +142,6 @@ impl ControlPlane {
     /// Opens the data dir (taking its lock), the store, and binds the API.
     pub async fn start(config: CpConfig) -> Result<RunningControlPlane, CpError> {
         let data_dir = DataDir::open(&config.data_dir)?;
-        let admin_token = data_dir.admin_token()?;
         let store = meshlink_store::open(&config.store)
             .await
             .map_err(|source| CpError::Store {
@@ -146,6 +149,7 @@ impl ControlPlane {
                 source,
             })?;
         tracing::info!(backend = store.backend(), url = %redact_url(&config.store), "store opened");
+        let admin_token = replicas::shared::admin_token(store.as_ref(), &data_dir).await?;
 
         let registry = MetricsRegistry::new();
         let shutdown = Shutdown::new();
@@ -169,10 +173,35 @@ impl ControlPlane {
             .advertised_host
             .clone()
             .unwrap_or_else(cp_tls::default_advertised_host);
-        let tls = cp_tls::ensure(data_dir.path(), &advertised)?;
+        let tls = replicas::shared::cp_tls(store.as_ref(), data_dir.path(), &advertised).await?;
+        let xds_listener = bind_with_backlog(
+            config.xds_addr,
+            "xDS/Certify",
+            "--xds-addr",
+            xds_server::XDS_BACKLOG,
+        )?;
+        let replica = replicas::Replica::new(config.instance.clone().unwrap_or_else(|| {
+            format!(
+                "{}:{}",
+                cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
+                xds_listener.1.port()
+            )
+        }));
+        let (leadership, election) = replicas::leader::election(
+            store.clone(),
+            replica.clone(),
+            config.leader_lease,
+            &registry,
+        );
+        let sd = shutdown.clone();
+        tasks.spawn(async move {
+            election.run(sd).await;
+            Ok(())
+        });
         // One wall clock for every certificate time (hub SDS and Certify).
         let clock = meshlink_identity::WallClock::start();
-        let (ca, ca_controller) = identity::controller::new(resources.clone(), clock);
+        let (ca, ca_controller) =
+            identity::controller::new(resources.clone(), clock, leadership.clone());
         let (status_handle, status_inbox) = status::channel();
         let xds = XdsParts::new(XdsInputs {
             config: &config,
@@ -183,6 +212,7 @@ impl ControlPlane {
             ca: &ca,
             background: &background,
             status: &status_handle,
+            instance: &replica.instance,
         });
         let ads_server = xds.server.clone();
         tasks.spawn(follow_revisions(
@@ -232,7 +262,7 @@ impl ControlPlane {
             next_stream: std::sync::atomic::AtomicU64::new(0),
         };
         let (xds_addr, xds_serve) = xds_server::start(
-            &config,
+            xds_listener,
             &tls,
             resources.clone(),
             tokens.clone(),
@@ -268,6 +298,22 @@ impl ControlPlane {
         });
 
         let (listener, api_addr) = bind(config.api_addr, "REST API", "--api-addr").await?;
+        replicas::start(replicas::ReplicaParts {
+            store: store.clone(),
+            resources: resources.clone(),
+            replica,
+            leadership,
+            addrs: replicas::record::Addresses {
+                api: api_addr.to_string(),
+                xds: dialable(xds_addr, config.advertised_host.as_deref()),
+                grant: dialable(grant_addr, config.advertised_host.as_deref()),
+            },
+            ads: ads_server.clone(),
+            config: &config,
+            registry: &registry,
+            shutdown: &shutdown,
+            tasks: &mut tasks,
+        });
         let state = api::ApiState {
             resources,
             tokens,
@@ -327,6 +373,8 @@ struct XdsInputs<'a> {
     background: &'a TaskTracker,
     /// Receives stream views for the Dataplane status.
     status: &'a status::StatusHandle,
+    /// This replica's `--instance`.
+    instance: &'a str,
 }
 
 impl XdsParts {
@@ -340,6 +388,7 @@ impl XdsParts {
             ca,
             background,
             status,
+            instance,
         } = inputs;
         use meshlink_xds::ads::{
             AdmissionConfig, AdsMetrics, AdsOptions, AdsParts, AdsServer, Inspector,
@@ -360,11 +409,7 @@ impl XdsParts {
             hub.metrics().register(r);
         });
         let inspector = Inspector::with_observer(status.stream_observer());
-        let instance = format!(
-            "{}/{}",
-            cp_tls::hostname().unwrap_or_else(|| "meshlink-cp".to_owned()),
-            dialable(config.xds_addr, config.advertised_host.as_deref()),
-        );
+        let instance = instance.to_owned();
         let routers = meshlink_xds::router::RouterHub::spawn_on(
             background,
             Arc::new(router::source::StoreSiteSource {

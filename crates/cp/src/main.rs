@@ -64,6 +64,15 @@ struct RunArgs {
     /// New ADS streams admitted per second after the burst [default: 5000].
     #[arg(long, env = "MESHLINK_CP_XDS_STREAMS_PER_SECOND", value_name = "N")]
     xds_streams_per_second: Option<f64>,
+    /// This replica's name among control planes sharing a store [default: <hostname>:<xds port>].
+    #[arg(long, env = "MESHLINK_CP_INSTANCE")]
+    instance: Option<String>,
+    /// How long the leader's lease lasts without renewal; singleton jobs run every two leases [default: 15s].
+    #[arg(long, env = "MESHLINK_CP_LEADER_LEASE", value_name = "DURATION")]
+    leader_lease: Option<String>,
+    /// How long a Dataplane labelled meshlink.dev/lifecycle=ephemeral may stay offline before the leader deletes it [default: 72h].
+    #[arg(long, env = "MESHLINK_CP_DATAPLANE_GC_GRACE", value_name = "DURATION")]
+    dataplane_gc_grace: Option<String>,
     /// Once listening, write the bound addresses here as JSON ({"apiAddr", "xdsAddr"}), atomically; useful with port 0.
     #[arg(long, env = "MESHLINK_CP_READY_FILE")]
     ready_file: Option<PathBuf>,
@@ -94,6 +103,9 @@ fn main() -> ExitCode {
         drain_timeout: args.drain_timeout,
         xds_stream_burst: args.xds_stream_burst,
         xds_streams_per_second: args.xds_streams_per_second,
+        instance: args.instance,
+        leader_lease: args.leader_lease,
+        dataplane_gc_grace: args.dataplane_gc_grace,
     };
     let config = match flags.over(file).resolve() {
         Ok(c) => c,

@@ -19,7 +19,7 @@ use crate::identity::certify::CertifyService;
 use crate::identity::issuance::IssuanceHooks;
 use crate::identity::tokens::TokenService;
 use crate::resources::ResourceService;
-use crate::{CpConfig, CpError, cp_tls::CpTls};
+use crate::{CpError, cp_tls::CpTls};
 
 /// Accept backlog of the xDS listener: a reconnect storm of thousands of
 /// proxies must queue in the kernel, not be dropped (tokio's default is
@@ -30,12 +30,12 @@ pub(crate) const XDS_BACKLOG: u32 = 4096;
 const CERTIFY_BURST: u32 = 10;
 const CERTIFY_PER_SECOND: f64 = 1.0;
 
-/// Binds the xDS port and returns its address and the server future.
+/// Serves xDS on the bound port; returns its address and the server future.
 /// `ca` serves Certify the mesh CAs; `issuance` is told about every
 /// certificate Certify issues.
 #[allow(clippy::too_many_arguments)] // each part is distinct; a struct would only rename them
 pub(crate) async fn start(
-    config: &CpConfig,
+    bound: (tokio::net::TcpListener, std::net::SocketAddr),
     tls: &CpTls,
     resources: ResourceService,
     tokens: Arc<TokenService>,
@@ -52,8 +52,7 @@ pub(crate) async fn start(
     ),
     CpError,
 > {
-    let (listener, addr) =
-        crate::bind_with_backlog(config.xds_addr, "xDS/Certify", "--xds-addr", XDS_BACKLOG)?;
+    let (listener, addr) = bound;
     let tls_config = ServerTlsConfig::new()
         .identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem))
         .client_ca_root(Certificate::from_pem(&tls.ca_pem))

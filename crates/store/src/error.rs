@@ -24,9 +24,16 @@ pub enum StoreError {
     /// The store URL or its options are invalid.
     #[error("invalid store configuration: {0}")]
     Config(String),
-    /// The database failed or is unreachable; the operation may be retried.
+    /// The database cannot be reached (connection refused or lost, pool
+    /// timed out, the server shutting down); nothing was written and the
+    /// operation may be retried once it is back.
+    #[error(
+        "the store's database is unavailable ({0}); nothing was changed; retry once the database is back"
+    )]
+    Unavailable(String),
+    /// The database failed; the operation may be retried.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// A schema migration failed.
     #[error("schema migration failed: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
@@ -38,4 +45,52 @@ pub enum StoreError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        if is_unavailable(&e) {
+            StoreError::Unavailable(e.to_string())
+        } else {
+            StoreError::Database(e)
+        }
+    }
+}
+
+/// Whether `e` means "the database cannot be reached" rather than "the
+/// statement failed": I/O and pool errors, and PostgreSQL's connection
+/// exceptions (class 08) and operator interventions such as a shutdown
+/// (class 57).
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57")),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_database_is_named_as_such() {
+        let e = StoreError::from(sqlx::Error::PoolTimedOut);
+        assert!(matches!(e, StoreError::Unavailable(_)));
+        let text = e.to_string();
+        assert!(
+            text.contains("database is unavailable") && text.contains("retry"),
+            "{text}"
+        );
+        assert!(matches!(
+            StoreError::from(sqlx::Error::RowNotFound),
+            StoreError::Database(_)
+        ));
+    }
 }

@@ -56,6 +56,11 @@ use crate::{
 /// The notification channel every write transaction notifies.
 const CHANNEL: &str = "meshlink_changes";
 
+/// How long a query waits for a connection. While the database is down,
+/// every call fails after this long with [`StoreError::Unavailable`], so
+/// API writes answer 503 promptly instead of hanging.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Tuning for [`PostgresStore::connect_with`].
 #[derive(Debug, Clone)]
 pub struct PostgresOptions {
@@ -108,14 +113,14 @@ impl PostgresStore {
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1) + 1)
-            .acquire_timeout(Duration::from_secs(30))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect(url)
             .await
             .map_err(|e| match e {
                 sqlx::Error::Configuration(e) => StoreError::Config(format!(
                     "invalid PostgreSQL URL: {e}; expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
                 )),
-                e => StoreError::Database(e),
+                e => StoreError::from(e),
             })?;
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;
         let mut listener = PgListener::connect_with(&pool).await?;

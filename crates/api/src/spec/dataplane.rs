@@ -85,6 +85,10 @@ pub struct Outbound {
     pub routing_key: Option<String>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// `status` of a Dataplane: what the control plane observed of its proxy
 /// (Kuma's DataplaneInsight, flattened). Server-owned; times are RFC 3339.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -96,6 +100,11 @@ pub struct DataplaneStatus {
     /// The control-plane instance that holds (or last held) the stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_instance: Option<String>,
+    /// Bumped by every new stream, on whichever replica: a replica changes
+    /// the connection fields only while the stored generation is the one
+    /// its own stream recorded (compare-and-set across replicas).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub connection_generation: u64,
     /// When the last stream opened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_connected: Option<String>,

@@ -6,6 +6,7 @@
 
 mod apply;
 mod continue_token;
+mod controlplanes;
 mod error;
 mod health;
 mod link_generate;
@@ -76,6 +77,7 @@ pub struct XdsInspect {
 /// Builds the router.
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
+        .route("/api/v1/controlplanes", get(controlplanes::list))
         .route("/api/v1/{plural}", get(list::list).post(resources::create))
         .route(
             "/api/v1/{plural}/{name}",

@@ -76,11 +76,18 @@ pub struct Controller {
     tracker: RotationTracker,
     meshes: HashMap<String, MeshEntry>,
     pending: BTreeMap<(String, String), IssuedRecord>,
+    /// Only the leader ends a rotation (a singleton job, DESIGN §issue 11).
+    leadership: crate::replicas::Leadership,
 }
 
 /// A controller and the handle issuers use to reach it. `clock` is the
 /// control plane's one wall clock for certificate times.
-pub fn new(resources: ResourceService, clock: WallClock) -> (CaHandle, Controller) {
+/// Only the replica that holds `leadership` ends rotations.
+pub fn new(
+    resources: ResourceService,
+    clock: WallClock,
+    leadership: crate::replicas::Leadership,
+) -> (CaHandle, Controller) {
     let (tx, rx) = mpsc::unbounded_channel();
     let store = resources.store().clone();
     let c = Controller {
@@ -91,6 +98,7 @@ pub fn new(resources: ResourceService, clock: WallClock) -> (CaHandle, Controlle
         tracker: RotationTracker::default(),
         meshes: HashMap::new(),
         pending: BTreeMap::new(),
+        leadership,
     };
     (CaHandle::new(tx, clock), c)
 }
@@ -406,6 +414,9 @@ impl Controller {
                 .map_err(|e| e.to_string())?;
             let now = mesh_ca::unix_seconds(self.clock.now());
             let on_previous = match stored.as_ref().and_then(|(s, _)| s.previous.as_ref()) {
+                // Ending a rotation is the leader's job: for any other
+                // replica someone is always left on the previous CA.
+                Some(_) if !self.leadership.is_leader() => usize::MAX,
                 Some(prev) => self.tracker.holders(mesh, &prev.fingerprint, now).0,
                 None => 0,
             };

@@ -218,7 +218,11 @@ async fn wait_for<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
 #[tokio::test]
 async fn certify_reads_the_ca_state_and_never_writes_anything() {
     let f = Fixture::new().await;
-    let (ca, controller) = controller::new(f.resources.clone(), WallClock::start());
+    let (ca, controller) = controller::new(
+        f.resources.clone(),
+        WallClock::start(),
+        crate::replicas::Leadership::always(),
+    );
     let shutdown = Shutdown::new();
     let task = tokio::spawn(controller.run(shutdown.clone()));
     let mesh = f.resources.get(Kind::Mesh, None, "default").await.unwrap();
@@ -261,7 +265,11 @@ async fn certify_reads_the_ca_state_and_never_writes_anything() {
 async fn issuance_events_end_a_rotation_with_writes_linear_in_proxies() {
     const N: usize = 40;
     let f = Fixture::new().await;
-    let (ca, controller) = controller::new(f.resources.clone(), WallClock::start());
+    let (ca, controller) = controller::new(
+        f.resources.clone(),
+        WallClock::start(),
+        crate::replicas::Leadership::always(),
+    );
     let shutdown = Shutdown::new();
     let task = tokio::spawn(controller.run(shutdown.clone()));
     let svc = f.certify_service(ca.clone());
@@ -368,7 +376,11 @@ async fn bench_rotation_cost() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
     let f = Fixture::new().await;
-    let (ca, controller) = controller::new(f.resources.clone(), WallClock::start());
+    let (ca, controller) = controller::new(
+        f.resources.clone(),
+        WallClock::start(),
+        crate::replicas::Leadership::always(),
+    );
     let shutdown = Shutdown::new();
     // The controller on its own thread, so its CPU can be read alone.
     let sd = shutdown.clone();

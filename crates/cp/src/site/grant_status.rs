@@ -2,9 +2,12 @@
 //! `redemptions`, `status`, `message` and the `Ready` condition.
 //!
 //! Owns computing a grant's next status from its current one: the uid in
-//! the URL, the code and the expiration time are chosen once and kept; the
-//! URL follows the advertised host and grant port; `redemptions` is the
-//! grant server's (never reset here). A grant is Ready only in a site that
+//! the URL, the code and the expiration time are chosen once and kept (the
+//! URL names the advertised host and grant port of the replica that wrote
+//! the first status; every replica's grant server accepts it, so replicas
+//! never rewrite each other's URL); `redemptions` is the grant server's
+//! (never reset here). The move to `Expired` is left to the leader's
+//! `grant-expiry` job ([`expire_grants`]), so it happens once. A grant is Ready only in a site that
 //! can accept links; otherwise the status says why.
 
 use std::time::SystemTime;
@@ -81,7 +84,11 @@ pub fn next_status(
     let details = AccessGrantStatus {
         status: Some(if ready { "Ready" } else { "Pending" }.to_owned()),
         message: Some(message.clone()),
-        url: Some(format!("{base_url}/{uid}")),
+        url: Some(
+            cur.url
+                .clone()
+                .unwrap_or_else(|| format!("{base_url}/{uid}")),
+        ),
         code: Some(code),
         ca: Some(ca_pem.to_owned()),
         expiration_time: Some(expiration),
@@ -96,11 +103,64 @@ pub fn next_status(
     };
     next.set_condition(Condition::now("Ready", status, reason, message));
     let wake = expires_at.filter(|_| !is_expired);
-    if next.status == grant.status {
+    let was_expired = grant
+        .condition("Ready")
+        .is_some_and(|c| c.reason == "Expired");
+    if next.status == grant.status || (reason == "Expired" && !was_expired) {
         (None, wake)
     } else {
         (Some(next.status), wake)
     }
+}
+
+/// The leader's `grant-expiry` job: writes `Ready=False, Expired` on every
+/// AccessGrant past its expiration time that does not say so yet (a
+/// compare-and-swap per grant). Returns how many it marked.
+pub async fn expire_grants(resources: &crate::resources::ResourceService) -> Result<usize, String> {
+    use meshlink_api::Kind;
+    let now = SystemTime::now();
+    let mut marked = 0;
+    let grants = resources
+        .list(Kind::AccessGrant, None, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    for g in grants {
+        let Some(cur) = g.status.details.as_access_grant() else {
+            continue;
+        };
+        let Some(expiration) = cur.expiration_time.clone() else {
+            continue;
+        };
+        if !expired(Some(&expiration), now)
+            || g.condition("Ready").is_some_and(|c| c.reason == "Expired")
+        {
+            continue;
+        }
+        let message = format!("expired at {expiration}");
+        let wrote =
+            crate::status::writer::merge(resources, Kind::AccessGrant, None, g.name(), |r| {
+                if let StatusDetails::AccessGrant(d) = &mut r.status.details {
+                    d.status = Some("Pending".to_owned());
+                    d.message = Some(message.clone());
+                }
+                r.set_condition(Condition::now(
+                    "Ready",
+                    ConditionStatus::False,
+                    "Expired",
+                    message.clone(),
+                ));
+            })
+            .await;
+        match wrote {
+            Ok(true) => marked += 1,
+            Ok(false) => {}
+            Err(crate::status::StatusError::Resource(
+                crate::resources::ResourceError::NotFound(_),
+            )) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(marked)
 }
 
 #[cfg(test)]

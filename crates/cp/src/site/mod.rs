@@ -19,3 +19,4 @@ pub mod site_status;
 pub mod tokens;
 
 pub use controller::{SiteContext, SiteController};
+pub use grant_status::expire_grants;

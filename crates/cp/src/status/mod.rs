@@ -380,7 +380,7 @@ impl State {
     async fn write_dataplanes(&mut self, now: SystemTime) {
         let mut batch = Vec::new();
         for (key, p) in &mut self.proxies {
-            if !p.dirty {
+            if !p.dirty || p.disconnect_pending(now) {
                 continue;
             }
             if batch.len() == MAX_WRITES_PER_FLUSH {
@@ -401,6 +401,7 @@ impl State {
                     key: key.clone(),
                     status,
                     ready,
+                    presence: p.presence(),
                 },
             ));
         }
@@ -409,13 +410,21 @@ impl State {
         }
         let (digests, updates): (Vec<u64>, Vec<writer::DataplaneUpdate>) =
             batch.into_iter().unzip();
-        let results = writer::merge_dataplanes(&self.resources, &updates).await;
+        let results = writer::merge_dataplanes(&self.resources, &updates, &self.instance).await;
         for ((u, digest), r) in updates.into_iter().zip(digests).zip(results) {
             let key = u.key;
             match r {
-                Ok(revision) => {
+                Ok(merged) => {
                     if let Some(p) = self.proxies.get_mut(&key) {
-                        p.written = Some((digest, revision));
+                        p.written = Some((digest, merged.revision));
+                        if merged.owner {
+                            p.generation = merged.generation;
+                        } else if p.ours {
+                            // Another replica holds a newer stream: leave
+                            // the connection to it.
+                            tracing::debug!(proxy = %key, "status: the proxy's connection is held by another replica; not overwriting it");
+                            p.ours = false;
+                        }
                     }
                 }
                 Err(StatusError::Resource(ResourceError::NotFound(_))) => {

@@ -20,6 +20,22 @@ const BACKDATE: Duration = Duration::from_secs(60);
 /// renewed counts as stalled. Proxies renew at 50 % ± 10 %.
 pub(crate) const STALL_FRACTION: f64 = 0.8;
 
+/// How long a closed stream waits before this instance writes the proxy
+/// offline: a proxy that moves to another replica (or back) is online
+/// there within a status flush, so a move never shows as offline.
+pub(crate) const DISCONNECT_GRACE: Duration = Duration::from_secs(3);
+
+/// What an instance may write about a proxy's connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Presence {
+    /// Its stream is open here; the generation it recorded, if any yet.
+    Connected(Option<u64>),
+    /// Its stream here closed; the generation that stream recorded.
+    Disconnected(Option<u64>),
+    /// Another instance holds (or last held) the stream.
+    Observer,
+}
+
 /// The proxy's current identity certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Cert {
@@ -59,6 +75,11 @@ pub(crate) struct Proxy {
     pub(crate) rejected: Option<String>,
     /// Serial of the certificate a stall warning was logged for.
     pub(crate) warned_serial: Option<String>,
+    /// The connection generation this instance's current (or last) stream
+    /// recorded in the store; `None` until its first write.
+    pub(crate) generation: Option<u64>,
+    /// When the current stream opened (tells a new stream from an update).
+    pub(crate) stream_at: Option<SystemTime>,
     /// Changed since the last successful write.
     pub(crate) dirty: bool,
     /// The Ready reason last written (to notice expiry without an event).
@@ -98,6 +119,9 @@ impl Proxy {
         p.last_connected = parse_time(s.last_connected.as_deref());
         p.last_disconnected = parse_time(s.last_disconnected.as_deref());
         if s.online && s.control_plane_instance.as_deref() == Some(instance) {
+            // This instance's earlier run held the stream: it is gone.
+            p.ours = true;
+            p.generation = Some(s.connection_generation);
             p.online = false;
             p.last_disconnected = Some(now);
             p.dirty = true;
@@ -130,6 +154,10 @@ impl Proxy {
     /// enabled CA backend (SDS certificates do not name it).
     pub(crate) fn apply_view(&mut self, v: &StreamView, backend: Option<&str>, now: SystemTime) {
         self.ours = true;
+        if v.connected && self.stream_at != Some(v.connected_at) {
+            self.stream_at = Some(v.connected_at);
+            self.generation = None;
+        }
         self.online = v.connected;
         self.control_plane = Some(v.control_plane.clone());
         self.last_connected = Some(v.connected_at);
@@ -174,6 +202,26 @@ impl Proxy {
         self.cert = Some(c);
     }
 
+    /// What this instance may claim about the connection when it writes.
+    pub(crate) fn presence(&self) -> Presence {
+        match (self.ours, self.online) {
+            (true, true) => Presence::Connected(self.generation),
+            (true, false) => Presence::Disconnected(self.generation),
+            (false, _) => Presence::Observer,
+        }
+    }
+
+    /// Whether the status write should wait: this instance's stream closed
+    /// less than [`DISCONNECT_GRACE`] ago, and the proxy may be connecting
+    /// to another replica, whose write must come first.
+    pub(crate) fn disconnect_pending(&self, now: SystemTime) -> bool {
+        self.ours
+            && !self.online
+            && self
+                .last_disconnected
+                .is_some_and(|t| now < t + DISCONNECT_GRACE)
+    }
+
     /// Whether this instance holds the proxy's stream now.
     pub(crate) fn connected_here(&self) -> bool {
         self.ours && self.online
@@ -190,6 +238,7 @@ impl Proxy {
         DataplaneStatus {
             online: self.online,
             control_plane_instance: self.control_plane.clone(),
+            connection_generation: self.generation.unwrap_or(0),
             last_connected: self.last_connected.map(rfc3339),
             last_disconnected: self.last_disconnected.map(rfc3339),
             mtls: self.cert.as_ref().map(|c| DataplaneMtlsStatus {

@@ -17,6 +17,8 @@ use meshlink_xds::owner::ProxyKey;
 
 use crate::resources::{ResourceError, ResourceService, key_of};
 
+use super::model::Presence;
+
 use super::StatusError;
 
 /// One Dataplane's status as the status task wants it stored.
@@ -27,6 +29,64 @@ pub(crate) struct DataplaneUpdate {
     pub(crate) status: DataplaneStatus,
     /// Its `Ready` condition.
     pub(crate) ready: Condition,
+    /// What this instance may claim about the connection.
+    pub(crate) presence: Presence,
+}
+
+/// The outcome of one merged update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Merged {
+    /// The Dataplane's revision after the merge.
+    pub(crate) revision: u64,
+    /// Whether this instance owns the connection fields (its generation is
+    /// the stored one); `false`: only the certificate was merged.
+    pub(crate) owner: bool,
+    /// The connection generation now stored (when `owner`).
+    pub(crate) generation: Option<u64>,
+}
+
+/// Merges `update` into the stored status. The connection fields and
+/// `Ready` change only if this instance owns the connection: a new stream
+/// here takes it over (generation + 1); an update or a close applies only
+/// while the stored generation is the one this instance recorded. Anyone
+/// else merges only a newer certificate.
+fn merge_one(
+    update: &DataplaneUpdate,
+    stored: &DataplaneStatus,
+    instance: &str,
+) -> (DataplaneStatus, Option<Condition>, Option<u64>) {
+    let held_here = stored.control_plane_instance.as_deref() == Some(instance);
+    let claim = match update.presence {
+        Presence::Connected(None) => Some(stored.connection_generation + 1),
+        Presence::Connected(Some(g)) if held_here && stored.connection_generation == g => Some(g),
+        Presence::Disconnected(g)
+            if held_here && g.is_none_or(|g| g == stored.connection_generation) =>
+        {
+            Some(stored.connection_generation)
+        }
+        _ => None,
+    };
+    match claim {
+        Some(generation) => {
+            let mut s = update.status.clone();
+            s.connection_generation = generation;
+            (s, Some(update.ready.clone()), Some(generation))
+        }
+        None => {
+            let mut s = stored.clone();
+            let newer = |m: &meshlink_api::spec::DataplaneMtlsStatus| {
+                m.last_certificate_regeneration.clone().unwrap_or_default()
+            };
+            if let Some(ours) = &update.status.mtls
+                && stored.mtls.as_ref().is_none_or(|m| newer(ours) > newer(m))
+            {
+                s.mtls = Some(ours.clone());
+            }
+            // A proxy that never connected anywhere: anyone may say so.
+            let never = stored.control_plane_instance.is_none() && !update.status.online;
+            (s, never.then(|| update.ready.clone()), None)
+        }
+    }
 }
 
 /// A digest of what a status write stores, without the condition's
@@ -50,7 +110,8 @@ pub(crate) fn digest(status: &DataplaneStatus, ready: &Condition) -> u64 {
 pub(crate) async fn merge_dataplanes(
     resources: &ResourceService,
     updates: &[DataplaneUpdate],
-) -> Vec<Result<u64, StatusError>> {
+    instance: &str,
+) -> Vec<Result<Merged, StatusError>> {
     let keys: Vec<_> = updates
         .iter()
         .map(|u| key_of(Kind::Dataplane, Some(&u.key.mesh), &u.key.name))
@@ -59,7 +120,7 @@ pub(crate) async fn merge_dataplanes(
         Ok(c) => c,
         Err(e) => return updates.iter().map(|_| Err(store_error(&e))).collect(),
     };
-    let mut out: Vec<Result<u64, StatusError>> = Vec::with_capacity(updates.len());
+    let mut out: Vec<Result<Merged, StatusError>> = Vec::with_capacity(updates.len());
     let mut writes = Vec::new();
     let mut slots = Vec::new();
     for ((u, key), obj) in updates.iter().zip(keys).zip(current) {
@@ -78,14 +139,23 @@ pub(crate) async fn merge_dataplanes(
             }
         };
         let before = r.status.clone();
-        r.status.details = StatusDetails::Dataplane(u.status.clone());
-        r.set_condition(u.ready.clone());
+        let stored = before.details.as_dataplane().cloned().unwrap_or_default();
+        let (status, ready, generation) = merge_one(u, &stored, instance);
+        r.status.details = StatusDetails::Dataplane(status);
+        if let Some(ready) = ready {
+            r.set_condition(ready);
+        }
+        let merged = Merged {
+            revision,
+            owner: generation.is_some(),
+            generation,
+        };
         if r.status == before {
-            out.push(Ok(revision));
+            out.push(Ok(merged));
             continue;
         }
         slots.push(out.len());
-        out.push(Ok(revision));
+        out.push(Ok(merged));
         writes.push(BatchWrite::Update {
             key,
             labels: r.labels().clone(),
@@ -96,9 +166,14 @@ pub(crate) async fn merge_dataplanes(
     match resources.store().write_batch(&writes).await {
         Ok(results) => {
             for (slot, r) in slots.into_iter().zip(results) {
-                out[slot] = r
-                    .map(|o| o.revision)
-                    .map_err(|e| ResourceError::from(e).into());
+                out[slot] = match (r, &out[slot]) {
+                    (Ok(o), Ok(m)) => Ok(Merged {
+                        revision: o.revision,
+                        ..*m
+                    }),
+                    (Err(e), _) => Err(ResourceError::from(e).into()),
+                    (Ok(_), Err(_)) => unreachable!("only merged slots are written"),
+                };
             }
         }
         Err(e) => {
@@ -204,6 +279,94 @@ pub(crate) fn stalled_condition(stalled: &[String]) -> Condition {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn update(presence: Presence, online: bool) -> DataplaneUpdate {
+        DataplaneUpdate {
+            key: ProxyKey::new("default", "web"),
+            status: DataplaneStatus {
+                online,
+                control_plane_instance: Some("cp-1".into()),
+                ..Default::default()
+            },
+            ready: Condition::now("Ready", ConditionStatus::True, "Ready", "ok"),
+            presence,
+        }
+    }
+
+    fn stored(instance: &str, generation: u64, online: bool) -> DataplaneStatus {
+        DataplaneStatus {
+            online,
+            control_plane_instance: Some(instance.into()),
+            connection_generation: generation,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_new_stream_takes_the_connection_over_with_the_next_generation() {
+        let (s, ready, g) = merge_one(
+            &update(Presence::Connected(None), true),
+            &stored("cp-2", 7, true),
+            "cp-1",
+        );
+        assert_eq!(g, Some(8));
+        assert!(ready.is_some());
+        assert_eq!(
+            (
+                s.online,
+                s.control_plane_instance.as_deref(),
+                s.connection_generation
+            ),
+            (true, Some("cp-1"), 8)
+        );
+    }
+
+    #[test]
+    fn a_late_close_never_overwrites_a_newer_stream_elsewhere() {
+        // cp-1's stream (generation 7) closed, but the proxy is already on
+        // cp-2 with generation 8: cp-1 must not write it offline.
+        let (s, ready, g) = merge_one(
+            &update(Presence::Disconnected(Some(7)), false),
+            &stored("cp-2", 8, true),
+            "cp-1",
+        );
+        assert_eq!((g, ready.is_none()), (None, true));
+        assert_eq!(s, stored("cp-2", 8, true));
+        // The same close while cp-1 still holds generation 7 applies.
+        let (s, _, g) = merge_one(
+            &update(Presence::Disconnected(Some(7)), false),
+            &stored("cp-1", 7, true),
+            "cp-1",
+        );
+        assert_eq!((g, s.online), (Some(7), false));
+        // A stale update of an open stream does not take over either.
+        let (_, ready, g) = merge_one(
+            &update(Presence::Connected(Some(7)), true),
+            &stored("cp-1", 9, true),
+            "cp-1",
+        );
+        assert_eq!((g, ready.is_none()), (None, true));
+    }
+
+    #[test]
+    fn an_observer_merges_only_a_newer_certificate() {
+        let mut u = update(Presence::Observer, false);
+        u.status.mtls = Some(meshlink_api::spec::DataplaneMtlsStatus {
+            last_certificate_regeneration: Some("2026-12-01T10:00:00Z".into()),
+            serial: Some("b".into()),
+            ..Default::default()
+        });
+        let mut st = stored("cp-2", 3, true);
+        st.mtls = Some(meshlink_api::spec::DataplaneMtlsStatus {
+            last_certificate_regeneration: Some("2026-12-01T09:00:00Z".into()),
+            serial: Some("a".into()),
+            ..Default::default()
+        });
+        let (s, ready, _) = merge_one(&u, &st, "cp-1");
+        assert!(ready.is_none());
+        assert_eq!((s.online, s.connection_generation), (true, 3));
+        assert_eq!(s.mtls.unwrap().serial.as_deref(), Some("b"));
+    }
 
     #[test]
     fn stalled_condition_names_at_most_ten() {
