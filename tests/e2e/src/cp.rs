@@ -52,6 +52,8 @@ pub struct ControlPlane {
     host: String,
     /// The network namespace the process runs in (`ip netns exec`).
     netns: Option<String>,
+    /// Extra flags for `meshlink-cp run`.
+    args: Vec<String>,
 }
 
 impl ControlPlane {
@@ -89,9 +91,15 @@ impl ControlPlane {
             ready_file,
             host: host.to_owned(),
             netns: None,
+            args: Vec::new(),
         };
         cp.xds_port = xds_port;
         cp
+    }
+
+    /// Adds flags to every later start (e.g. `--instance cp-1`).
+    pub fn add_args(&mut self, args: &[&str]) {
+        self.args.extend(args.iter().map(|a| (*a).to_owned()));
     }
 
     /// The process command line, without spawning.
@@ -115,7 +123,8 @@ impl ControlPlane {
             .arg("--advertised-host")
             .arg(&self.host)
             .arg("--ready-file")
-            .arg(&self.ready_file);
+            .arg(&self.ready_file)
+            .args(&self.args);
         if let StoreKind::Postgres(url) = &self.store {
             cmd.arg("--store").arg(url);
         }

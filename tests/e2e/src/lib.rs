@@ -14,12 +14,13 @@ mod cp;
 pub mod netns;
 mod postgres;
 pub mod proxy;
+pub mod replicas;
 mod secret;
 pub mod site;
 
 pub use cli::{CliOutput, run_cli};
 pub use cp::{ControlPlane, StoreKind};
-pub use postgres::fresh_postgres_database;
+pub use postgres::{PrivatePostgres, fresh_postgres_database};
 pub use secret::tls_secret;
 
 use std::path::PathBuf;

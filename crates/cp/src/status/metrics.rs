@@ -17,6 +17,11 @@ struct ProxyLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MeshLabel {
     mesh: String,
 }
@@ -28,6 +33,8 @@ pub(crate) struct StatusMetrics {
     stalled: Family<MeshLabel, Gauge>,
     tracked: Gauge,
     reports: Gauge,
+    dirty: Gauge,
+    closes: Family<OutcomeLabel, prometheus_client::metrics::counter::Counter>,
 }
 
 impl StatusMetrics {
@@ -49,6 +56,16 @@ impl StatusMetrics {
                 "status_tracked",
                 "Dataplanes whose status this control plane tracks in memory",
                 m.tracked.clone(),
+            );
+            r.register(
+                "stream_closes",
+                "Closed xDS streams of this control plane by what their status write did: written (offline), yielded (the proxy's newer stream is on another replica), superseded (it reconnected here within the grace), unchanged",
+                m.closes.clone(),
+            );
+            r.register(
+                "status_dirty",
+                "Dataplanes whose status this control plane has yet to write (closed streams wait 3 s first)",
+                m.dirty.clone(),
             );
             r.register(
                 "stream_reports",
@@ -96,8 +113,14 @@ impl StatusMetrics {
     }
 
     /// Sets the map sizes.
-    pub(crate) fn sizes(&self, tracked: usize, reports: usize) {
+    /// Counts a closed stream's outcome.
+    pub(crate) fn close(&self, outcome: &'static str) {
+        self.closes.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
+    pub(crate) fn sizes(&self, tracked: usize, reports: usize, dirty: usize) {
         self.tracked.set(i64::try_from(tracked).unwrap_or(i64::MAX));
+        self.dirty.set(i64::try_from(dirty).unwrap_or(i64::MAX));
         self.reports.set(i64::try_from(reports).unwrap_or(i64::MAX));
     }
 }

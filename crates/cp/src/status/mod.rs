@@ -254,7 +254,9 @@ impl State {
             Event::Stream(v) => {
                 let backend = self.meshes.get(&v.key.mesh).and_then(|m| m.backend.clone());
                 let p = self.proxies.entry(v.key.clone()).or_default();
-                p.apply_view(&v, backend.as_deref(), now);
+                if p.apply_view(&v, backend.as_deref(), now) {
+                    self.metrics.close("superseded");
+                }
                 self.sync_expiry(&v.key);
             }
             Event::Issued(e) => {
@@ -346,7 +348,9 @@ impl State {
                 .unwrap_or(SystemTime::UNIX_EPOCH);
             self.inspector.evict_disconnected(before);
         }
-        self.metrics.sizes(self.proxies.len(), self.inspector.len());
+        let dirty = self.proxies.values().filter(|p| p.dirty).count();
+        self.metrics
+            .sizes(self.proxies.len(), self.inspector.len(), dirty);
     }
 
     /// Marks proxies whose certificate expired dirty, and warns once per
@@ -393,6 +397,9 @@ impl State {
             let status = p.status();
             let digest = writer::digest(&status, &ready);
             if p.written.is_some_and(|(d, _)| d == digest) {
+                if std::mem::take(&mut p.pending_close) {
+                    self.metrics.close("unchanged");
+                }
                 continue;
             }
             batch.push((
@@ -416,6 +423,10 @@ impl State {
             match r {
                 Ok(merged) => {
                     if let Some(p) = self.proxies.get_mut(&key) {
+                        if std::mem::take(&mut p.pending_close) {
+                            self.metrics
+                                .close(if merged.owner { "written" } else { "yielded" });
+                        }
                         p.written = Some((digest, merged.revision));
                         if merged.owner {
                             p.generation = merged.generation;

@@ -80,6 +80,9 @@ pub(crate) struct Proxy {
     pub(crate) generation: Option<u64>,
     /// When the current stream opened (tells a new stream from an update).
     pub(crate) stream_at: Option<SystemTime>,
+    /// A stream of this instance closed and its outcome is not known yet
+    /// (see `meshlink_dataplane_stream_closes_total`).
+    pub(crate) pending_close: bool,
     /// Changed since the last successful write.
     pub(crate) dirty: bool,
     /// The Ready reason last written (to notice expiry without an event).
@@ -152,7 +155,20 @@ impl Proxy {
 
     /// Applies a stream view of this instance. `backend` is the mesh's
     /// enabled CA backend (SDS certificates do not name it).
-    pub(crate) fn apply_view(&mut self, v: &StreamView, backend: Option<&str>, now: SystemTime) {
+    /// Returns `true` when the view reopens a stream whose close was still
+    /// pending (the close is superseded).
+    pub(crate) fn apply_view(
+        &mut self,
+        v: &StreamView,
+        backend: Option<&str>,
+        now: SystemTime,
+    ) -> bool {
+        let superseded = self.pending_close && v.connected;
+        if v.connected {
+            self.pending_close = false;
+        } else if self.ours && self.online || !self.ours {
+            self.pending_close = true;
+        }
         self.ours = true;
         if v.connected && self.stream_at != Some(v.connected_at) {
             self.stream_at = Some(v.connected_at);
@@ -179,6 +195,7 @@ impl Proxy {
             });
         }
         self.dirty = true;
+        superseded
     }
 
     /// Applies an issuance event.
