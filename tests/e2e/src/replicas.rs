@@ -85,3 +85,48 @@ impl Replicas {
         Self::index_of(&name)
     }
 }
+
+/// The Dataplane `name`'s history in mesh `default`, from the watch API
+/// (every revision ever written): each status it was written with, and
+/// whether it was deleted.
+pub fn dataplane_history(cp: &ControlPlane, name: &str) -> (Vec<Value>, bool) {
+    let (mut from, mut statuses, mut deleted) = (0u64, Vec::new(), false);
+    loop {
+        let (status, body) = cp.api(
+            "GET",
+            &format!("/api/v1/watch?from={from}&kind=Dataplane&mesh=default&timeout=1s"),
+            None,
+        );
+        assert_eq!(status, 200, "{body}");
+        let events = body["events"].as_array().cloned().unwrap_or_default();
+        if events.is_empty() {
+            return (statuses, deleted);
+        }
+        for e in events {
+            if e["resource"]["metadata"]["name"] != name {
+                continue;
+            }
+            if e["type"] == "Deleted" {
+                deleted = true;
+            }
+            statuses.push(e["resource"]["status"].clone());
+        }
+        from = body["revision"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .or_else(|| body["revision"].as_u64())
+            .expect("revision");
+    }
+}
+
+/// The statuses in `history` after the first online one that say offline.
+pub fn offline_after_online(history: &[Value]) -> Vec<Value> {
+    let Some(first) = history.iter().position(|s| s["online"] == true) else {
+        return Vec::new();
+    };
+    history[first..]
+        .iter()
+        .filter(|s| s["online"] != true)
+        .cloned()
+        .collect()
+}

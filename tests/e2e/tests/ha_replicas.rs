@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use meshlink_e2e::ads::{Delta, connect, delta_request, node, runtime};
-use meshlink_e2e::replicas::Replicas;
+use meshlink_e2e::replicas::{Replicas, dataplane_history};
 use meshlink_e2e::{eventually, fresh_postgres_database};
 use rand::Rng;
 use serde_json::Value;
@@ -205,38 +205,6 @@ fn a_killed_leader_is_replaced_within_its_lease_and_each_job_runs_once_per_perio
     }
 }
 
-/// The Dataplane's history from the watch API: every status it was
-/// written with, and whether it was ever deleted.
-fn history(cp: &meshlink_e2e::ControlPlane, name: &str) -> (Vec<Value>, bool) {
-    let (mut from, mut statuses, mut deleted) = (0u64, Vec::new(), false);
-    loop {
-        let (status, body) = cp.api(
-            "GET",
-            &format!("/api/v1/watch?from={from}&kind=Dataplane&mesh=default&timeout=1s"),
-            None,
-        );
-        assert_eq!(status, 200, "{body}");
-        let events = body["events"].as_array().cloned().unwrap_or_default();
-        if events.is_empty() {
-            return (statuses, deleted);
-        }
-        for e in events {
-            if e["resource"]["metadata"]["name"] != name {
-                continue;
-            }
-            if e["type"] == "Deleted" {
-                deleted = true;
-            }
-            statuses.push(e["resource"]["status"].clone());
-        }
-        from = body["revision"]
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .or_else(|| body["revision"].as_u64())
-            .expect("revision");
-    }
-}
-
 #[test]
 fn a_proxy_flapping_between_replicas_is_never_shown_offline_or_deleted() {
     let db = fresh_postgres_database();
@@ -318,7 +286,7 @@ fn a_proxy_flapping_between_replicas_is_never_shown_offline_or_deleted() {
             cp.logs()
         );
     }
-    let (statuses, deleted) = history(&r.cps[1], "web-1");
+    let (statuses, deleted) = dataplane_history(&r.cps[1], "web-1");
     assert!(!deleted, "web-1 was deleted while connected");
     let first_online = statuses
         .iter()

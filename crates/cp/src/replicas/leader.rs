@@ -55,13 +55,27 @@ pub fn lease_key() -> ObjectKey {
 /// clone.
 #[derive(Debug, Clone)]
 pub struct Leadership {
-    rx: watch::Receiver<Option<u64>>,
+    rx: watch::Receiver<Option<Term>>,
+}
+
+/// A period of leadership: its fencing token and when it began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Term {
+    /// The fencing token.
+    pub token: u64,
+    /// When this replica became leader.
+    pub since: Instant,
 }
 
 impl Leadership {
     /// The fencing token while this replica leads.
     pub fn term(&self) -> Option<u64> {
-        *self.rx.borrow()
+        self.rx.borrow().map(|t| t.token)
+    }
+
+    /// How long this replica has led without a break, if it leads.
+    pub fn held_for(&self) -> Option<Duration> {
+        self.rx.borrow().map(|t| t.since.elapsed())
     }
 
     /// Whether this replica leads now.
@@ -72,7 +86,10 @@ impl Leadership {
     /// A handle that always leads with token 1 (unit tests of jobs).
     #[cfg(test)]
     pub fn always() -> Self {
-        let (tx, rx) = watch::channel(Some(1));
+        let (tx, rx) = watch::channel(Some(Term {
+            token: 1,
+            since: Instant::now(),
+        }));
         std::mem::forget(tx);
         Leadership { rx }
     }
@@ -83,7 +100,7 @@ pub struct Election {
     store: std::sync::Arc<dyn Store>,
     replica: Replica,
     lease: Duration,
-    tx: watch::Sender<Option<u64>>,
+    tx: watch::Sender<Option<Term>>,
     gauge: Gauge,
     /// The lease as this replica holds it: (revision, renewal start, token).
     held: Option<(u64, Instant, u64)>,
@@ -179,8 +196,11 @@ impl Election {
         }
         let term = self.held.map(|(_, _, t)| t);
         let changed = self.tx.send_if_modified(|cur| {
-            if *cur != term {
-                *cur = term;
+            if cur.map(|c| c.token) != term {
+                *cur = term.map(|token| Term {
+                    token,
+                    since: Instant::now(),
+                });
                 true
             } else {
                 false

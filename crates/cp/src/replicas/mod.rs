@@ -133,9 +133,17 @@ pub(crate) fn start(parts: ReplicaParts<'_>) {
     let grace = config.dataplane_gc_grace;
     let period = job_period(config.leader_lease);
     let gc_resources = resources.clone();
+    let gc_leadership = leadership.clone();
     let gc: jobs::JobFn = std::sync::Arc::new(move || {
         let r = gc_resources.clone();
-        Box::pin(async move { presence::sweep(&r, grace).await.map(|s| s.to_string()) })
+        let judge = gc_leadership
+            .held_for()
+            .is_some_and(|d| d > HEARTBEAT_STALE);
+        Box::pin(async move {
+            presence::sweep(&r, grace, judge)
+                .await
+                .map(|s| s.to_string())
+        })
     });
     let expiry: jobs::JobFn = std::sync::Arc::new(move || {
         let r = resources.clone();

@@ -71,8 +71,16 @@ fn departed(
     }
 }
 
-/// One run of the job.
-pub async fn sweep(resources: &ResourceService, gc_grace: Duration) -> Result<Swept, String> {
+/// One run of the job. `judge_departures` is false until this replica has
+/// led (with the store reachable) for longer than [`HEARTBEAT_STALE`]:
+/// after a failover or a database outage every other replica needs that
+/// long to write a heartbeat again, and none may be taken for gone
+/// meanwhile.
+pub async fn sweep(
+    resources: &ResourceService,
+    gc_grace: Duration,
+    judge_departures: bool,
+) -> Result<Swept, String> {
     let now = SystemTime::now();
     let store = resources.store().clone();
     let mut swept = Swept::default();
@@ -91,6 +99,9 @@ pub async fn sweep(resources: &ResourceService, gc_grace: Duration) -> Result<Sw
             continue;
         };
         if s.online {
+            if !judge_departures {
+                continue;
+            }
             let Some(instance) = s.control_plane_instance.as_deref() else {
                 continue;
             };
