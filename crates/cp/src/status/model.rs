@@ -166,7 +166,7 @@ impl Proxy {
         let superseded = self.pending_close && v.connected;
         if v.connected {
             self.pending_close = false;
-        } else if self.ours && self.online || !self.ours {
+        } else if self.online || !self.ours {
             self.pending_close = true;
         }
         self.ours = true;
