@@ -45,7 +45,12 @@ struct AdminToken {
 }
 
 /// The admin token every replica accepts, written to `<data-dir>/admin-token`.
+/// With SQLite (one control plane) the file alone is the token, as before:
+/// deleting it and restarting rotates it.
 pub async fn admin_token(store: &dyn Store, data_dir: &DataDir) -> Result<String, SharedError> {
+    if store.backend() != "postgres" {
+        return Ok(data_dir.admin_token()?);
+    }
     let local = data_dir.read_admin_token()?;
     let key = ObjectKey::new(ADMIN_TOKEN, "", "admin");
     let shared: AdminToken = secrets::get_or_create(store, &key, || {
