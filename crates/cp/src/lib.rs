@@ -142,12 +142,7 @@ impl ControlPlane {
     /// Opens the data dir (taking its lock), the store, and binds the API.
     pub async fn start(config: CpConfig) -> Result<RunningControlPlane, CpError> {
         let data_dir = DataDir::open(&config.data_dir)?;
-        let store = meshlink_store::open(&config.store)
-            .await
-            .map_err(|source| CpError::Store {
-                url: redact_url(&config.store),
-                source,
-            })?;
+        let store = open_store(&config.store).await?;
         tracing::info!(backend = store.backend(), url = %redact_url(&config.store), "store opened");
         let admin_token = replicas::shared::admin_token(store.as_ref(), &data_dir).await?;
 
@@ -348,6 +343,40 @@ impl ControlPlane {
             drain_timeout: config.drain_timeout,
             _data_dir: data_dir,
         })
+    }
+}
+
+/// Opens the store. A PostgreSQL server that cannot be reached yet is
+/// waited for (a replica started before its database must not crash-loop),
+/// with a log line naming the database and the reason every 10 attempts;
+/// every other failure (a bad URL, a failed migration, an unusable SQLite
+/// file) is returned at once.
+async fn open_store(url: &str) -> Result<Arc<dyn meshlink_store::Store>, CpError> {
+    let waits = !url.starts_with("sqlite://");
+    let mut attempt: u32 = 0;
+    loop {
+        match meshlink_store::open(url).await {
+            Ok(store) => {
+                if attempt > 0 {
+                    tracing::info!(url = %redact_url(url), attempts = attempt + 1, "the database is reachable");
+                }
+                return Ok(store);
+            }
+            Err(meshlink_store::StoreError::Unavailable(reason)) if waits => {
+                if attempt % 10 == 0 {
+                    tracing::warn!(url = %redact_url(url), %reason,
+                        "waiting for the database to accept connections; retrying every second");
+                }
+                attempt += 1;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(source) => {
+                return Err(CpError::Store {
+                    url: redact_url(url),
+                    source,
+                });
+            }
+        }
     }
 }
 

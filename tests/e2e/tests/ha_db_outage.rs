@@ -184,3 +184,26 @@ fn a_database_outage_drops_no_request_refuses_writes_clearly_and_loses_nothing()
     assert_eq!(web.ready().0, 200);
     println!("a restarted sidecar got its certificate after the outage");
 }
+
+#[test]
+fn a_replica_started_before_its_database_waits_for_it_instead_of_exiting() {
+    let pg = PrivatePostgres::start(free_port());
+    pg.create("late");
+    pg.pause();
+    let mut r = Replicas::prepare(1, &pg.database_url("late"), "3s");
+    r.cps[0].spawn();
+    eventually(
+        "the replica to say it waits for the database",
+        READY,
+        || {
+            assert_eq!(r.cps[0].exit_status(), None, "{}", r.cps[0].logs());
+            r.cps[0]
+                .logs()
+                .contains("waiting for the database to accept connections")
+                .then_some(())
+        },
+    );
+    pg.resume();
+    r.cps[0].wait_ready();
+    r.cps[0].cli(&["get", "meshes"]).success();
+}

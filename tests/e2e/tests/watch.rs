@@ -100,11 +100,13 @@ fn watch_sees_every_change_once_in_order_across_restart(store: StoreKind) {
         expected.len(),
         "every change exactly once: {seen:?}"
     );
+    // The control plane's own internal writes (heartbeats, the leader
+    // lease) take revisions too and are not served, so revisions may skip;
+    // they must still rise, and the list below must be exactly ours.
     let revisions: Vec<u64> = seen.iter().map(|(r, _, _)| *r).collect();
-    let contiguous: Vec<u64> = (start + 1..=start + expected.len() as u64).collect();
-    assert_eq!(
-        revisions, contiguous,
-        "in revision order, no gaps, no repeats"
+    assert!(
+        revisions.windows(2).all(|w| w[0] < w[1]) && revisions.first() > Some(&start),
+        "in revision order, after the start, no repeats: {revisions:?}"
     );
     let got: Vec<(String, String)> = seen.into_iter().map(|(_, t, n)| (t, n)).collect();
     assert_eq!(got, expected);

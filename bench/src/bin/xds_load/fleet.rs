@@ -168,10 +168,14 @@ impl Fleet {
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&self.config.ca_pem))
             .domain_name(self.config.domain.clone());
+        // Several comma-separated URLs (control-plane replicas): the
+        // connections, and so the proxies, are spread over them evenly.
+        let urls: Vec<&str> = self.config.xds_url.split(',').map(str::trim).collect();
         (0..self.config.connections)
-            .map(|_| {
-                Ok(Endpoint::from_shared(self.config.xds_url.clone())
-                    .with_context(|| format!("--xds {:?} is not a URL", self.config.xds_url))?
+            .map(|c| {
+                let url = urls[c % urls.len()];
+                Ok(Endpoint::from_shared(url.to_owned())
+                    .with_context(|| format!("--xds {url:?} is not a URL"))?
                     .tls_config(tls.clone())
                     .context("TLS configuration")?
                     .tcp_nodelay(true)

@@ -48,7 +48,8 @@ struct Args {
     /// File holding the admin token.
     #[arg(long, default_value = "meshlink-data/admin-token")]
     admin_token_file: PathBuf,
-    /// xDS URL.
+    /// xDS URL; several comma-separated URLs (replicas of one control
+    /// plane) spread the connections over them.
     #[arg(long, default_value = "https://127.0.0.1:5678")]
     xds: String,
     /// The control plane's xDS CA (`<data-dir>/cp-tls/ca.pem`).
