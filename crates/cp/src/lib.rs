@@ -363,7 +363,7 @@ async fn open_store(url: &str) -> Result<Arc<dyn meshlink_store::Store>, CpError
                 return Ok(store);
             }
             Err(meshlink_store::StoreError::Unavailable(reason)) if waits => {
-                if attempt % 10 == 0 {
+                if attempt.is_multiple_of(10) {
                     tracing::warn!(url = %redact_url(url), %reason,
                         "waiting for the database to accept connections; retrying every second");
                 }
