@@ -296,7 +296,7 @@ impl ControlPlane {
         replicas::start(replicas::ReplicaParts {
             store: store.clone(),
             resources: resources.clone(),
-            replica,
+            replica: replica.clone(),
             leadership,
             addrs: replicas::record::Addresses {
                 api: api_addr.to_string(),
@@ -321,6 +321,7 @@ impl ControlPlane {
             xds,
             ca,
             advertised_host: Arc::from(advertised.as_str()),
+            incarnation: Arc::from(replica.incarnation.as_str()),
         };
         let app = api::router(state);
         let sd = shutdown.clone();

@@ -51,7 +51,13 @@ pub(super) async fn list(State(st): State<ApiState>) -> Result<Json<serde_json::
             leader: lease
                 .as_ref()
                 .is_some_and(|l| l.holder == r.instance && l.incarnation == r.incarnation),
-            state: if r.is_stale(now) { "Stale" } else { "Live" },
+            // The replica answering is live whatever its record's age
+            // (with SQLite the record is written once, at start).
+            state: if r.is_stale(now) && r.incarnation != *st.incarnation {
+                "Stale"
+            } else {
+                "Live"
+            },
             record: r,
         })
         .collect();

@@ -63,6 +63,8 @@ pub struct ApiState {
     pub ca: crate::identity::CaHandle,
     /// The host other sites dial (`--advertised-host`), for `link-generate`.
     pub advertised_host: Arc<str>,
+    /// This process's incarnation (`get controlplanes` shows it live).
+    pub incarnation: Arc<str>,
 }
 
 /// What the API reads about xDS streams.

@@ -122,7 +122,8 @@ async fn claim(
         instance: replica.instance.clone(),
         fencing_token: token,
         last_run: rfc3339(SystemTime::now()),
-        last_result: String::new(),
+        // Kept until this run's result differs (see `note_result`).
+        last_result: prev.as_ref().map(|p| p.last_result.clone()).unwrap_or_default(),
     };
     let body = serde_json::to_value(&next).expect("a job record serializes");
     let labels = Default::default();
@@ -140,11 +141,14 @@ async fn claim(
 }
 
 /// Records what a run did (best effort; the claim already counted it).
+/// `previous` is the result already stored: an unchanged result is not
+/// written again.
 async fn note_result(store: &dyn Store, job: &str, period: u64, result: &str) {
     let key = key(job);
     if let Ok(Some(o)) = store.get(&key).await
         && let Ok(mut r) = serde_json::from_value::<JobRun>(o.body)
         && r.last_period == period
+        && r.last_result != result
     {
         r.last_result = result.to_owned();
         let body = serde_json::to_value(&r).expect("a job record serializes");

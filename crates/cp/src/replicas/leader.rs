@@ -106,6 +106,9 @@ pub struct Election {
     held: Option<(u64, Instant, u64)>,
     /// The holder's lease as last read: (revision, first seen).
     observed: Option<(u64, Instant)>,
+    /// Whether to renew: false for a store only one control plane can open
+    /// (SQLite), which takes the lease once and keeps it.
+    renews: bool,
 }
 
 /// Creates the election for `replica` with lease length `lease`.
@@ -115,6 +118,9 @@ pub fn election(
     lease: Duration,
     registry: &MetricsRegistry,
 ) -> (Leadership, Election) {
+    // SQLite is opened by one control plane at a time (the data dir lock):
+    // it leads alone and need not renew (no writes every few seconds).
+    let renews = store.backend() != "sqlite";
     let (tx, rx) = watch::channel(None);
     let gauge = Gauge::default();
     registry.register_with("cp", |r| {
@@ -134,6 +140,7 @@ pub fn election(
             gauge,
             held: None,
             observed: None,
+            renews,
         },
     )
 }
@@ -165,6 +172,10 @@ impl Election {
                 }
             }
             self.publish();
+            if self.held.is_some() && !self.renews {
+                shutdown.wait().await;
+                break;
+            }
             let next = match self.held {
                 Some(_) => started + renew,
                 None => started + poll,
@@ -183,7 +194,9 @@ impl Election {
 
     /// When leadership lapses without a renewal.
     fn deadline(&self) -> Option<Instant> {
-        self.held.map(|(_, at, _)| at + self.valid_for())
+        self.held
+            .filter(|_| self.renews)
+            .map(|(_, at, _)| at + self.valid_for())
     }
 
     fn publish(&mut self) {
@@ -277,8 +290,9 @@ impl Election {
             };
         }
         self.held = None;
-        if mine {
-            // An earlier run of this very instance: it is gone.
+        if mine || !self.renews {
+            // An earlier run of this very instance, or of the one control
+            // plane a SQLite store can have: it is gone.
             return self
                 .take_over(obj.revision, lease.fencing_token + 1, started)
                 .await;
