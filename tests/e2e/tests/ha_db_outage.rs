@@ -113,6 +113,16 @@ fn a_database_outage_drops_no_request_refuses_writes_clearly_and_loses_nothing()
         "{status} {body}"
     );
     println!("API write during the outage: {status} {message}");
+    // The leader cannot renew its lease: it steps down.
+    for cp in &r.cps {
+        eventually("no replica to lead without the database", READY, || {
+            (cp.metric(&["meshlink_cp_leader"]) == 0.0).then_some(())
+        });
+    }
+    println!(
+        "no leader {:.1} s into the outage",
+        paused.elapsed().as_secs_f64()
+    );
     while paused.elapsed() < outage {
         for s in [&mut web, &mut backend] {
             assert_eq!(s.exit_status(), None, "{}", s.logs());
@@ -139,6 +149,14 @@ fn a_database_outage_drops_no_request_refuses_writes_clearly_and_loses_nothing()
         "API writes work again {:.1} s after the database returned",
         resumed.elapsed().as_secs_f64()
     );
+    eventually("one leader again", READY, || {
+        let leaders: f64 = r
+            .cps
+            .iter()
+            .map(|cp| cp.metric(&["meshlink_cp_leader"]))
+            .sum();
+        (leaders == 1.0).then_some(())
+    });
     stop.store(true, Ordering::Relaxed);
     let (acked, refused) = writer.join().expect("writer");
     let (a, b) = (to_backend.stop(), to_web.stop());

@@ -14,6 +14,28 @@ use meshlink_e2e::{eventually, fresh_postgres_database};
 
 const READY: Duration = Duration::from_secs(60);
 
+const ROTATED_MESH: &str = "apiVersion: meshlink.dev/v1alpha1
+kind: Mesh
+metadata: {name: default}
+spec:
+  mtls:
+    enabledBackend: ca-2
+    backends:
+      - {name: ca-1, type: builtin, dpCert: {rotation: {expiration: 40s}}}
+      - {name: ca-2, type: builtin, dpCert: {rotation: {expiration: 40s}}}
+";
+
+/// The trust-bundle roots a sidecar holds.
+fn roots(s: &Sidecar) -> usize {
+    s.config_dump()["secrets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x["type"]["trust_bundle"].as_array())
+        .map(Vec::len)
+        .sum()
+}
+
 /// The pair's sidecars, given every replica's URL.
 fn sidecars(r: &Replicas, dir: &std::path::Path) -> (Sidecar, Sidecar) {
     let start = |name: &str| {
@@ -101,6 +123,30 @@ fn killing_the_replica_under_two_sidecars_moves_them_without_a_failed_request() 
         });
     }
     println!("both certificates renewed through cp-2");
+    // A CA rotation on the surviving replica: both sidecars take the new
+    // root and renew from the new CA, and the rotation ends (the leader,
+    // now cp-2, ends it once no proxy holds a certificate of the old CA).
+    let renewed = [web.serial(), backend.serial()];
+    r.cps[1]
+        .cli_stdin(&["apply", "-f", "-"], Some(ROTATED_MESH))
+        .success();
+    for (s, old) in [&web, &backend].into_iter().zip(renewed) {
+        eventually("the new root", READY, || (roots(s) == 2).then_some(()));
+        eventually("a certificate from the new CA", READY, || {
+            s.serial().filter(|now| Some(now) != old.as_ref())
+        });
+    }
+    for s in [&web, &backend] {
+        eventually(
+            "the rotation to end (old root dropped)",
+            Duration::from_secs(120),
+            || (roots(s) == 1).then_some(()),
+        );
+    }
+    println!(
+        "CA rotation through cp-2 done {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
     let (a, b) = (to_backend.stop(), to_web.stop());
     assert_eq!(
         (a.failed, b.failed),

@@ -123,7 +123,10 @@ async fn claim(
         fencing_token: token,
         last_run: rfc3339(SystemTime::now()),
         // Kept until this run's result differs (see `note_result`).
-        last_result: prev.as_ref().map(|p| p.last_result.clone()).unwrap_or_default(),
+        last_result: prev
+            .as_ref()
+            .map(|p| p.last_result.clone())
+            .unwrap_or_default(),
     };
     let body = serde_json::to_value(&next).expect("a job record serializes");
     let labels = Default::default();
