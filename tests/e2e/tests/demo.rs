@@ -1,8 +1,10 @@
-//! `meshlink demo`: the CLI starts the real control plane and two real
-//! sidecars next to it; `--once` sends one request through the mesh and
-//! exits 0; without it the demo prints commands that work as typed (the CLI
-//! against its control plane, deleting and re-applying the permission), runs
-//! until SIGTERM, then stops every child and exits 0.
+//! `meshlink demo`: the CLI starts two sites of real binaries (two control
+//! planes, two sidecars, two routers) and links them; `--once` sends one
+//! request through the mesh and one across the sites and exits 0; without
+//! it the demo writes `--ready-file`, prints commands that work as typed
+//! (the CLI against its control plane, `network status`, a curl across the
+//! sites, deleting and re-applying the permission with loops that wait for
+//! the change), runs until SIGTERM, then stops every child and exits 0.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 use meshlink_e2e::{bin_path, eventually};
 
 const BACKEND_BODY: &str = "hello from backend\n";
+const SITE_B_BODY: &str = "hello from site B\n";
 /// A safety net only: the demo fails by itself after its own start-up
 /// timeouts (60 s per step) and prints why.
 const START: Duration = Duration::from_secs(300);
@@ -40,7 +43,19 @@ fn demo_once_sends_a_request_through_the_mesh_and_exits_0() {
     );
     assert_stopped_cleanly(&mut demo);
     let pids = started_pids(&out);
-    assert_eq!(pids.len(), 3, "cp and two sidecars: {}", demo.report());
+    assert_eq!(
+        pids.len(),
+        6,
+        "two control planes, two sidecars, two routers: {}",
+        demo.report()
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("check: GET http://127.0.0.1:")
+                && l.ends_with("200 \"hello from site B\"")),
+        "{}",
+        demo.report()
+    );
     for pid in pids {
         assert!(
             !running(pid),
@@ -53,13 +68,22 @@ fn demo_once_sends_a_request_through_the_mesh_and_exits_0() {
 fn demo_runs_until_sigterm_and_then_stops_every_child() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("demo");
-    let mut demo = Demo::start(&["--random-ports", "--data-dir", dir.to_str().unwrap()]);
-    let ready = demo.wait_line(|l| l.starts_with("ready: "), START);
-    let url = ready
-        .split_whitespace()
-        .nth(2)
-        .expect("ready: curl URL ...");
+    let ready_file = tmp.path().join("ready.json");
+    let mut demo = Demo::start(&[
+        "--random-ports",
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--ready-file",
+        ready_file.to_str().unwrap(),
+    ]);
+    demo.wait_line(|l| l.starts_with("ready: "), START);
+    let ready: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready_file).expect("--ready-file written"))
+            .expect("--ready-file is JSON");
+    let url = ready["mesh"].as_str().expect("mesh URL");
     assert_eq!(get(url).as_deref(), Ok(BACKEND_BODY), "{}", demo.report());
+    let across = ready["acrossSites"].as_str().expect("across-sites URL");
+    assert_eq!(get(across).as_deref(), Ok(SITE_B_BODY), "{}", demo.report());
 
     // The printed CLI commands work as typed, after the printed export.
     let out = demo.stdout();
@@ -94,6 +118,16 @@ fn demo_runs_until_sigterm_and_then_stops_every_child() {
     assert!(dps.contains("web") && dps.contains("backend"), "{dps}");
     let inspect = sh(&printed(" inspect dataplane web"));
     assert!(inspect.contains("default/web"), "{inspect}");
+    let network = sh(&printed(" network status"));
+    assert!(
+        network.contains("site-a") && network.contains("site-b") && network.contains("backend-b"),
+        "{network}"
+    );
+    let curl_across = printed(&format!("curl {across}"));
+    assert!(
+        sh(&curl_across).contains(SITE_B_BODY.trim()),
+        "{curl_across}"
+    );
 
     // Deleting the permission stops web -> backend; backend's sidecar counts
     // the denial; re-applying the demo's YAML lets traffic through again.
@@ -103,7 +137,14 @@ fn demo_runs_until_sigterm_and_then_stops_every_child() {
         .expect("metrics URL")
         .to_string();
     sh(&printed(" delete mtp web-to-backend -m default"));
-    eventually("web -> backend to be refused", CHANGE, || get(url).err());
+    // The printed loop waits until the change has reached the sidecar:
+    // right after it, the request is refused.
+    sh(&format!(
+        "timeout {} sh -c {:?}",
+        CHANGE.as_secs(),
+        printed_loop(&out, "until ! curl")
+    ));
+    assert!(get(url).is_err(), "refused right after the printed wait");
     eventually("a denial in backend's rbac metric", CHANGE, || {
         let text = get(&metrics_url).ok()?;
         text.lines()
@@ -115,13 +156,22 @@ fn demo_runs_until_sigterm_and_then_stops_every_child() {
     let apply_cmd = printed("/demo.yaml");
     assert!(apply_cmd.contains(" apply -f "), "{apply_cmd}");
     sh(&apply_cmd);
-    let body = eventually("web -> backend to be allowed again", CHANGE, || {
-        get(url).ok()
-    });
-    assert_eq!(body, BACKEND_BODY);
+    sh(&format!(
+        "timeout {} sh -c {:?}",
+        CHANGE.as_secs(),
+        printed_loop(&out, "until curl")
+    ));
+    assert_eq!(
+        get(url).as_deref(),
+        Ok(BACKEND_BODY),
+        "allowed right after the printed wait"
+    );
 
     let children = children_of(demo.pid());
-    assert!(children.len() >= 3, "cp and two sidecars: {children:?}");
+    assert!(
+        children.len() >= 6,
+        "two control planes, two sidecars, two routers: {children:?}"
+    );
     demo.signal("TERM");
     let code = demo.wait_exit(START);
     assert_eq!(code, Some(0), "{}", demo.report());
@@ -294,6 +344,15 @@ impl Drop for Demo {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The printed shell loop that starts with `start`.
+fn printed_loop(out: &str, start: &str) -> String {
+    out.lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(start) && l.ends_with("done"))
+        .unwrap_or_else(|| panic!("no printed loop starting {start:?}:\n{out}"))
+        .to_string()
 }
 
 // === processes and requests ===

@@ -20,13 +20,23 @@ impl PortPicker {
         default: u16,
         what: &str,
     ) -> Result<std::net::TcpListener, Failure> {
-        let bind = |p: u16| std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, p)));
+        self.pick_on(Ipv4Addr::LOCALHOST, default, what)
+    }
+
+    /// [`PortPicker::pick`] on another loopback address.
+    pub(super) fn pick_on(
+        &mut self,
+        host: Ipv4Addr,
+        default: u16,
+        what: &str,
+    ) -> Result<std::net::TcpListener, Failure> {
+        let bind = |p: u16| std::net::TcpListener::bind(SocketAddr::from((host, p)));
         if !self.random {
             match bind(default) {
                 Ok(l) => return Ok(l),
                 Err(e) => {
                     let l = bind(0).map_err(|e| {
-                        Failure::Runtime(format!("cannot bind a free port on 127.0.0.1: {e}"))
+                        Failure::Runtime(format!("cannot bind a free port on {host}: {e}"))
                     })?;
                     println!(
                         "port {default} ({what}) is not available ({e}); using {} instead",
@@ -36,12 +46,22 @@ impl PortPicker {
                 }
             }
         }
-        bind(0).map_err(|e| Failure::Runtime(format!("cannot bind a free port on 127.0.0.1: {e}")))
+        bind(0).map_err(|e| Failure::Runtime(format!("cannot bind a free port on {host}: {e}")))
     }
 
     /// Like [`PortPicker::pick`] for a port another process will bind.
     pub(super) fn pick_port(&mut self, default: u16, what: &str) -> Result<u16, Failure> {
-        let l = self.pick(default, what)?;
+        self.pick_port_on(Ipv4Addr::LOCALHOST, default, what)
+    }
+
+    /// [`PortPicker::pick_port`] on another loopback address.
+    pub(super) fn pick_port_on(
+        &mut self,
+        host: Ipv4Addr,
+        default: u16,
+        what: &str,
+    ) -> Result<u16, Failure> {
+        let l = self.pick_on(host, default, what)?;
         let port = port_of(&l);
         self.held.push(l);
         Ok(port)

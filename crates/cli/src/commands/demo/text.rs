@@ -14,7 +14,8 @@ metadata: {{name: default}}
 spec:
   mtls:
     enabledBackend: ca-1
-    backends: [{{name: ca-1, type: builtin}}]
+    # 2-minute workload certificates, so you can watch them rotate.
+    backends: [{{name: ca-1, type: builtin, dpCert: {{rotation: {{expiration: 2m}}}}}}]
 ---
 apiVersion: meshlink.dev/v1alpha1
 kind: Dataplane
@@ -23,7 +24,10 @@ spec:
   networking:
     address: 127.0.0.1
     inbound: [{{port: {wi}, servicePort: {wa}, tags: {{kuma.io/service: web}}}}]
-    outbound: [{{port: {wo}, tags: {{kuma.io/service: backend}}}}]
+    outbound:
+      - {{port: {wo}, tags: {{kuma.io/service: backend}}}}
+      # mesh to network: site B's service, through this site's router
+      - {{port: {wb}, routingKey: {ROUTING_KEY}}}
 ---
 apiVersion: meshlink.dev/v1alpha1
 kind: Dataplane
@@ -44,43 +48,60 @@ spec:
 "#,
         wi = p.web_inbound,
         wo = p.web_outbound,
+        wb = p.web_to_b,
         bi = p.backend_inbound,
         wa = p.web_app,
         ba = p.backend_app,
     )
 }
 
-/// Prints the commands to try; every one works as typed.
+/// Prints the commands to try; every one works as typed, also pasted as
+/// one block (a command that changes policy is followed by a loop that
+/// waits until the change has reached the sidecar).
 pub(super) fn print_try(dir: &Path, p: &Ports) {
     let cli = cli_command();
     let url = format!("http://127.0.0.1:{}/", p.web_outbound);
+    let url_b = format!("http://127.0.0.1:{}/", p.web_to_b);
     let token = sh_quote(&dir.join("admin-token").display().to_string());
     let yaml = sh_quote(&dir.join("demo.yaml").display().to_string());
     println!(
         r#"
-The demo, all on 127.0.0.1 (logs in {logs}):
-  control plane  REST API :{api}, xDS :{xds}
-  web            app :{wapp}, sidecar inbound :{wi} (mTLS), outbound to backend :{wo}, admin :{wa}
-  backend        app :{bapp}, sidecar inbound :{bi} (mTLS), admin :{ba}
+The demo (logs in {logs}):
+  site A, 127.0.0.1
+    control plane  REST API :{api}, xDS :{xds}, console http://127.0.0.1:{api}/
+    web            app :{wapp}, sidecar inbound :{wi} (mTLS), outbound to backend :{wo}, to site B :{wb}, admin :{wa}
+    backend        app :{bapp}, sidecar inbound :{bi} (mTLS), admin :{ba}
+    router         link port :{link}, listener {key} :{lst}, admin :{ra}
+  site B, {bhost}
+    control plane  REST API :{bapi}, xDS :{bxds}
+    router         dials site A, admin :{rb}
+    app            :{bappb}, exposed as routing key {key}
+  Workload certificates live 2 minutes: watch them rotate with `get dataplanes`.
 
 Try this from another terminal:
 
   # web's outbound: web's sidecar calls backend's sidecar over mTLS
   curl {url}
+  # across the sites: web's sidecar -> site A's router -> link -> site B's router -> site B's app
+  curl {url_b}
 
-  # the CLI, pointed at the demo's control plane
+  # the CLI, pointed at site A's control plane (the console at http://127.0.0.1:{api}/ takes the same token)
   export MESHLINK_SERVER=http://127.0.0.1:{api} MESHLINK_TOKEN="$(cat {token})"
   {cli} get dataplanes
   {cli} inspect dataplane web
+  {cli} network status
   curl -s http://127.0.0.1:{wa}/config_dump
 
-  # take the permission away: backend's sidecar now refuses web
+  # take the permission away: backend's sidecar now refuses web (the loop waits until it does)
   {cli} delete mtp {MTP_NAME} -m default
+  until ! curl -sf {url} >/dev/null; do sleep 0.2; done
   curl {url}
   curl -s http://127.0.0.1:{ba}/metrics | grep rbac
 
-  # allow it again
+  # allow it again (the loop waits until it works)
   {cli} apply -f {yaml}
+  until curl -sf {url} >/dev/null; do sleep 0.2; done
+  curl {url}
 "#,
         logs = dir.join("logs").display(),
         api = p.api,
@@ -89,14 +110,50 @@ Try this from another terminal:
         bapp = p.backend_app,
         wi = p.web_inbound,
         wo = p.web_outbound,
+        wb = p.web_to_b,
         bi = p.backend_inbound,
         wa = p.web_admin,
         ba = p.backend_admin,
+        link = p.a_link,
+        key = ROUTING_KEY,
+        lst = p.a_listener,
+        ra = p.a_router_admin,
+        bhost = SITE_B_HOST,
+        bapi = p.b_api,
+        bxds = p.b_xds,
+        rb = p.b_router_admin,
+        bappb = p.b_app,
     );
     println!(
-        "ready: curl {url} answers {:?}; press Ctrl-C to stop",
-        BACKEND_BODY.trim()
+        "ready: curl {url} answers {:?}; curl {url_b} answers {:?}; press Ctrl-C to stop",
+        BACKEND_BODY.trim(),
+        SITE_B_BODY.trim()
     );
+}
+
+/// Writes `--ready-file` (atomically): the addresses a script needs.
+pub(super) fn write_ready_file(path: Option<&Path>, dir: &Path, p: &Ports) -> Result<(), Failure> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let v = json!({
+        "dataDir": dir,
+        "adminTokenFile": dir.join("admin-token"),
+        "server": format!("http://127.0.0.1:{}", p.api),
+        "console": format!("http://127.0.0.1:{}/", p.api),
+        "siteBServer": format!("http://{SITE_B_HOST}:{}", p.b_api),
+        "siteBAdminTokenFile": dir.join("site-b").join("admin-token"),
+        "mesh": format!("http://127.0.0.1:{}/", p.web_outbound),
+        "acrossSites": format!("http://127.0.0.1:{}/", p.web_to_b),
+        "siteARouterAdmin": format!("http://127.0.0.1:{}", p.a_router_admin),
+        "siteBRouterAdmin": format!("http://127.0.0.1:{}", p.b_router_admin),
+        "webAdmin": format!("http://127.0.0.1:{}", p.web_admin),
+        "backendAdmin": format!("http://127.0.0.1:{}", p.backend_admin),
+    });
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("{v}\n"))
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| Failure::Runtime(format!("cannot write --ready-file {}: {e}", path.display())))
 }
 
 /// How to type this `meshlink`: its name when PATH finds this very file,
