@@ -101,3 +101,145 @@ impl Signals {
         }
     }
 }
+
+// === impl Demo: its child processes ===
+
+impl Demo {
+    /// Starts a child process with its output in `logs/<log>`.
+    pub(super) fn spawn(
+        &mut self,
+        label: &str,
+        bin: &Path,
+        args: &[String],
+        log: &str,
+    ) -> Result<(), Failure> {
+        let log = self.dir.join("logs").join(log);
+        let open = || std::fs::File::create(&log);
+        let io =
+            |e: std::io::Error| Failure::Runtime(format!("cannot create {}: {e}", log.display()));
+        let out = open().map_err(io)?;
+        let err = out.try_clone().map_err(io)?;
+        let mut cmd = tokio::process::Command::new(bin);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            // The output goes to a log file: no colour escapes.
+            .env("NO_COLOR", "1");
+        // The demo passes every setting as a flag; stray MESHLINK_* variables
+        // (a PostgreSQL store, a config file) must not change it.
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("MESHLINK_") {
+                cmd.env_remove(k);
+            }
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| Failure::Runtime(format!("cannot start {}: {e}", bin.display())))?;
+        println!(
+            "started {label} (pid {}), log {}",
+            child.id().unwrap_or(0),
+            log.display()
+        );
+        self.procs.push(Proc {
+            label: label.to_string(),
+            child,
+            log,
+            reported: false,
+        });
+        Ok(())
+    }
+
+    /// Polls `probe` until it succeeds, printing progress; fails when a
+    /// child exits or after the start-up timeout.
+    pub(super) async fn wait_for<T>(
+        &mut self,
+        what: &str,
+        url: &str,
+        mut probe: impl AsyncFnMut(&reqwest::Client) -> Result<T, String>,
+    ) -> Result<T, Failure> {
+        println!("waiting for {what} ({url}) ...");
+        let start = Instant::now();
+        let mut last = String::new();
+        let mut last_print = start;
+        loop {
+            if let Some(msg) = self.exited_child() {
+                return Err(Failure::Runtime(msg));
+            }
+            let detail = match probe(&self.http).await {
+                Ok(v) => {
+                    println!("{what}: ready after {:.1}s", start.elapsed().as_secs_f64());
+                    return Ok(v);
+                }
+                Err(d) => d,
+            };
+            if start.elapsed() >= self.timeout {
+                return Err(Failure::Runtime(format!(
+                    "{what} not ready after {}: {detail}. See the logs in {}/logs; on a slow machine pass a longer --timeout",
+                    humantime::format_duration(self.timeout),
+                    self.dir.display()
+                )));
+            }
+            let changed = detail != last && start.elapsed() >= Duration::from_secs(1);
+            if changed || last_print.elapsed() >= Duration::from_secs(10) {
+                println!(
+                    "  still waiting for {what} ({}s): {detail}",
+                    start.elapsed().as_secs()
+                );
+                last = detail;
+                last_print = Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// A message naming the first child that has exited, with its log tail.
+    pub(super) fn exited_child(&mut self) -> Option<String> {
+        self.procs.iter_mut().find_map(|p| {
+            let status = p.child.try_wait().ok().flatten()?;
+            p.reported = true;
+            let tail = log_tail(&p.log, 15);
+            let hint = if tail.contains("in use") {
+                "\nA port was taken after the demo checked it; run the demo again (or pass --random-ports)."
+            } else {
+                ""
+            };
+            Some(format!(
+                "{} exited unexpectedly ({}); last lines of {}:\n{tail}{hint}",
+                p.label,
+                describe(status),
+                p.log.display()
+            ))
+        })
+    }
+
+    /// Runs until SIGINT/SIGTERM, or fails when a child exits.
+    pub(super) async fn supervise(&mut self, signals: &mut Signals) -> Result<(), Failure> {
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                sig = signals.recv() => {
+                    println!("{sig} received; stopping the demo");
+                    return Ok(());
+                }
+                _ = tick.tick() => {
+                    if let Some(msg) = self.exited_child() {
+                        return Err(Failure::Runtime(msg));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the children in reverse start order (sidecars, then the control
+    /// plane), then the apps. True when each exited cleanly.
+    pub(super) async fn stop(&mut self, signals: &mut Signals) -> bool {
+        let mut clean = true;
+        while let Some(p) = self.procs.pop() {
+            clean &= p.stop(signals).await;
+        }
+        self.apps.shutdown().await;
+        clean
+    }
+}
