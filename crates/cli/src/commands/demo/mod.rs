@@ -304,6 +304,8 @@ impl Demo {
         step(4, "mesh ready: web -> backend over mTLS", began);
 
         self.link(&client, &client_b).await?;
+        self.wait_network(&client, "site-a", 2).await?;
+        self.wait_network(&client_b, "site-b", 2).await?;
         step(5, "sites linked: site B -> site A, Operational", began);
         self.check(ports.web_to_b, SITE_B_BODY, "web -> site B")
             .await?;

@@ -122,6 +122,45 @@ impl Demo {
         }
     }
 
+    /// Waits until `site`'s status (in `client`'s control plane) counts
+    /// `n` sites in the network, so `network status` shows the link as
+    /// soon as the demo says it is ready.
+    pub(super) async fn wait_network(
+        &mut self,
+        client: &ApiClient,
+        site: &str,
+        n: u64,
+    ) -> Result<(), Failure> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let s = client
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/api/v1/sites/{site}"),
+                    &[],
+                    None,
+                    Duration::from_secs(10),
+                )
+                .await
+                .map_err(|e| e.into_failure())?;
+            let seen = s["status"]["sitesInNetwork"].as_u64().unwrap_or(0);
+            if seen >= n {
+                return Ok(());
+            }
+            if let Some(msg) = self.exited_child() {
+                return Err(Failure::Runtime(msg));
+            }
+            if Instant::now() >= deadline {
+                return Err(Failure::Runtime(format!(
+                    "site {site} still sees {seen} of {n} sites in the network after {}; see the routers' logs in {}/logs",
+                    humantime::format_duration(self.timeout),
+                    self.dir.display()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Resolves when a child has exited (polled; for `select!`).
     async fn child_exit(&mut self) {
         loop {
