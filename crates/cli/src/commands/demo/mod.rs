@@ -411,9 +411,17 @@ struct CpSpec {
     log: &'static str,
 }
 
-/// Prints a finished start-up step with the time since the start.
+/// Prints a finished start-up step with the time since the start (with a
+/// tick on a terminal; plain text otherwise, for logs and scripts).
 fn step(n: u32, what: &str, began: Instant) {
-    println!("[{n}/6] {what} ({:.1}s)", began.elapsed().as_secs_f64());
+    use std::io::IsTerminal;
+    let tick = if std::io::stdout().is_terminal() {
+        "\u{2714} "
+    } else {
+        ""
+    };
+    let secs = began.elapsed().as_secs_f64();
+    println!("[{n}/6] {tick}{what} ({secs:.1}s)");
 }
 
 mod apps;
