@@ -63,6 +63,7 @@ use tonic::{Request, Response, Status, Streaming};
 pub use admission::{Admission, AdmissionConfig, RETRY_AFTER_MS, RetryAfter};
 pub use inspect::{Inspector, StreamObserver, StreamReport, StreamView};
 pub use metrics::{AdsMetrics, REJECT_REASONS};
+pub use stream::SHUTTING_DOWN_MESSAGE;
 pub use types::{NackReport, TypeReport, short_type};
 
 use crate::hub::{Hub, IdentityInfo};

@@ -135,9 +135,13 @@ where
     (Box::pin(responses), task)
 }
 
+/// The message of the `UNAVAILABLE` every stream ends with when the
+/// instance drains; clients move to another control plane on seeing it.
+pub const SHUTTING_DOWN_MESSAGE: &str = "control plane shutting down; reconnect";
+
 /// The status every stream ends with when the instance drains.
 pub(crate) fn shutting_down() -> Status {
-    Status::unavailable("control plane shutting down; reconnect")
+    Status::unavailable(SHUTTING_DOWN_MESSAGE)
 }
 
 /// Why the loop ended.
