@@ -5,6 +5,7 @@
 //! semantics live in [`crate::resources`]. No request content may panic it.
 
 mod apply;
+mod console;
 mod continue_token;
 mod controlplanes;
 mod error;
@@ -108,6 +109,7 @@ pub fn router(state: ApiState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .merge(api)
+        .merge(console::routes())
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))

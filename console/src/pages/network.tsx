@@ -1,0 +1,124 @@
+// Network: a Cytoscape.js graph of the sites and links this site's router
+// reports (green: up, red: down; unreachable sites grey), re-coloured live
+// from the watch feed, and the same links as a table. Cytoscape is loaded
+// on first use (its own chunk).
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { Core } from "cytoscape";
+import type { Store } from "../store";
+import { networkModel } from "../network-model";
+
+// Cytoscape adds a <style> element unless one with this id exists; the CSP
+// forbids inline styles, so the rule lives in style.css and a placeholder
+// takes the id.
+function cytoscapeStylePlaceholder() {
+  const id = "__________cytoscape_stylesheet";
+  if (!document.getElementById(id)) {
+    const m = document.createElement("meta");
+    m.id = id;
+    document.head.appendChild(m);
+  }
+}
+
+const STYLE: any[] = [
+  { selector: "node", style: { label: "data(label)", "background-color": "#2f855a", color: "#1a202c", "text-valign": "bottom", "text-margin-y": 6, "font-size": 13, width: 34, height: 34 } },
+  { selector: "node[?local]", style: { "border-width": 4, "border-color": "#2b6cb0" } },
+  { selector: "node[!reachable]", style: { "background-color": "#a0aec0" } },
+  { selector: "edge", style: { label: "data(label)", width: 4, "line-color": "#38a169", "target-arrow-shape": "triangle", "target-arrow-color": "#38a169", "curve-style": "bezier", "font-size": 11, "text-background-color": "#fff", "text-background-opacity": 1 } },
+  { selector: "edge[!up]", style: { "line-color": "#e53e3e", "target-arrow-color": "#e53e3e", "line-style": "dashed" } },
+];
+
+export function Network({ store }: { store: Store }) {
+  const box = useRef<HTMLDivElement>(null);
+  const cy = useRef<Core | null>(null);
+  const [err, setErr] = useState("");
+  const model = networkModel(store);
+
+  useEffect(() => {
+    let dead = false;
+    cytoscapeStylePlaceholder();
+    import("cytoscape")
+      .then(({ default: cytoscape }) => {
+        if (dead || !box.current) return;
+        cy.current = cytoscape({ container: box.current, style: STYLE, userZoomingEnabled: true, maxZoom: 2, minZoom: 0.3 });
+        update(cy.current, networkModel(store));
+      })
+      .catch((e) => setErr(`could not load the graph: ${e.message}`));
+    return () => {
+      dead = true;
+      cy.current?.destroy();
+      cy.current = null;
+    };
+  }, []);
+
+  useEffect(() => {
+    if (cy.current) update(cy.current, model);
+  }, [store.version]);
+
+  return (
+    <section>
+      <h1>Network</h1>
+      <p class="muted">Sites and links as this site's router sees them. Green: link up; red dashed: link down; grey: site not reachable now.</p>
+      {err && <p class="error">{err}</p>}
+      <div ref={box} class="graph" id="graph" data-links-up={model.edges.filter((e) => e.up).length} data-sites={model.nodes.filter((n) => n.reachable).length} />
+      <h2>Links</h2>
+      <table id="links">
+        <thead>
+          <tr>
+            <th>Link</th>
+            <th>From</th>
+            <th>To</th>
+            <th>State</th>
+            <th>Cost</th>
+          </tr>
+        </thead>
+        <tbody>
+          {model.edges.map((e) => (
+            <tr data-link={e.name} data-state={e.up ? "up" : "down"}>
+              <td>{e.name}</td>
+              <td>{model.nodes.find((n) => n.id === e.from)?.name ?? e.from}</td>
+              <td>{e.toName}</td>
+              <td>
+                <span class={`pill ${e.up ? "ok" : "bad"}`}>{e.up ? "up" : "down"}</span>
+              </td>
+              <td>{e.cost}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {model.edges.length === 0 && <p class="muted">No links. Link another site with <code>meshlink token issue</code> there and <code>meshlink token redeem</code> here.</p>}
+    </section>
+  );
+}
+
+function update(cy: Core, model: ReturnType<typeof networkModel>) {
+  let added = false;
+  const want = new Set<string>();
+  cy.batch(() => {
+    for (const n of model.nodes) {
+      want.add(n.id);
+      const data = { id: n.id, label: n.name, local: n.local, reachable: n.reachable };
+      const el = cy.getElementById(n.id);
+      if (el.nonempty()) el.data(data);
+      else {
+        cy.add({ group: "nodes", data });
+        added = true;
+      }
+    }
+    for (const e of model.edges) {
+      const id = `edge:${e.id}`;
+      want.add(id);
+      const data = { id, source: e.from, target: e.to, label: `${e.name} (cost ${e.cost})`, up: e.up };
+      const el = cy.getElementById(id);
+      if (el.nonempty() && el.data("target") === e.to) el.data(data);
+      else {
+        el.remove();
+        cy.add({ group: "edges", data });
+        added = true;
+      }
+    }
+    cy.elements()
+      .filter((el) => !want.has(el.id()))
+      .remove();
+  });
+  if (added) cy.layout({ name: "circle", padding: 40, animate: false }).run();
+}

@@ -1,0 +1,67 @@
+// Overview: counts, and everything that needs attention (stalled CA
+// rotation, offline proxies, links down, NACKed configuration).
+import { condition, type Store } from "../store";
+
+export function attention(store: Store): { what: string; href: string }[] {
+  const out: { what: string; href: string }[] = [];
+  for (const m of store.list("Mesh")) {
+    const c = condition(m, "CertificateRotationStalled");
+    if (c?.ok) out.push({ what: `Mesh ${m.metadata.name}: CA rotation stalled: ${c.message}`, href: "#/meshes" });
+  }
+  for (const d of store.list("Dataplane")) {
+    const href = `#/dataplanes/${encodeURIComponent(d.metadata.mesh ?? "")}/${encodeURIComponent(d.metadata.name)}`;
+    const id = `${d.metadata.mesh}/${d.metadata.name}`;
+    if (d.status?.online !== true) out.push({ what: `Dataplane ${id} is offline`, href });
+    const ready = condition(d, "Ready");
+    if (ready && !ready.ok && ready.reason === "ConfigRejected") out.push({ what: `Dataplane ${id} rejected its configuration (NACK): ${ready.message}`, href });
+  }
+  for (const l of store.list("Link")) {
+    const op = condition(l, "Operational");
+    if (op && !op.ok) out.push({ what: `Link ${l.metadata.name} is down: ${op.message}`, href: "#/network" });
+  }
+  return out;
+}
+
+export function Overview({ store }: { store: Store }) {
+  const dps = store.list("Dataplane");
+  const online = dps.filter((d) => d.status?.online === true).length;
+  const links = store.list("Link");
+  const up = links.filter((l) => condition(l, "Operational")?.ok).length;
+  const site = store.list("Site")[0];
+  const items = attention(store);
+  const cards: [string, string, string][] = [
+    ["Meshes", String(store.list("Mesh").length), "#/meshes"],
+    ["Dataplanes online", `${online} / ${dps.length}`, "#/dataplanes"],
+    ["Traffic permissions", String(store.list("MeshTrafficPermission").length), "#/policies"],
+    ["Sites in network", String(site?.status?.network?.length ?? 0), "#/network"],
+    ["Links up", `${up} / ${links.length}`, "#/network"],
+    ["Listeners / connectors", `${store.list("Listener").length} / ${store.list("Connector").length}`, "#/services"],
+  ];
+  return (
+    <section>
+      <h1>Overview{site ? ` — site ${site.metadata.name}` : ""}</h1>
+      <div class="cards">
+        {cards.map(([label, value, href]) => (
+          <a class="card" href={href}>
+            <span class="value">{value}</span>
+            <span class="label">{label}</span>
+          </a>
+        ))}
+      </div>
+      <h2>Needs attention</h2>
+      {items.length === 0 ? (
+        <p class="ok" id="attention-none">
+          Nothing: every proxy is online, every link is up, no rotation is stalled and no configuration was rejected.
+        </p>
+      ) : (
+        <ul class="attention" id="attention">
+          {items.map((i) => (
+            <li>
+              <a href={i.href}>{i.what}</a>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}

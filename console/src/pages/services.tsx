@@ -1,0 +1,64 @@
+// Services: Listeners and Connectors by routing key, and where each key
+// resolves (the sites whose router reports a connector for it).
+import { condition, type Resource, type Store } from "../store";
+
+function names(list: any[] | undefined): string {
+  return (list ?? []).map((x) => (typeof x === "string" ? x : (x.name ?? x.host ?? JSON.stringify(x)))).join(", ");
+}
+
+export function Services({ store }: { store: Store }) {
+  const site = store.list("Site")[0];
+  const keys = new Map<string, { listeners: Resource[]; connectors: Resource[]; sites: string[] }>();
+  const entry = (k: string) => {
+    if (!keys.has(k)) keys.set(k, { listeners: [], connectors: [], sites: [] });
+    return keys.get(k)!;
+  };
+  for (const l of store.list("Listener")) entry(l.spec?.routingKey ?? "?").listeners.push(l);
+  for (const c of store.list("Connector")) entry(c.spec?.routingKey ?? "?").connectors.push(c);
+  for (const rec of site?.status?.network ?? [])
+    for (const s of rec.services ?? []) if ((s.connectors ?? []).length) entry(s.routingKey).sites.push(`${rec.name}${names(s.connectors) ? ` (${names(s.connectors)})` : ""}`);
+  const sorted = [...keys.entries()].sort(([a], [b]) => a.localeCompare(b));
+  return (
+    <section>
+      <h1>Services</h1>
+      <p class="muted">Each routing key: the Listeners that accept connections for it in this site, the Connectors that serve it here, and the sites where it resolves.</p>
+      <table id="services">
+        <thead>
+          <tr>
+            <th>Routing key</th>
+            <th>Listeners (this site)</th>
+            <th>Connectors (this site)</th>
+            <th>Resolves to</th>
+          </tr>
+        </thead>
+        <tbody>
+          {sorted.map(([k, e]) => (
+            <tr data-routing-key={k}>
+              <td class="mono">{k}</td>
+              <td>
+                {e.listeners.map((l) => (
+                  <div>
+                    {l.metadata.name} on {l.spec.host}:{l.spec.port}{" "}
+                    <span class={`pill ${condition(l, "Matched")?.ok || l.status?.hasMatchingConnector ? "ok" : "warn"}`}>
+                      {condition(l, "Matched")?.ok || l.status?.hasMatchingConnector ? "matched" : "no connector"}
+                    </span>
+                  </div>
+                ))}
+              </td>
+              <td>
+                {e.connectors.map((c) => (
+                  <div>
+                    {c.metadata.name} → {c.spec.host ? `${c.spec.host}:${c.spec.port}` : `selector ${c.spec.selector} port ${c.spec.port}`}
+                    {(c.status?.selectedPods ?? []).length ? ` (${c.status.selectedPods.map((p: any) => p.name).join(", ")})` : ""}
+                  </div>
+                ))}
+              </td>
+              <td>{e.sites.length ? e.sites.join("; ") : <span class="warn">nowhere</span>}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {sorted.length === 0 && <p class="muted">No Listeners or Connectors.</p>}
+    </section>
+  );
+}

@@ -1,0 +1,154 @@
+// Drives the meshlink console in headless Chromium (Debian's
+// /usr/bin/chromium through playwright-core), as a user would.
+// Started by tests/e2e/tests/console.rs against a running site:
+//
+//   CONSOLE_URL     the control plane's API URL (the console is at /)
+//   CONSOLE_TOKEN   the admin token
+//   SCREENSHOT_DIR  where screenshots go (docs/img)
+//   CONSOLE_DATAPLANES  the dataplanes that must be online (comma-separated)
+//   CONSOLE_DELETE  the dataplane the driver deletes
+//   CONSOLE_LINK    the Link that goes down and up
+//
+// Actions it cannot do from the browser (delete with the CLI, stop and
+// start the router) it asks for on stdout, one line `ACTION <name>`, and
+// waits for `DONE <name>` on stdin. Every wait is for a DOM condition with
+// a deadline; nothing sleeps. Exits 0 when every step passed, 1 otherwise
+// (the failing step is on stderr).
+import { chromium } from "playwright-core";
+import { createInterface } from "node:readline";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const url = process.env.CONSOLE_URL;
+const token = process.env.CONSOLE_TOKEN;
+const shots = process.env.SCREENSHOT_DIR;
+const dataplanes = (process.env.CONSOLE_DATAPLANES ?? "").split(",").filter(Boolean);
+const toDelete = process.env.CONSOLE_DELETE;
+const link = process.env.CONSOLE_LINK;
+const DEADLINE = Number(process.env.CONSOLE_DEADLINE_MS ?? 60_000);
+if (!url || !token || !shots) {
+  console.error("set CONSOLE_URL, CONSOLE_TOKEN and SCREENSHOT_DIR");
+  process.exit(2);
+}
+mkdirSync(shots, { recursive: true });
+
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+async function action(name) {
+  process.stdout.write(`ACTION ${name}\n`);
+  const { value, done } = await lines.next();
+  if (done || value.trim() !== `DONE ${name}`) throw new Error(`driver answered ${JSON.stringify(value)} to ACTION ${name}`);
+}
+
+const log = (m) => console.error(`console-test: ${m}`);
+const problems = [];
+let step = "start";
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.setDefaultTimeout(DEADLINE);
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error" && !/401/.test(m.text())) problems.push(`console error: ${m.text()}`);
+  });
+  const shot = (name) => page.screenshot({ path: join(shots, `console-${name}.png`) });
+  const nav = async (id) => {
+    await page.click(`#nav-${id}`);
+    await page.waitForSelector(`#nav-${id}.active`);
+  };
+
+  step = "a wrong token shows the error";
+  await page.goto(url);
+  await page.fill("#token", "not-the-admin-token");
+  await page.click("button[type=submit]");
+  await page.waitForSelector("#login-error");
+  const text = await page.textContent("#login-error");
+  if (!/Wrong admin token/.test(text) || !/401/.test(text)) throw new Error(`unexpected login error: ${text}`);
+  await shot("login-error");
+
+  step = "log in with the token";
+  await page.fill("#token", token);
+  await page.click("button[type=submit]");
+  await page.waitForSelector("#nav-overview.active");
+  if (await page.evaluate(() => sessionStorage.getItem("meshlink.adminToken")) !== token) throw new Error("token not kept in sessionStorage");
+  if (page.url().includes(token)) throw new Error("the token is in the URL");
+  // Gone if the page ever reloads.
+  await page.evaluate(() => (window.__sameDocument = true));
+
+  step = "dataplanes online, each with a certificate countdown";
+  await nav("dataplanes");
+  for (const dp of dataplanes) {
+    await page.waitForSelector(`tr[data-dataplane="${dp}"] [data-state=online]`);
+    await page.waitForFunction((dp) => /\d+s$/.test(document.querySelector(`tr[data-dataplane="${dp}"] .countdown`)?.textContent ?? ""), dp);
+  }
+  const first = await page.textContent(`tr[data-dataplane="${dataplanes[0]}"] .countdown`);
+  await page.waitForFunction(
+    ([dp, t]) => document.querySelector(`tr[data-dataplane="${dp}"] .countdown`)?.textContent !== t,
+    [dataplanes[0], first],
+  );
+  await shot("dataplanes");
+
+  step = "a dataplane's detail shows xDS versions and its certificate";
+  await page.click(`tr[data-dataplane="${dataplanes[0]}"] a`);
+  await page.waitForSelector("#xds-types tbody tr");
+  await shot("dataplane-detail");
+
+  step = "overview, meshes, policies, services, control planes";
+  await nav("overview");
+  await page.waitForSelector(".cards .card");
+  await shot("overview");
+  await nav("meshes");
+  await page.waitForFunction(() => [...document.querySelectorAll("td.mono")].some((td) => /[0-9a-f]{2}/i.test(td.textContent)));
+  await shot("meshes");
+  await nav("policies");
+  await page.waitForSelector("#policies");
+  await shot("policies");
+  await nav("services");
+  await page.waitForSelector("#services");
+  await shot("services");
+  await nav("controlplanes");
+  await page.waitForSelector("main table tbody tr");
+  await shot("controlplanes");
+
+  step = "two sites linked in the network graph";
+  await nav("network");
+  await page.waitForSelector("#graph canvas");
+  await page.waitForSelector(`#graph[data-sites="2"]`);
+  await page.waitForSelector(`#links tr[data-link="${link}"][data-state=up]`);
+  await shot("network");
+
+  step = "the router stops: the link turns down";
+  await action("stop-router");
+  await page.waitForSelector(`#links tr[data-link="${link}"][data-state=down]`);
+  await shot("network-link-down");
+  await nav("overview");
+  await page.waitForSelector("#attention");
+  await shot("overview-attention");
+  await nav("network");
+
+  step = "the router starts again: the link turns up";
+  await action("start-router");
+  await page.waitForSelector(`#links tr[data-link="${link}"][data-state=up]`);
+
+  step = "a dataplane deleted with the CLI disappears without a reload";
+  await nav("dataplanes");
+  await page.waitForSelector(`tr[data-dataplane="${toDelete}"]`);
+  await action("delete-dataplane");
+  await page.waitForSelector(`tr[data-dataplane="${toDelete}"]`, { state: "detached" });
+  if (!(await page.evaluate(() => window.__sameDocument === true))) throw new Error("the page reloaded");
+
+  step = "no page errors or CSP violations";
+  if (problems.length) throw new Error(problems.join("\n"));
+  log("every step passed");
+  process.stdout.write("PASS\n");
+} catch (e) {
+  log(`FAILED at "${step}": ${e.message}`);
+  if (problems.length) log(`also: ${problems.join("; ")}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+  process.exit(process.exitCode ?? 0);
+}
