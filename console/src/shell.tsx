@@ -1,5 +1,6 @@
 // The signed-in layout: navigation, the watch feed's state and the page of
 // the current `#/route`.
+import { useEffect } from "preact/hooks";
 import type { Store } from "./store";
 import { useRoute, useStore } from "./hooks";
 import { Overview } from "./pages/overview";
@@ -23,6 +24,9 @@ const PAGES: [string, string][] = [
 
 export function Shell({ store, onLogout }: { store: Store; onLogout: () => void }) {
   useStore(store);
+  // For tests/console/measure.mjs (docs/BENCHMARKS.md, "Console"): the
+  // first render with every list loaded has been painted.
+  useEffect(() => void performance.mark("console-interactive"), []);
   const route = useRoute();
   const page = route[0] ?? "";
   let body;
