@@ -70,13 +70,14 @@ export class Store {
   async start(): Promise<void> {
     const signal = this.abort.signal;
     let from = Infinity;
-    const lists = await Promise.all(
-      Object.entries(KINDS).map(async ([kind, plural]) => {
-        const l = await apiGet<{ items: Resource[]; revision: string }>(`/api/v1/${plural}`, signal);
-        from = Math.min(from, Number(l.revision));
-        return [kind, l.items] as const;
-      }),
-    );
+    const list = async ([kind, plural]: [string, string]) => {
+      const l = await apiGet<{ items: Resource[]; revision: string }>(`/api/v1/${plural}`, signal);
+      from = Math.min(from, Number(l.revision));
+      return [kind, l.items] as const;
+    };
+    // One request first, so a wrong token costs one 401, not seven.
+    const [first, ...rest] = Object.entries(KINDS);
+    const lists = [await list(first), ...(await Promise.all(rest.map(list)))];
     for (const [kind, items] of lists) {
       const m = this.items.get(kind)!;
       m.clear();

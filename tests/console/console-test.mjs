@@ -104,10 +104,10 @@ try {
   await page.waitForFunction(() => [...document.querySelectorAll("td.mono")].some((td) => /[0-9a-f]{2}/i.test(td.textContent)));
   await shot("meshes");
   await nav("policies");
-  await page.waitForSelector("#policies");
+  await page.waitForSelector(`td[data-from=web][data-to=backend] .pill.ok`);
   await shot("policies");
   await nav("services");
-  await page.waitForSelector("#services");
+  await page.waitForFunction(() => /console-b/.test(document.querySelector(`tr[data-routing-key=backend] td:last-child`)?.textContent ?? ""));
   await shot("services");
   await nav("controlplanes");
   await page.waitForSelector("main table tbody tr");

@@ -1,6 +1,51 @@
-// Policies: MeshTrafficPermissions as a who-may-talk-to-whom table, one
-// row per rule (source -> destination: action), grouped by mesh.
+// Policies: MeshTrafficPermissions as a who-may-talk-to-whom matrix per
+// mesh (source row, destination column), then one row per rule.
 import { condition, type Store } from "../store";
+import { permissionMatrix, type Verdict } from "../permissions";
+
+const LABEL: Record<Verdict, [string, string]> = {
+  Allow: ["allow", "ok"],
+  ShadowDeny: ["allow (shadow deny)", "warn"],
+  Deny: ["deny", "bad"],
+  DefaultDeny: ["no rule: denied", "muted"],
+  Open: ["open (mTLS off)", "warn"],
+  Mixed: ["depends on the instance", "warn"],
+};
+
+function Matrix({ store, mesh }: { store: Store; mesh: string }) {
+  const { services, cell } = permissionMatrix(store, mesh);
+  if (services.length === 0) return <p class="muted">Mesh {mesh}: no services yet.</p>;
+  return (
+    <>
+      <h2>Mesh {mesh}: who may call whom</h2>
+      <table class="matrix" data-mesh={mesh}>
+        <thead>
+          <tr>
+            <th>from ↓ / to →</th>
+            {services.map((s) => (
+              <th>{s}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {services.map((src) => (
+            <tr>
+              <th>{src}</th>
+              {services.map((dst) => {
+                const [text, cls] = LABEL[cell(src, dst)];
+                return (
+                  <td data-from={src} data-to={dst}>
+                    <span class={`pill ${cls}`}>{text}</span>
+                  </td>
+                );
+              })}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}
 
 function target(t: any): string {
   if (!t || t.kind === "Mesh" || !t.kind) return "any service in the mesh";
@@ -29,7 +74,18 @@ export function Policies({ store }: { store: Store }) {
   return (
     <section>
       <h1>Traffic permissions</h1>
-      <p class="muted">Who may talk to whom: each row is one rule of a MeshTrafficPermission.</p>
+      <p class="muted">
+        Who may call whom, as the sidecars enforce it: with mTLS on, a service admits the sources its Allow rules name, Deny rules win, and everything else is
+        denied; with mTLS off nothing is enforced.
+      </p>
+      {store
+        .list("Mesh")
+        .map((m) => m.metadata.name)
+        .sort()
+        .map((m) => (
+          <Matrix store={store} mesh={m} />
+        ))}
+      <h2>Rules</h2>
       <table id="policies">
         <thead>
           <tr>

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use meshlink_e2e::proxy::{PairPorts, apply_pair, start_pair_sidecars};
-use meshlink_e2e::site::Site;
+use meshlink_e2e::site::{Site, free_port_on};
 use meshlink_e2e::{ControlPlane, StoreKind};
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -101,6 +101,13 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
     apply_pair(&b.cp, &ports, "2m");
     let dir = tempfile::tempdir().unwrap();
     let _sidecars = start_pair_sidecars(&b.cp, dir.path(), DEADLINE);
+    // A routing key served and listened for in site B (the Services page).
+    let listener_port = free_port_on(b.host());
+    b.apply(&format!(
+        "apiVersion: meshlink.dev/v1alpha1\nkind: Listener\nmetadata: {{name: backend}}\nspec: {{routingKey: backend, host: {}, port: {listener_port}}}\n---\napiVersion: meshlink.dev/v1alpha1\nkind: Connector\nmetadata: {{name: backend}}\nspec: {{routingKey: backend, host: 127.0.0.1, port: {}}}\n",
+        b.host(),
+        ports.backend_app
+    ));
 
     let mut node = Command::new("node")
         .arg("console-test.mjs")
