@@ -52,6 +52,12 @@ function App() {
     setError("");
     saveToken(token);
     const s = new Store();
+    s.onUnauthorized = (message) => {
+      s.stop();
+      forgetToken();
+      setStore(null);
+      setError(`Signed out: the control plane no longer accepts this token (${message}).`);
+    };
     try {
       await s.start();
       setStore(s);

@@ -40,6 +40,8 @@ export class Store {
   linkPeers = new Map<string, { id: string; name: string }>();
   /** Site id -> name of every site seen in the network this session. */
   knownSites = new Map<string, string>();
+  /** Called when the watch feed is refused with 401 (the token changed). */
+  onUnauthorized?: (message: string) => void;
   private listeners = new Set<() => void>();
   private abort = new AbortController();
 
@@ -114,6 +116,11 @@ export class Store {
         }
       } catch (e) {
         if (signal.aborted) return;
+        if (e instanceof ApiError && e.status === 401) {
+          // The admin token changed under us: back to the login form.
+          this.onUnauthorized?.(e.message);
+          return;
+        }
         this.feed = "retrying";
         this.feedError = e instanceof ApiError ? e.message : String(e);
         this.changed();

@@ -35,7 +35,10 @@ function MeshRow({ mesh }: { mesh: Resource }) {
   }, [mesh.metadata.name, mesh.metadata.resourceVersion, mtls]);
   const backend = (mesh.spec?.mtls?.backends ?? []).find((b: any) => b.name === mtls);
   const stalled = condition(mesh, "CertificateRotationStalled");
-  const rotation = phase(ca?.rotation);
+  // CARotation is written into the Mesh as a rotation moves, so this cell
+  // follows the watch feed; the CA endpoint is read again on each change.
+  const rotating = condition(mesh, "CARotation");
+  const rotation = rotating?.ok ? `rotating: ${rotating.message}` : phase(ca?.rotation);
   return (
     <tr data-mesh={mesh.metadata.name}>
       <td>{mesh.metadata.name}</td>
