@@ -7,6 +7,8 @@ import { defineConfig } from "vite";
 
 export default defineConfig({
   base: "/",
+  // `npm run dev`: the API calls go to a running control plane.
+  server: { proxy: { "/api": process.env.MESHLINK_SERVER ?? "http://127.0.0.1:5681" } },
   oxc: { jsx: { runtime: "automatic", importSource: "preact" } },
   build: {
     outDir: "../crates/cp/console/dist",

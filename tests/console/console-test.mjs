@@ -8,6 +8,7 @@
 //   CONSOLE_DATAPLANES  the dataplanes that must be online (comma-separated)
 //   CONSOLE_DELETE  the dataplane the driver deletes
 //   CONSOLE_LINK    the Link that goes down and up
+//   CONSOLE_SITES   "<this site>,<the site it links to>" (graph edge ends)
 //
 // Actions it cannot do from the browser (delete with the CLI, stop and
 // start the router) it asks for on stdout, one line `ACTION <name>`, and
@@ -25,6 +26,7 @@ const shots = process.env.SCREENSHOT_DIR;
 const dataplanes = (process.env.CONSOLE_DATAPLANES ?? "").split(",").filter(Boolean);
 const toDelete = process.env.CONSOLE_DELETE;
 const link = process.env.CONSOLE_LINK;
+const [siteB, siteA] = (process.env.CONSOLE_SITES ?? "").split(",");
 const DEADLINE = Number(process.env.CONSOLE_DEADLINE_MS ?? 60_000);
 if (!url || !token || !shots) {
   console.error("set CONSOLE_URL, CONSOLE_TOKEN and SCREENSHOT_DIR");
@@ -116,13 +118,14 @@ try {
   step = "two sites linked in the network graph";
   await nav("network");
   await page.waitForSelector("#graph canvas");
-  await page.waitForSelector(`#graph[data-sites="2"]`);
+  await page.waitForSelector(`#graph[data-edges="${siteB}-${siteA}:up"]`);
   await page.waitForSelector(`#links tr[data-link="${link}"][data-state=up]`);
   await shot("network");
 
   step = "the router stops: the link turns down";
   await action("stop-router");
   await page.waitForSelector(`#links tr[data-link="${link}"][data-state=down]`);
+  await page.waitForSelector(`#graph[data-edges="${siteB}-${siteA}:down"]`);
   await shot("network-link-down");
   await nav("overview");
   await page.waitForSelector("#attention");
@@ -132,6 +135,7 @@ try {
   step = "the router starts again: the link turns up";
   await action("start-router");
   await page.waitForSelector(`#links tr[data-link="${link}"][data-state=up]`);
+  await page.waitForSelector(`#graph[data-edges="${siteB}-${siteA}:up"]`);
 
   step = "a dataplane deleted with the CLI disappears without a reload";
   await nav("dataplanes");

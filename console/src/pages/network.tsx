@@ -59,7 +59,7 @@ export function Network({ store }: { store: Store }) {
       <h1>Network</h1>
       <p class="muted">Sites and links as this site's router sees them. Green: link up; red dashed: link down; grey: site not reachable now.</p>
       {err && <p class="error">{err}</p>}
-      <div ref={box} class="graph" id="graph" data-links-up={model.edges.filter((e) => e.up).length} data-sites={model.nodes.filter((n) => n.reachable).length} />
+      <div ref={box} class="graph" id="graph" />
       <h2>Links</h2>
       <table id="links">
         <thead>
@@ -121,4 +121,11 @@ function update(cy: Core, model: ReturnType<typeof networkModel>) {
       .remove();
   });
   if (added) cy.layout({ name: "circle", padding: 40, animate: false }).run();
+  // What the graph draws, for tests: "<site>-<site>:up|down" per edge.
+  const name = (id: string) => cy.getElementById(id).data("label");
+  cy.container()!.dataset.edges = cy
+    .edges()
+    .map((e) => `${name(e.data("source"))}-${name(e.data("target"))}:${e.data("up") ? "up" : "down"}`)
+    .sort()
+    .join(" ");
 }

@@ -118,6 +118,7 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
         .env("CONSOLE_DATAPLANES", "web-1,backend-1")
         .env("CONSOLE_DELETE", "backend-1")
         .env("CONSOLE_LINK", &link)
+        .env("CONSOLE_SITES", "console-b,console-a")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
