@@ -56,7 +56,10 @@ export function networkModel(store: Store): { nodes: SiteNode[]; edges: LinkEdge
     const seen = pairs.get(pair);
     if (!seen) pairs.set(pair, e);
     else {
-      const keep = seen.cost === "–" && e.cost !== "–" ? e : seen;
+      // Prefer the dialing side: its edge carries a Link's name (names have
+      // no "/"; the accepting side's are "<access>/<role>/<id>") and cost.
+      const rank = (x: LinkEdge) => (x.cost !== "–" ? 2 : 0) + (x.name.includes("/") ? 0 : 1);
+      const keep = rank(e) > rank(seen) ? e : seen;
       pairs.set(pair, { ...keep, up: seen.up && e.up });
     }
   }

@@ -107,7 +107,7 @@ function update(cy: Core, model: ReturnType<typeof networkModel>) {
     for (const e of model.edges) {
       const id = `edge:${e.id}`;
       want.add(id);
-      const data = { id, source: e.from, target: e.to, label: `${e.name} (cost ${e.cost})`, up: e.up };
+      const data = { id, source: e.from, target: e.to, label: e.cost === "–" ? e.name : `${e.name} (cost ${e.cost})`, up: e.up };
       const el = cy.getElementById(id);
       if (el.nonempty() && el.data("target") === e.to) el.data(data);
       else {

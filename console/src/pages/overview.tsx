@@ -1,6 +1,7 @@
 // Overview: counts, and everything that needs attention (stalled CA
 // rotation, offline proxies, links down, NACKed configuration).
 import { condition, type Store } from "../store";
+import { networkModel } from "../network-model";
 
 export function attention(store: Store): { what: string; href: string }[] {
   const out: { what: string; href: string }[] = [];
@@ -15,18 +16,22 @@ export function attention(store: Store): { what: string; href: string }[] {
     const ready = condition(d, "Ready");
     if (ready && !ready.ok && ready.reason === "ConfigRejected") out.push({ what: `Dataplane ${id} rejected its configuration (NACK): ${ready.message}`, href });
   }
-  for (const l of store.list("Link")) {
-    const op = condition(l, "Operational");
-    if (op && !op.ok) out.push({ what: `Link ${l.metadata.name} is down: ${op.message}`, href: "#/network" });
+  const net = networkModel(store);
+  const name = (id: string) => net.nodes.find((n) => n.id === id)?.name ?? id;
+  for (const e of net.edges) {
+    if (e.up) continue;
+    const op = condition(store.get("Link", e.name), "Operational");
+    out.push({ what: `Link ${e.name} (${name(e.from)} → ${e.toName}) is down${op && !op.ok ? `: ${op.message}` : ""}`, href: "#/network" });
   }
+  for (const n of net.nodes) if (!n.reachable) out.push({ what: `Site ${n.name} is not reachable from this site`, href: "#/network" });
   return out;
 }
 
 export function Overview({ store }: { store: Store }) {
   const dps = store.list("Dataplane");
   const online = dps.filter((d) => d.status?.online === true).length;
-  const links = store.list("Link");
-  const up = links.filter((l) => condition(l, "Operational")?.ok).length;
+  const links = networkModel(store).edges;
+  const up = links.filter((l) => l.up).length;
   const site = store.list("Site")[0];
   const items = attention(store);
   const cards: [string, string, string][] = [
