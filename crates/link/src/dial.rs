@@ -100,8 +100,10 @@ pub(crate) async fn run_link(
                 if up {
                     ever_up = true;
                     backoff.reset();
+                    reason
+                } else {
+                    closed_before_hello(reason)
                 }
-                reason
             }
         };
         if stop.is_cancelled() {
@@ -118,6 +120,23 @@ pub(crate) async fn run_link(
         }
     }
     core.remove_link(&name, generation);
+}
+
+/// Explains a session that broke before the peer's hello with a reset or
+/// broken pipe: in TLS 1.3 the server checks the client certificate after
+/// the client's side of the handshake is done, so a refused certificate
+/// can reach the dialer as a closed connection instead of an alert.
+fn closed_before_hello(reason: String) -> String {
+    let lower = reason.to_ascii_lowercase();
+    if lower.contains("broken pipe") || lower.contains("connection reset") {
+        format!(
+            "{reason}: the peer closed the connection right after the TLS handshake, before its hello; \
+             it most likely refused this link's client certificate (check that the Link's credential \
+             was issued by the other site's CA)"
+        )
+    } else {
+        reason
+    }
 }
 
 /// TCP connect and TLS handshake; returns the stream and the serial of the
@@ -148,4 +167,17 @@ async fn connect(
     };
     let serial = tls.get_ref().1.peer_certificates().and_then(leaf_serial);
     Ok((tls, serial))
+}
+
+#[cfg(test)]
+mod closed_before_hello_tests {
+    use super::closed_before_hello;
+
+    #[test]
+    fn a_reset_before_the_hello_names_the_likely_refused_certificate() {
+        let e = closed_before_hello("link failed: i/o error: Broken pipe (os error 32)".into());
+        assert!(e.contains("refused this link's client certificate"), "{e}");
+        let other = closed_before_hello("link failed: no hello within 10s".into());
+        assert_eq!(other, "link failed: no hello within 10s");
+    }
 }

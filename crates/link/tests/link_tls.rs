@@ -89,17 +89,17 @@ async fn a_client_certificate_from_another_ca_is_refused_by_the_server() {
     assert!(a.apply(&cfg).is_empty());
     // In TLS 1.3 the server checks the client certificate after the
     // client's handshake is done; a client that writes first may see its
-    // connection reset (EPIPE) before it reads the alert. The link retries,
-    // and an attempt that reads first names the alert (about 9 in 10).
-    let err = refused_link(&a, "stranger", "alert").await;
+    // connection reset (EPIPE) before it reads the alert. Either way the
+    // link's error says the certificate was refused.
+    let err = refused_link(&a, "stranger", "").await;
     eprintln!("server-side refusal seen by the dialler: {err}");
     // The good link from the same router is up; the stranger's never was.
     up_link(&a, "good").await;
     let s = a.status().borrow().clone();
     assert_eq!(s.links["stranger"].peer, None, "{s:#?}");
     assert!(
-        err.contains("alert"),
-        "the TLS alert names the refusal: {err}"
+        err.contains("alert") || err.contains("refused this link's client certificate"),
+        "the error names the refusal: {err}"
     );
     wait_status(&b, "b to list the good link", |s| s.up_links_to("a") == 1).await;
 }
