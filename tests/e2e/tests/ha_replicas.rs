@@ -391,3 +391,63 @@ fn twenty_redemptions_spread_over_three_replicas_succeed_exactly_ten_times() {
         assert_eq!(g["status"]["redemptions"], 10, "{g}");
     }
 }
+
+#[test]
+fn a_lone_control_plane_never_takes_its_own_proxies_for_departed() {
+    // SQLite: one control plane, whose instance record is written once at
+    // start. Its leader's dataplane-gc judges departed replicas only after
+    // leading for 20 s; run it past that and check the connected proxy is
+    // never written offline. (A 1 s lease: the job runs every 2 s.)
+    let mut cp =
+        meshlink_e2e::ControlPlane::prepare_on(meshlink_e2e::StoreKind::Sqlite, "127.0.0.1", 0);
+    cp.add_args(&["--leader-lease", "1s"]);
+    cp.restart();
+    cp.cli(&[
+        "apply",
+        "-f",
+        meshlink_e2e::fixture("xds-mesh.yaml").to_str().unwrap(),
+    ])
+    .success();
+    let (token, _) = cp.dataplane_token(&["--mesh", "default", "--name", "web-1"]);
+    let rt = runtime();
+    let _held = rt.block_on(async {
+        let ch = connect(&cp, None).await;
+        let mut d = Delta::open(
+            ch,
+            Some(&token),
+            node("default", "web-1", "envoy"),
+            delta_request(meshlink_e2e::ads::CLUSTER_TYPE, &[]),
+        )
+        .await
+        .expect("stream opens");
+        let first = d.next().await.expect("a first response");
+        d.ack(&first).await;
+        d
+    });
+    eventually("web-1 online", READY, || {
+        let (_, dp) = cp.api("GET", "/api/v1/dataplanes/web-1?mesh=default", None);
+        (dp["status"]["online"] == true).then_some(())
+    });
+    // Wait for a run of the job after 22 s of leadership (runs every 2 s).
+    let started = Instant::now();
+    eventually(
+        "a dataplane-gc run after 22 s of leading",
+        Duration::from_secs(120),
+        || {
+            let (_, v) = cp.api("GET", "/api/v1/controlplanes", None);
+            let j = v["jobs"]
+                .as_array()?
+                .iter()
+                .find(|j| j["job"] == "dataplane-gc")?
+                .clone();
+            (started.elapsed() > Duration::from_secs(22) && j["runs"].as_u64()? >= 12).then_some(())
+        },
+    );
+    let (history, deleted) = dataplane_history(&cp, "web-1");
+    assert!(!deleted);
+    let offline = meshlink_e2e::replicas::offline_after_online(&history);
+    assert!(
+        offline.is_empty(),
+        "written offline while connected: {offline:?}"
+    );
+}

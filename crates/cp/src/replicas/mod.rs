@@ -134,13 +134,15 @@ pub(crate) fn start(parts: ReplicaParts<'_>) {
     let period = job_period(config.leader_lease);
     let gc_resources = resources.clone();
     let gc_leadership = leadership.clone();
+    let own = replica.instance.clone();
     let gc: jobs::JobFn = std::sync::Arc::new(move || {
         let r = gc_resources.clone();
         let judge = gc_leadership
             .held_for()
             .is_some_and(|d| d > HEARTBEAT_STALE);
+        let own = own.clone();
         Box::pin(async move {
-            presence::sweep(&r, grace, judge)
+            presence::sweep(&r, grace, judge, &own)
                 .await
                 .map(|s| s.to_string())
         })

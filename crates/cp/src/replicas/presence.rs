@@ -76,10 +76,13 @@ fn departed(
 /// after a failover or a database outage every other replica needs that
 /// long to write a heartbeat again, and none may be taken for gone
 /// meanwhile.
+/// `own` is this replica's instance: its own proxies are never judged
+/// (it knows its streams; with SQLite its record is written only at start).
 pub async fn sweep(
     resources: &ResourceService,
     gc_grace: Duration,
     judge_departures: bool,
+    own: &str,
 ) -> Result<Swept, String> {
     let now = SystemTime::now();
     let store = resources.store().clone();
@@ -105,6 +108,9 @@ pub async fn sweep(
             let Some(instance) = s.control_plane_instance.as_deref() else {
                 continue;
             };
+            if instance == own {
+                continue;
+            }
             let last = s.last_connected.as_deref().and_then(parse_time);
             if let Some(why) = departed(instance, last, &records, now)
                 && mark_offline(resources, &dp, &why, now).await?
