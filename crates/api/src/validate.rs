@@ -109,7 +109,7 @@ pub(crate) fn mesh_name(errs: &mut Errors, path: &str, mesh: &str) {
 }
 
 /// A label: key `[prefix/]name`, value up to 63 characters of `[A-Za-z0-9-_.]`.
-fn label(errs: &mut Errors, path: &str, key: &str, value: &str) {
+pub(crate) fn label(errs: &mut Errors, path: &str, key: &str, value: &str) {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),

@@ -97,7 +97,7 @@ apiVersion: meshlink.dev/v1alpha1
 kind: MeshTrafficPermission
 metadata: {name: p, mesh: default}
 spec:
-  targetRef: {kind: Dataplane, name: web, tags: {version: v1}}
+  targetRef: {kind: MeshGateway, name: web, tags: {version: v1}}
   from:
     - targetRef: {kind: MeshService}
       default: {action: allow}
@@ -108,7 +108,7 @@ spec:
         errors(text),
         [
             // No "name/tags not allowed" follow-ups for the unknown kind.
-            r#"spec.targetRef.kind: unknown targetRef kind "Dataplane"; expected Mesh, MeshService or MeshSubset"#,
+            r#"spec.targetRef.kind: unknown targetRef kind "MeshGateway"; expected Mesh, Dataplane, MeshSubset or MeshService"#,
             "spec.from[0].targetRef.name: required when kind is MeshService: the service name",
             r#"spec.from[0].default.action: unknown action "allow"; expected Allow, Deny or AllowWithShadowDeny"#,
         ]
@@ -254,13 +254,13 @@ kind: MeshTrafficPermission
 mesh: default
 metadata: {name: p}
 spec:
-  targetRef: {kind: Dataplane}
+  targetRef: {kind: Dataplane, tags: {app: web}}
   from: [{targetRef: {kind: MeshSubset}, default: {action: allow}}]
 "#;
     assert_eq!(
         errors(kuma_kubernetes),
         [
-            r#"spec.targetRef.kind: unknown targetRef kind "Dataplane"; expected Mesh, MeshService or MeshSubset"#,
+            "spec.targetRef.tags: not allowed when kind is Dataplane; a Dataplane is selected by labels (use labels:)",
             "spec.from[0].targetRef.tags: required when kind is MeshSubset: the tags to match",
             r#"spec.from[0].default.action: unknown action "allow"; expected Allow, Deny or AllowWithShadowDeny"#,
         ]

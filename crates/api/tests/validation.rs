@@ -254,7 +254,14 @@ fn traffic_permission_rules() {
     );
     assert_eq!(
         one("MeshTrafficPermission", rule(json!({"kind": "Dataplane"}))),
-        r#"spec.from[0].targetRef.kind: unknown targetRef kind "Dataplane"; expected Mesh, MeshService or MeshSubset"#
+        "spec.from[0].targetRef.kind: Dataplane is not allowed in from[]: select clients with kind Mesh, MeshSubset (tags) or MeshService (name)"
+    );
+    assert_eq!(
+        one(
+            "MeshTrafficPermission",
+            rule(json!({"kind": "MeshGateway"}))
+        ),
+        r#"spec.from[0].targetRef.kind: unknown targetRef kind "MeshGateway"; expected Mesh, Dataplane, MeshSubset or MeshService"#
     );
     assert_eq!(
         one(
@@ -273,6 +280,86 @@ fn traffic_permission_rules() {
     assert!(
         one("MeshTrafficPermission", json!({}))
             .starts_with("spec.from: at least one rule is required")
+    );
+}
+
+#[test]
+fn traffic_permission_target_ref_forms() {
+    let top = |target: Value| json!({"targetRef": target, "from": [{"targetRef": {"kind": "Mesh"}, "default": {"action": "Allow"}}]});
+    let mtp = "MeshTrafficPermission";
+    for ok in [
+        json!({"kind": "Mesh"}),
+        json!({"kind": "Dataplane"}),
+        json!({"kind": "Dataplane", "labels": {"app": "backend"}}),
+        json!({"kind": "Dataplane", "labels": {"app": "backend"}, "sectionName": "8080"}),
+        json!({"kind": "Dataplane", "name": "backend-1", "namespace": "shop"}),
+        json!({"kind": "Dataplane", "name": "backend-1", "sectionName": "8080"}),
+        json!({"kind": "MeshSubset", "tags": {"version": "v2"}}),
+        json!({"kind": "MeshService", "name": "backend"}),
+    ] {
+        assert_eq!(errors(mtp, top(ok.clone())), Vec::<String>::new(), "{ok}");
+    }
+    assert_eq!(
+        one(mtp, top(json!({"kind": "Mesh", "labels": {"app": "x"}}))),
+        "spec.targetRef.labels: not allowed when kind is Mesh; use kind: Dataplane to select Dataplanes by labels"
+    );
+    assert_eq!(
+        one(mtp, top(json!({"kind": "Dataplane", "labels": {}}))),
+        "spec.targetRef.labels: must not be empty: list the labels a Dataplane must carry, or remove labels to select every Dataplane"
+    );
+    assert_eq!(
+        one(mtp, top(json!({"kind": "Dataplane", "tags": {"app": "x"}}))),
+        "spec.targetRef.tags: not allowed when kind is Dataplane; a Dataplane is selected by labels (use labels:)"
+    );
+    assert_eq!(
+        one(
+            mtp,
+            top(json!({"kind": "Dataplane", "name": "a", "labels": {"app": "x"}}))
+        ),
+        "spec.targetRef.labels: not allowed together with name: select one Dataplane by name or several by labels"
+    );
+    assert_eq!(
+        one(mtp, top(json!({"kind": "Dataplane", "namespace": "shop"}))),
+        "spec.targetRef.namespace: only allowed together with name: namespace and name reference one Dataplane"
+    );
+    assert_eq!(
+        one(
+            mtp,
+            top(json!({"kind": "Dataplane", "labels": {"bad key!": "x"}}))
+        ),
+        r#"spec.targetRef.labels["bad key!"]: invalid label key "bad key!": use an optional DNS prefix and '/', then up to 63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit"#
+    );
+    assert_eq!(
+        one(
+            mtp,
+            top(json!({"kind": "MeshService", "name": "b", "sectionName": "80"}))
+        ),
+        "spec.targetRef.sectionName: not allowed when kind is MeshService; use kind: Dataplane to select one inbound"
+    );
+    assert_eq!(
+        one(
+            mtp,
+            top(json!({"kind": "MeshSubset", "tags": {"a": "b"}, "namespace": "x"}))
+        ),
+        "spec.targetRef.namespace: not allowed when kind is MeshSubset"
+    );
+    assert_eq!(
+        one(
+            mtp,
+            top(json!({"kind": "MeshSubset", "tags": {"a": "b"}, "labels": {"a": "b"}}))
+        ),
+        "spec.targetRef.labels: not allowed when kind is MeshSubset; use kind: Dataplane to select Dataplanes by labels"
+    );
+    assert_eq!(
+        one(
+            mtp,
+            top(json!({"kind": "Dataplane", "labels": {"a": "b"}, "sectionName": ""}))
+        ),
+        r#"spec.targetRef.sectionName: must not be empty: an inbound's port, e.g. sectionName: "8080""#
+    );
+    assert_eq!(
+        one(mtp, top(json!({"kind": "Dataplane", "selector": {}}))),
+        "spec.targetRef.selector: unknown field `selector`, expected one of `kind`, `name`, `namespace`, `labels`, `sectionName`, `tags`"
     );
 }
 

@@ -23,6 +23,7 @@ mod secret;
 mod service;
 mod site;
 mod string_enum;
+mod target_ref;
 mod traffic_permission;
 
 pub use dataplane::{
@@ -49,9 +50,8 @@ pub use site::{
     NetworkSite, RouterAccessSpec, RouterAccessStatus, RouterRole, RouterRoleName, SiteSpec,
     SiteStatus,
 };
-pub use traffic_permission::{
-    Action, FromRule, MeshTrafficPermissionSpec, PermissionConf, TargetRef, TargetRefKind,
-};
+pub use target_ref::{InboundTarget, NAMESPACE_LABEL, TargetRef, TargetRefKind};
+pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
 
 /// What secret values are replaced with by the `redacted()` methods.
 ///

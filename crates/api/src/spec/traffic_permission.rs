@@ -4,12 +4,10 @@
 //! and target matching. It decides nothing about precedence between
 //! policies; that belongs to the translator.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::dataplane::service_from_tags;
 use super::string_enum::string_enum;
+use super::target_ref::{Position, TargetRef, TargetRefKind};
 use crate::validate::Errors;
 
 /// `spec` of a MeshTrafficPermission.
@@ -25,18 +23,6 @@ pub struct MeshTrafficPermissionSpec {
 }
 
 string_enum! {
-    /// What a [`TargetRef`] selects.
-    pub enum TargetRefKind ("targetRef kind") {
-        /// Every proxy in the mesh.
-        Mesh = "Mesh",
-        /// Proxies serving the service `name`.
-        MeshService = "MeshService",
-        /// Proxies whose inbound tags include all of `tags`.
-        MeshSubset = "MeshSubset",
-    }
-}
-
-string_enum! {
     /// The verdict of a permission rule.
     pub enum Action ("action") {
         /// Allow the traffic.
@@ -46,20 +32,6 @@ string_enum! {
         /// Allow, but log what a Deny would have blocked.
         AllowWithShadowDeny = "AllowWithShadowDeny",
     }
-}
-
-/// A selection of proxies.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TargetRef {
-    /// `Mesh`, `MeshService` or `MeshSubset`.
-    pub kind: TargetRefKind,
-    /// Service name; required for `MeshService`, not allowed otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Tags; required for `MeshSubset`, not allowed otherwise.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
 }
 
 /// One entry of `from`: sources and the action applied to them.
@@ -86,16 +58,14 @@ pub struct PermissionConf {
 impl MeshTrafficPermissionSpec {
     /// The effective destination selection (`Mesh` when unset).
     pub fn effective_target_ref(&self) -> TargetRef {
-        self.target_ref.clone().unwrap_or(TargetRef {
-            kind: TargetRefKind::Mesh,
-            name: None,
-            tags: BTreeMap::new(),
-        })
+        self.target_ref
+            .clone()
+            .unwrap_or_else(|| TargetRef::of_kind(TargetRefKind::Mesh))
     }
 
     pub(crate) fn validate(&self, errs: &mut Errors) {
         if let Some(t) = &self.target_ref {
-            t.validate(errs, "spec.targetRef");
+            t.validate(errs, "spec.targetRef", Position::Top);
         }
         if self.from.is_empty() {
             errs.add(
@@ -106,7 +76,7 @@ impl MeshTrafficPermissionSpec {
         }
         for (i, rule) in self.from.iter().enumerate() {
             rule.target_ref
-                .validate(errs, &format!("spec.from[{i}].targetRef"));
+                .validate(errs, &format!("spec.from[{i}].targetRef"), Position::From);
             rule.default_
                 .action
                 .validate(errs, &format!("spec.from[{i}].default.action"));
@@ -114,60 +84,12 @@ impl MeshTrafficPermissionSpec {
     }
 }
 
-// === impl TargetRef ===
-
-impl TargetRef {
-    /// Whether a proxy with these inbound tags is selected (never, for an
-    /// unknown kind).
-    pub fn matches(&self, tags: &BTreeMap<String, String>) -> bool {
-        match self.kind {
-            TargetRefKind::Mesh => true,
-            TargetRefKind::MeshService => {
-                self.name.is_some() && service_from_tags(tags) == self.name.as_deref()
-            }
-            TargetRefKind::MeshSubset => self.tags.iter().all(|(k, v)| tags.get(k) == Some(v)),
-            TargetRefKind::Unknown(_) => false,
-        }
-    }
-
-    fn validate(&self, errs: &mut Errors, at: &str) {
-        // Which of name and tags apply depends on the kind: with an unknown
-        // kind, only the kind is reported.
-        if !self.kind.validate(errs, &format!("{at}.kind")) {
-            return;
-        }
-        let has_name = self.name.as_deref().is_some_and(|n| !n.trim().is_empty());
-        match self.kind {
-            TargetRefKind::MeshService if !has_name => errs.add(
-                format!("{at}.name"),
-                "required when kind is MeshService: the service name",
-            ),
-            TargetRefKind::Mesh | TargetRefKind::MeshSubset if self.name.is_some() => errs.add(
-                format!("{at}.name"),
-                format!("not allowed when kind is {}", self.kind),
-            ),
-            _ => {}
-        }
-        match self.kind {
-            TargetRefKind::MeshSubset if self.tags.is_empty() => errs.add(
-                format!("{at}.tags"),
-                "required when kind is MeshSubset: the tags to match",
-            ),
-            TargetRefKind::Mesh | TargetRefKind::MeshService if !self.tags.is_empty() => errs.add(
-                format!("{at}.tags"),
-                format!(
-                    "not allowed when kind is {}; use kind: MeshSubset to select by tags",
-                    self.kind
-                ),
-            ),
-            _ => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+    use crate::spec::target_ref::{InboundTarget, NAMESPACE_LABEL};
 
     fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -182,18 +104,76 @@ mod tests {
         let mesh = MeshTrafficPermissionSpec::default().effective_target_ref();
         assert!(mesh.matches(&web));
         let svc = |n: &str| TargetRef {
-            kind: TargetRefKind::MeshService,
             name: Some(n.into()),
-            tags: BTreeMap::new(),
+            ..TargetRef::of_kind(TargetRefKind::MeshService)
         };
         assert!(svc("web").matches(&web));
         assert!(!svc("db").matches(&web));
         let subset = |t| TargetRef {
-            kind: TargetRefKind::MeshSubset,
-            name: None,
             tags: t,
+            ..TargetRef::of_kind(TargetRefKind::MeshSubset)
         };
         assert!(subset(tags(&[("version", "v2")])).matches(&web));
         assert!(!subset(tags(&[("version", "v1")])).matches(&web));
+    }
+
+    #[test]
+    fn dataplane_targets_select_by_name_labels_and_section() {
+        let web = tags(&[("kuma.io/service", "web")]);
+        let labels = tags(&[("app", "web"), (NAMESPACE_LABEL, "shop")]);
+        let inbound = InboundTarget {
+            dataplane: "web-1",
+            labels: &labels,
+            port: 8080,
+            tags: &web,
+        };
+        let dp = TargetRef::of_kind(TargetRefKind::Dataplane);
+        assert!(dp.selects(&inbound), "a bare Dataplane selects every one");
+        let by = |f: fn(&mut TargetRef)| {
+            let mut t = dp.clone();
+            f(&mut t);
+            t.selects(&inbound)
+        };
+        assert!(by(|t| t.labels = Some(tags(&[("app", "web")]))));
+        assert!(!by(|t| t.labels = Some(tags(&[("app", "backend")]))));
+        assert!(by(|t| t.name = Some("web-1".into())));
+        assert!(!by(|t| t.name = Some("web-2".into())));
+        assert!(by(|t| {
+            t.name = Some("web-1".into());
+            t.namespace = Some("shop".into());
+        }));
+        assert!(!by(|t| {
+            t.name = Some("web-1".into());
+            t.namespace = Some("other".into());
+        }));
+        assert!(by(|t| t.section_name = Some("8080".into())));
+        assert!(!by(|t| t.section_name = Some("9090".into())));
+        // Ranks follow Kuma's order, most general first.
+        let ranks: Vec<u8> = [
+            TargetRef::of_kind(TargetRefKind::Mesh),
+            dp.clone(),
+            TargetRef {
+                labels: Some(labels.clone()),
+                ..dp.clone()
+            },
+            TargetRef {
+                labels: Some(labels.clone()),
+                section_name: Some("8080".into()),
+                ..dp.clone()
+            },
+            TargetRef {
+                name: Some("web-1".into()),
+                ..dp.clone()
+            },
+            TargetRef {
+                name: Some("web-1".into()),
+                section_name: Some("8080".into()),
+                ..dp.clone()
+            },
+        ]
+        .iter()
+        .map(TargetRef::rank)
+        .collect();
+        assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{ranks:?}");
     }
 }

@@ -1,0 +1,272 @@
+//! Policy `targetRef`s as Kuma defines them: which proxies a policy is
+//! installed on (the top level) and which clients a `from[]` rule matches.
+//!
+//! Owns the shape (`kind`, `name`, `namespace`, `labels`, `sectionName`,
+//! `tags`), its validation per position, matching against one Dataplane
+//! inbound, and the specificity rank Kuma sorts policies by. It decides
+//! nothing about how matching policies combine; that belongs to the
+//! translator.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::dataplane::service_from_tags;
+use super::string_enum::string_enum;
+use crate::validate::{self, Errors};
+
+/// The Dataplane label Kuma on Kubernetes puts the namespace in; a
+/// `targetRef.namespace` matches it.
+pub const NAMESPACE_LABEL: &str = "k8s.kuma.io/namespace";
+
+string_enum! {
+    /// What a [`TargetRef`] selects.
+    pub enum TargetRefKind ("targetRef kind") {
+        /// Every proxy in the mesh.
+        Mesh = "Mesh",
+        /// Dataplanes by `name` (and `namespace`) or by `labels`, optionally
+        /// one inbound (`sectionName`). Top level only.
+        Dataplane = "Dataplane",
+        /// Inbounds whose tags include all of `tags`.
+        MeshSubset = "MeshSubset",
+        /// Inbounds serving the service `name`.
+        MeshService = "MeshService",
+    }
+}
+
+/// Where a [`TargetRef`] appears: the accepted kinds differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Position {
+    /// `spec.targetRef`: the proxies the policy is installed on.
+    Top,
+    /// `spec.from[].targetRef`: the clients a rule matches.
+    From,
+}
+
+/// A selection of proxies (top level) or of clients (`from[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TargetRef {
+    /// `Mesh`, `Dataplane`, `MeshSubset` or `MeshService`.
+    pub kind: TargetRefKind,
+    /// `MeshService`: the service name (required). `Dataplane`: the
+    /// Dataplane's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `Dataplane` with `name` only: the Dataplane's `k8s.kuma.io/namespace`
+    /// label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// `Dataplane` only: labels the Dataplane must carry (all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// `Dataplane` only: one inbound, by its port (e.g. `"8080"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    /// `MeshSubset` only (required there): tags to match.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// One inbound of one Dataplane, as a top-level [`TargetRef`] sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct InboundTarget<'a> {
+    /// The Dataplane's name.
+    pub dataplane: &'a str,
+    /// The Dataplane's labels (`metadata.labels`; Kuma universal's top-level
+    /// `labels`).
+    pub labels: &'a BTreeMap<String, String>,
+    /// The inbound's `port`.
+    pub port: u16,
+    /// The inbound's tags.
+    pub tags: &'a BTreeMap<String, String>,
+}
+
+// === impl TargetRef ===
+
+impl TargetRef {
+    /// A target of `kind` with no other field set.
+    pub fn of_kind(kind: TargetRefKind) -> Self {
+        Self {
+            kind,
+            name: None,
+            namespace: None,
+            labels: None,
+            section_name: None,
+            tags: BTreeMap::new(),
+        }
+    }
+
+    /// Whether a client (`from[]`) or an inbound with these tags is matched.
+    /// `Dataplane` and unknown kinds match nothing here.
+    pub fn matches(&self, tags: &BTreeMap<String, String>) -> bool {
+        match self.kind {
+            TargetRefKind::Mesh => true,
+            TargetRefKind::MeshService => {
+                self.name.is_some() && service_from_tags(tags) == self.name.as_deref()
+            }
+            TargetRefKind::MeshSubset => self.tags.iter().all(|(k, v)| tags.get(k) == Some(v)),
+            TargetRefKind::Dataplane | TargetRefKind::Unknown(_) => false,
+        }
+    }
+
+    /// Whether a top-level target selects this inbound.
+    pub fn selects(&self, inbound: &InboundTarget<'_>) -> bool {
+        if self.kind != TargetRefKind::Dataplane {
+            return self.matches(inbound.tags);
+        }
+        let name_ok = self.name.as_deref().is_none_or(|n| n == inbound.dataplane);
+        let namespace_ok = self
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| inbound.labels.get(NAMESPACE_LABEL).map(String::as_str) == Some(ns));
+        let labels_ok = self
+            .labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| inbound.labels.get(k) == Some(v));
+        let section_ok = self
+            .section_name
+            .as_deref()
+            .is_none_or(|s| s == inbound.port.to_string());
+        name_ok && namespace_ok && labels_ok && section_ok
+    }
+
+    /// Kuma's priority of a top-level target: a higher rank wins over a
+    /// lower one. `Mesh` < `Dataplane` < `Dataplane` with `labels` <
+    /// with `labels` and `sectionName` < with `name` < with `name` and
+    /// `sectionName` (Kuma's policy docs) < `MeshSubset` < `MeshService`
+    /// (the legacy kinds, ranked after `Dataplane` as in Kuma's source).
+    pub fn rank(&self) -> u8 {
+        match self.kind {
+            TargetRefKind::Mesh | TargetRefKind::Unknown(_) => 0,
+            TargetRefKind::Dataplane => {
+                let section = u8::from(self.section_name.is_some());
+                if self.name.is_some() {
+                    4 + section
+                } else if self.labels.is_some() {
+                    2 + section
+                } else {
+                    1 + section
+                }
+            }
+            TargetRefKind::MeshSubset => 6,
+            TargetRefKind::MeshService => 7,
+        }
+    }
+
+    /// Reports every problem of this target at `at`.
+    pub(crate) fn validate(&self, errs: &mut Errors, at: &str, position: Position) {
+        // Which fields apply depends on the kind: with an unknown kind, only
+        // the kind is reported.
+        if !self.kind.validate(errs, &format!("{at}.kind")) {
+            return;
+        }
+        let kind = &self.kind;
+        if position == Position::From && *kind == TargetRefKind::Dataplane {
+            errs.add(
+                format!("{at}.kind"),
+                "Dataplane is not allowed in from[]: select clients with kind Mesh, \
+                 MeshSubset (tags) or MeshService (name)",
+            );
+            return;
+        }
+        let not_allowed = |errs: &mut Errors, field: &str, hint: &str| {
+            errs.add(
+                format!("{at}.{field}"),
+                format!("not allowed when kind is {kind}{hint}"),
+            );
+        };
+        let has_name = self.name.as_deref().is_some_and(|n| !n.trim().is_empty());
+        match kind {
+            TargetRefKind::MeshService if !has_name => errs.add(
+                format!("{at}.name"),
+                "required when kind is MeshService: the service name",
+            ),
+            TargetRefKind::Dataplane if self.name.is_some() && !has_name => errs.add(
+                format!("{at}.name"),
+                "must not be empty: the Dataplane's name, or remove it",
+            ),
+            TargetRefKind::Mesh | TargetRefKind::MeshSubset if self.name.is_some() => {
+                not_allowed(errs, "name", "")
+            }
+            _ => {}
+        }
+        if self.namespace.is_some() {
+            if *kind != TargetRefKind::Dataplane {
+                not_allowed(errs, "namespace", "");
+            } else if self.name.is_none() {
+                errs.add(
+                    format!("{at}.namespace"),
+                    "only allowed together with name: namespace and name reference one Dataplane",
+                );
+            }
+        }
+        self.validate_labels(errs, at);
+        if self.section_name.is_some() && *kind != TargetRefKind::Dataplane {
+            not_allowed(
+                errs,
+                "sectionName",
+                "; use kind: Dataplane to select one inbound",
+            );
+        }
+        if self
+            .section_name
+            .as_deref()
+            .is_some_and(|s| s.trim().is_empty())
+        {
+            errs.add(
+                format!("{at}.sectionName"),
+                "must not be empty: an inbound's port, e.g. sectionName: \"8080\"",
+            );
+        }
+        match kind {
+            TargetRefKind::MeshSubset if self.tags.is_empty() => errs.add(
+                format!("{at}.tags"),
+                "required when kind is MeshSubset: the tags to match",
+            ),
+            TargetRefKind::Dataplane if !self.tags.is_empty() => not_allowed(
+                errs,
+                "tags",
+                "; a Dataplane is selected by labels (use labels:)",
+            ),
+            TargetRefKind::Mesh | TargetRefKind::MeshService if !self.tags.is_empty() => {
+                not_allowed(errs, "tags", "; use kind: MeshSubset to select by tags")
+            }
+            _ => {}
+        }
+    }
+
+    fn validate_labels(&self, errs: &mut Errors, at: &str) {
+        let Some(labels) = &self.labels else { return };
+        let path = format!("{at}.labels");
+        if self.kind != TargetRefKind::Dataplane {
+            errs.add(
+                path,
+                format!(
+                    "not allowed when kind is {}; use kind: Dataplane to select Dataplanes by labels",
+                    self.kind
+                ),
+            );
+            return;
+        }
+        if labels.is_empty() {
+            errs.add(
+                path,
+                "must not be empty: list the labels a Dataplane must carry, or remove labels \
+                 to select every Dataplane",
+            );
+            return;
+        }
+        if self.name.is_some() {
+            errs.add(
+                path.clone(),
+                "not allowed together with name: select one Dataplane by name or several by \
+                 labels",
+            );
+        }
+        for (k, v) in labels {
+            validate::label(errs, &format!("{path}[{k:?}]"), k, v);
+        }
+    }
+}
