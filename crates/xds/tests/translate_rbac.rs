@@ -2,49 +2,19 @@
 
 mod translate_fixtures;
 
-use envoy_types::pb::envoy::config::listener::v3::{Listener, filter::ConfigType};
-use envoy_types::pb::envoy::config::rbac::v3::{principal::Identifier, rbac::Action};
-use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
+use envoy_types::pb::envoy::config::rbac::v3::rbac::Action;
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use meshlink_api::Resource;
-use meshlink_xds::translate::{ClientKind, LISTENER_TYPE, MeshView, translate};
-use prost::Message;
+use meshlink_xds::translate::{ClientKind, MeshView, translate};
 use serde_json::json;
-use translate_fixtures::{MESH, permission, proxy, standard_view};
+use translate_fixtures::{MESH, permission, proxy, rbac_of_listener, standard_view};
 
 /// The RBAC filters of web-1's inbound: (action, principal patterns).
 fn inbound_rbac(view: &MeshView) -> Vec<(Action, Vec<MatchPattern>)> {
-    let snap = translate(&proxy("web-1", ClientKind::Envoy), view);
-    let any = &snap
-        .get(LISTENER_TYPE, "inbound:10.0.0.1:8080")
-        .expect("web-1 has an inbound listener")
-        .resource;
-    let listener = Listener::decode(any.value.as_slice()).unwrap();
-    listener.filter_chains[0]
-        .filters
-        .iter()
-        .filter(|f| f.name == "envoy.filters.network.rbac")
-        .map(|f| {
-            let Some(ConfigType::TypedConfig(cfg)) = &f.config_type else {
-                panic!("RBAC filter without typed config")
-            };
-            let rules = Rbac::decode(cfg.value.as_slice()).unwrap().rules.unwrap();
-            let principals = rules
-                .policies
-                .values()
-                .flat_map(|p| &p.principals)
-                .map(|p| match &p.identifier {
-                    Some(Identifier::Authenticated(a)) => a
-                        .principal_name
-                        .as_ref()
-                        .and_then(|m| m.match_pattern.clone())
-                        .unwrap(),
-                    other => panic!("unexpected principal {other:?}"),
-                })
-                .collect();
-            (rules.action(), principals)
-        })
-        .collect()
+    rbac_of_listener(
+        &translate(&proxy("web-1", ClientKind::Envoy), view),
+        "inbound:10.0.0.1:8080",
+    )
 }
 
 fn exact(id: &str) -> MatchPattern {

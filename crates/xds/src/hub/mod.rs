@@ -15,7 +15,9 @@
 //! The hub patches its cached view at once and works out which connected
 //! proxies the change can affect: a Dataplane's own proxy and the proxies
 //! with an outbound to a service whose endpoints changed; for a
-//! MeshTrafficPermission, the proxies with an inbound it targets; for a
+//! MeshTrafficPermission, the proxies with an inbound it targets (by tags,
+//! or by the Dataplane's name, labels and inbound port; a Dataplane whose
+//! labels changed recomputes its own proxy); for a
 //! Mesh spec change (mTLS, trust domain) or a trust change, every proxy of
 //! the mesh. A write that changes no spec (status-only), a change in a mesh
 //! with no connected proxy, and CA bookkeeping cost no per-proxy work. Only

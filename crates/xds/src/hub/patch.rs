@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use meshlink_api::Resource;
-use meshlink_api::spec::{DataplaneSpec, TargetRef};
+use meshlink_api::spec::{DataplaneSpec, InboundTarget, TargetRef};
 use tokio::time::Instant;
 
 use super::{MeshTrust, Update};
@@ -77,6 +77,13 @@ fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&BTreeMap<String, String>> {
     dp.into_iter()
         .flat_map(|dp| &dp.networking.inbound)
         .map(|i| &i.tags)
+        .collect()
+}
+
+fn inbound_ports_and_tags(dp: Option<&DataplaneSpec>) -> Vec<(u16, &BTreeMap<String, String>)> {
+    dp.into_iter()
+        .flat_map(|dp| &dp.networking.inbound)
+        .map(|i| (i.port.get(), &i.tags))
         .collect()
 }
 
@@ -228,9 +235,12 @@ impl MeshCtx {
         let Some(view) = self.view.as_ref() else {
             return Affected::default();
         };
+        let old_labels = old.as_ref().map(Resource::labels);
+        let new_labels = view.dataplane_resource(name).map(Resource::labels);
         let old = old.as_ref().and_then(|r| r.spec.as_dataplane());
         let new = view.dataplane(name);
-        if old == new {
+        if old == new && old_labels == new_labels {
+            // Labels matter too: a permission's targetRef may select by them.
             return Affected::default();
         }
         let mut affected = Affected::default();
@@ -284,16 +294,29 @@ impl MeshCtx {
         self.targeted(&targets)
     }
 
-    /// Connected proxies with an inbound one of `targets` selects.
+    /// Connected proxies with an inbound one of `targets` selects (by
+    /// tags, or by Dataplane name, labels and inbound port).
     fn targeted(&self, targets: &[TargetRef]) -> Affected {
         let mut affected = Affected::default();
         let Some(view) = self.view.as_ref() else {
             return affected;
         };
         for name in self.outbounds.keys() {
-            let hit = inbound_tags(view.dataplane(name))
+            let Some(dp) = view.dataplane_resource(name) else {
+                continue;
+            };
+            let labels = dp.labels();
+            let hit = inbound_ports_and_tags(dp.spec.as_dataplane())
                 .into_iter()
-                .any(|tags| targets.iter().any(|t| t.matches(tags)));
+                .any(|(port, tags)| {
+                    let inbound = InboundTarget {
+                        dataplane: name,
+                        labels,
+                        port,
+                        tags,
+                    };
+                    targets.iter().any(|t| t.selects(&inbound))
+                });
             if hit {
                 affected.names.insert(name.clone());
             }
@@ -325,7 +348,7 @@ impl MeshCtx {
         for r in fresh.dataplanes() {
             let same = view
                 .dataplane_resource(r.name())
-                .is_some_and(|o| o.spec == r.spec);
+                .is_some_and(|o| o.spec == r.spec && o.labels() == r.labels());
             if !same {
                 updates.push(Update::Upserted(r.clone()));
             }

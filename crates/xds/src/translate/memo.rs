@@ -3,16 +3,17 @@
 //! Owns the memo a caller may keep across translations of one mesh: the
 //! load assignment of each destination service, the Cluster of each
 //! `(service, identity secret, client shape)`, and the RBAC principals of
-//! each inbound tag set. Entries are keyed by their inputs within one
+//! each inbound tag set (with the Dataplane name, labels and inbound port
+//! when a permission selects by them). Entries are keyed by their inputs within one
 //! view; the caller must forget what a view change invalidates
 //! ([`Memo::forget_service`], [`Memo::forget_permissions`], [`Memo::clear`]).
 //! It must never hold anything specific to one proxy (names with an
 //! address, secrets with a key).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::rbac::RbacSources;
+use super::rbac::{RbacKey, RbacSources};
 use super::snapshot::Versioned;
 
 /// What identifies a destination Cluster besides the mesh.
@@ -31,7 +32,7 @@ pub(crate) struct ClusterKey {
 pub struct Memo {
     assignments: HashMap<String, Arc<Versioned>>,
     clusters: HashMap<ClusterKey, Arc<Versioned>>,
-    rbac: HashMap<BTreeMap<String, String>, Arc<RbacSources>>,
+    rbac: HashMap<RbacKey, Arc<RbacSources>>,
 }
 
 // === impl Memo ===
@@ -91,14 +92,12 @@ impl Memo {
 
     pub(crate) fn rbac(
         &mut self,
-        tags: &BTreeMap<String, String>,
+        key: RbacKey,
         build: impl FnOnce() -> RbacSources,
     ) -> Arc<RbacSources> {
-        if let Some(r) = self.rbac.get(tags) {
-            return r.clone();
-        }
-        let r = Arc::new(build());
-        self.rbac.insert(tags.clone(), r.clone());
-        r
+        self.rbac
+            .entry(key)
+            .or_insert_with(|| Arc::new(build()))
+            .clone()
     }
 }

@@ -196,7 +196,7 @@ pub fn translate_shared(
                 }
                 tls::secrets(&mut snap, view, dp, &proxy.secrets);
             }
-            sidecar::build(&mut snap, view, dp, memo);
+            sidecar::build(&mut snap, view, &proxy.name, dp, memo);
         }
     }
     snap

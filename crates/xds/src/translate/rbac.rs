@@ -3,8 +3,11 @@
 //! Owns who may connect to an inbound: sources are SPIFFE IDs matched on
 //! the peer certificate's URI SAN. With mTLS on, the default is deny: an
 //! inbound no Allow rule selects gets an ALLOW filter with no policies.
-//! Deny rules win over Allow rules (a DENY filter runs first). It must
-//! never be used with mTLS off: without certificates there is no identity.
+//! Several permissions combine in Kuma's merge order ([`inbound_sources`]):
+//! for each client the highest-priority matching rule decides, and the
+//! result is a DENY filter (the exceptions to a mesh-wide Allow) before an
+//! ALLOW filter. It must never be used with mTLS off: without certificates
+//! there is no identity.
 //!
 //! Each filter carries at most one policy, because RBAC policies are a
 //! protobuf map whose encoding order is not stable; one entry keeps the
@@ -20,7 +23,9 @@ use envoy_types::pb::envoy::config::rbac::v3::{
 use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 use envoy_types::util::pack_any;
-use meshlink_api::spec::{Action, TargetRef, TargetRefKind};
+use meshlink_api::spec::{
+    Action, FromRule, InboundTarget, MeshTrafficPermissionSpec, TargetRef, TargetRefKind,
+};
 
 use super::{MeshView, names};
 
@@ -43,25 +48,89 @@ pub(crate) struct RbacSources {
     deny: BTreeSet<Source>,
 }
 
-/// The allow and deny sources for an inbound with `tags`.
-pub(super) fn inbound_sources(view: &MeshView, tags: &BTreeMap<String, String>) -> RbacSources {
-    let mut out = RbacSources::default();
+/// What an inbound's RBAC depends on: its tags always; the Dataplane's
+/// name, labels and the inbound's port only while some permission of the
+/// view selects by them (so proxies of one service still share the entry).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct RbacKey {
+    tags: BTreeMap<String, String>,
+    dataplane: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    port: Option<u16>,
+}
+
+/// The memo key of `inbound` in `view` (see [`RbacKey`]).
+pub(super) fn rbac_key(view: &MeshView, inbound: &InboundTarget<'_>) -> RbacKey {
+    let (mut names, mut labels, mut ports) = (false, false, false);
+    for t in top_level_targets(view) {
+        names |= t.name.is_some();
+        labels |= t.labels.is_some() || t.namespace.is_some();
+        ports |= t.section_name.is_some();
+    }
+    RbacKey {
+        tags: inbound.tags.clone(),
+        dataplane: names.then(|| inbound.dataplane.to_owned()),
+        labels: labels.then(|| inbound.labels.clone()),
+        port: ports.then_some(inbound.port),
+    }
+}
+
+fn top_level_targets(view: &MeshView) -> impl Iterator<Item = TargetRef> + '_ {
+    view.permissions()
+        .iter()
+        .filter_map(|r| r.spec.as_mesh_traffic_permission())
+        .map(MeshTrafficPermissionSpec::effective_target_ref)
+        .filter(|t| t.kind == TargetRefKind::Dataplane)
+}
+
+/// The allow and deny sources for `inbound`, as Kuma merges policies:
+/// the permissions whose top-level `targetRef` selects the inbound are
+/// ordered by [`TargetRef::rank`] (most general first), then by name in
+/// inverted lexicographic order (so of two equal targets the name that
+/// sorts first has the higher priority); their `from[]` lists are
+/// concatenated in that order, and for each client the last entry that
+/// matches it decides.
+pub(super) fn inbound_sources(view: &MeshView, inbound: &InboundTarget<'_>) -> RbacSources {
     let mut mtps: Vec<_> = view
         .permissions()
         .iter()
         .filter_map(|r| Some((r.name(), r.spec.as_mesh_traffic_permission()?)))
-        .filter(|(_, mtp)| mtp.effective_target_ref().matches(tags))
+        .map(|(name, mtp)| (name, mtp, mtp.effective_target_ref()))
+        .filter(|(_, _, target)| target.selects(inbound))
         .collect();
-    mtps.sort_by_key(|(name, _)| *name);
-    for (_, mtp) in mtps {
-        for rule in &mtp.from {
-            let into = match rule.default_.action {
-                Action::Allow | Action::AllowWithShadowDeny => &mut out.allow,
-                Action::Deny => &mut out.deny,
-                Action::Unknown(_) => continue,
-            };
-            into.extend(sources(view, &rule.target_ref));
+    mtps.sort_by(|a, b| a.2.rank().cmp(&b.2.rank()).then_with(|| b.0.cmp(a.0)));
+    let rules: Vec<&FromRule> = mtps.iter().flat_map(|(_, mtp, _)| &mtp.from).collect();
+    // Walk from the highest priority down: the first verdict a client
+    // gets is its last matching entry's. A `Mesh` entry decides every
+    // client not decided yet, so nothing below it matters.
+    let mut decided: BTreeMap<Source, bool> = BTreeMap::new();
+    let mut rest = None;
+    for rule in rules.iter().rev() {
+        let allow = match rule.default_.action {
+            Action::Allow | Action::AllowWithShadowDeny => true,
+            Action::Deny => false,
+            Action::Unknown(_) => continue,
+        };
+        if rule.target_ref.kind == TargetRefKind::Mesh {
+            rest = Some(allow);
+            break;
         }
+        for source in sources(view, &rule.target_ref) {
+            decided.entry(source).or_insert(allow);
+        }
+    }
+    let mut out = RbacSources::default();
+    if rest == Some(true) {
+        // Everyone in the trust domain but the clients decided Deny.
+        out.allow.insert(Source::TrustDomain(names::spiffe_prefix(
+            view.trust_domain(),
+        )));
+        out.deny
+            .extend(decided.into_iter().filter(|(_, a)| !a).map(|(s, _)| s));
+    } else {
+        // Default deny: only the clients decided Allow.
+        out.allow
+            .extend(decided.into_iter().filter(|(_, a)| *a).map(|(s, _)| s));
     }
     out
 }
@@ -111,7 +180,8 @@ fn sources(view: &MeshView, target: &TargetRef) -> Vec<Source> {
             .filter_map(|i| i.service())
             .map(|s| Source::Service(names::spiffe_id(td, s)))
             .collect(),
-        TargetRefKind::Unknown(_) => Vec::new(),
+        // Not a client selector (validation refuses it in from[]).
+        TargetRefKind::Dataplane | TargetRefKind::Unknown(_) => Vec::new(),
     }
 }
 

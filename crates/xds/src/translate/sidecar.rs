@@ -6,7 +6,7 @@
 //! service), and an EDS cluster plus load assignment per destination. It
 //! must never emit secret contents (see `tls::secrets`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::cluster::v3::{
     Cluster, cluster::ClusterDiscoveryType, cluster::DiscoveryType, cluster::EdsClusterConfig,
@@ -19,7 +19,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
 };
 use envoy_types::pb::google::protobuf::Duration;
 use envoy_types::util::pack_any;
-use meshlink_api::spec::{DataplaneSpec, Inbound};
+use meshlink_api::spec::{DataplaneSpec, Inbound, InboundTarget};
 
 use super::endpoints::{assignment, service_assignment, socket_address};
 use super::memo::{ClusterKey, Memo};
@@ -38,10 +38,26 @@ const CONNECT_TIMEOUT: Duration = Duration {
 /// Emits the listeners, clusters and load assignments of a sidecar;
 /// destination clusters, load assignments and RBAC principals come from
 /// (and go into) `memo`.
-pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, memo: &mut Memo) {
+pub(super) fn build(
+    snap: &mut Snapshot,
+    view: &MeshView,
+    name: &str,
+    dp: &DataplaneSpec,
+    memo: &mut Memo,
+) {
     let identity = tls::identity_secret_name(dp).filter(|_| view.mtls_enabled());
+    let no_labels = BTreeMap::new();
+    let labels = view
+        .dataplane_resource(name)
+        .map_or(&no_labels, |r| r.labels());
     for inbound in &dp.networking.inbound {
-        inbound_resources(snap, view, dp, inbound, identity.as_deref(), memo);
+        let target = InboundTarget {
+            dataplane: name,
+            labels,
+            port: inbound.port.get(),
+            tags: &inbound.tags,
+        };
+        inbound_resources(snap, view, dp, inbound, &target, identity.as_deref(), memo);
     }
     let mut destinations = BTreeSet::new();
     for outbound in &dp.networking.outbound {
@@ -124,6 +140,7 @@ fn inbound_resources(
     view: &MeshView,
     dp: &DataplaneSpec,
     inbound: &Inbound,
+    target: &InboundTarget<'_>,
     identity: Option<&str>,
     memo: &mut Memo,
 ) {
@@ -139,7 +156,8 @@ fn inbound_resources(
     let mut filters = Vec::new();
     let mut transport_socket = None;
     if let Some(identity) = identity {
-        let sources = memo.rbac(&inbound.tags, || rbac::inbound_sources(view, &inbound.tags));
+        let key = rbac::rbac_key(view, target);
+        let sources = memo.rbac(key, || rbac::inbound_sources(view, target));
         filters.extend(rbac::inbound_filters(&sources, &name));
         transport_socket = Some(tls::downstream_sds(identity.to_owned(), view.mesh_name()));
     }

@@ -6,7 +6,8 @@ use std::fmt::Debug;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::config::rbac::v3::{principal::Identifier, rbac::Action as RbacAction};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
@@ -15,9 +16,10 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProx
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     DownstreamTlsContext, Secret, UpstreamTlsContext,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use meshlink_api::Resource;
 use meshlink_xds::translate::{
-    ClientKind, MeshView, ProxyContext, SecretsInput, Snapshot, TYPE_ORDER,
+    ClientKind, LISTENER_TYPE, MeshView, ProxyContext, SecretsInput, Snapshot, TYPE_ORDER,
 };
 use prost::{Message, Name};
 use serde_json::{Value, json};
@@ -120,6 +122,41 @@ pub fn proxy(name: &str, client: ClientKind) -> ProxyContext {
             trust_bundle_pem: Some("<mesh CA PEM>".into()),
         },
     }
+}
+
+/// The RBAC filters of the inbound listener `name` of `snap`: (action,
+/// principal patterns).
+pub fn rbac_of_listener(snap: &Snapshot, name: &str) -> Vec<(RbacAction, Vec<MatchPattern>)> {
+    let any = &snap
+        .get(LISTENER_TYPE, name)
+        .unwrap_or_else(|| panic!("no listener {name}"))
+        .resource;
+    let listener = Listener::decode(any.value.as_slice()).unwrap();
+    listener.filter_chains[0]
+        .filters
+        .iter()
+        .filter(|f| f.name == "envoy.filters.network.rbac")
+        .map(|f| {
+            let Some(filter::ConfigType::TypedConfig(cfg)) = &f.config_type else {
+                panic!("RBAC filter without typed config")
+            };
+            let rules = Rbac::decode(cfg.value.as_slice()).unwrap().rules.unwrap();
+            let principals = rules
+                .policies
+                .values()
+                .flat_map(|p| &p.principals)
+                .map(|p| match &p.identifier {
+                    Some(Identifier::Authenticated(a)) => a
+                        .principal_name
+                        .as_ref()
+                        .and_then(|m| m.match_pattern.clone())
+                        .unwrap(),
+                    other => panic!("unexpected principal {other:?}"),
+                })
+                .collect();
+            (rules.action(), principals)
+        })
+        .collect()
 }
 
 // === golden rendering ===
