@@ -217,3 +217,48 @@ async fn mesh_wide_changes_recompute_every_proxy() {
         "a relist that finds no difference"
     );
 }
+
+/// `r` with `labels` as its metadata labels.
+fn labelled(r: meshlink_api::Resource, labels: serde_json::Value) -> meshlink_api::Resource {
+    let mut v = r.to_json();
+    v["metadata"]["labels"] = labels;
+    meshlink_api::Resource::from_json(v).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn dataplane_targets_recompute_the_dataplanes_they_select() {
+    let h = harness();
+    let _streams = connect_all(&h).await;
+
+    // A label change is a change of the Dataplane: its own proxy only.
+    let x1 = labelled(
+        x_dataplane("x-1", "10.0.1.1"),
+        serde_json::json!({"app": "x-one"}),
+    );
+    h.source.put(x1.clone());
+    assert_eq!(recomputes(&h, MESH, Update::Upserted(x1)).await, 1);
+    assert_current(&h);
+
+    // A permission installed by those labels: x-1 only (x-2 serves x too
+    // but carries no label).
+    let by_labels = meshlink_api::Resource::from_json(serde_json::json!({
+        "apiVersion": "meshlink.dev/v1alpha1",
+        "kind": "MeshTrafficPermission",
+        "metadata": {"name": "x-one-from-client", "mesh": MESH},
+        "spec": {
+            "targetRef": {"kind": "Dataplane", "labels": {"app": "x-one"}},
+            "from": [{"targetRef": {"kind": "MeshService", "name": "client"},
+                      "default": {"action": "Allow"}}],
+        },
+    }))
+    .unwrap();
+    h.source.put(by_labels.clone());
+    assert_eq!(recomputes(&h, MESH, Update::Upserted(by_labels)).await, 1);
+    assert_current(&h);
+
+    // x-1 loses the label: its own proxy, which no longer admits client.
+    let plain = x_dataplane("x-1", "10.0.1.1");
+    h.source.put(plain.clone());
+    assert_eq!(recomputes(&h, MESH, Update::Upserted(plain)).await, 1);
+    assert_current(&h);
+}
