@@ -47,17 +47,20 @@ pub(super) async fn list(State(st): State<ApiState>) -> Result<Json<serde_json::
         .await
         .map_err(unavailable)?
         .into_iter()
-        .map(|(r, _)| Item {
+        .map(|(mut r, _)| {
+            // The replica answering reports itself as of now (with SQLite
+            // its record is written only at start).
+            if r.incarnation == *st.incarnation {
+                r.connected_proxies = st.xds.owners.len() as u64;
+                r.heartbeat = crate::replicas::rfc3339(now);
+            }
+            r
+        })
+        .map(|r| Item {
             leader: lease
                 .as_ref()
                 .is_some_and(|l| l.holder == r.instance && l.incarnation == r.incarnation),
-            // The replica answering is live whatever its record's age
-            // (with SQLite the record is written once, at start).
-            state: if r.is_stale(now) && r.incarnation != *st.incarnation {
-                "Stale"
-            } else {
-                "Live"
-            },
+            state: if r.is_stale(now) { "Stale" } else { "Live" },
             record: r,
         })
         .collect();

@@ -300,6 +300,13 @@ impl State {
                     && p.written.is_some_and(|(_, rev)| rev != c.revision)
                 {
                     p.written = None;
+                    // A proxy connected here is re-asserted after anyone
+                    // else's write (an unchanged status costs a read, no
+                    // write), so a stale write of its connection fields
+                    // never stands.
+                    if p.connected_here() {
+                        p.dirty = true;
+                    }
                 }
             }
             (Some(Kind::Mesh), ChangeType::Deleted) => {
