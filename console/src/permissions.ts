@@ -1,14 +1,21 @@
 // Who may talk to whom in a mesh, from its MeshTrafficPermissions, with the
-// rules the translator applies (crates/xds/src/translate/rbac.rs): with mTLS
-// on, a destination inbound admits the sources of every Allow rule of every
-// policy whose targetRef matches its tags, Deny rules win, and anything else
-// is denied; with mTLS off nothing is enforced.
+// rules the translator applies (crates/xds/src/translate/rbac.rs, Kuma's
+// merge order): with mTLS on, the permissions whose targetRef selects a
+// destination inbound are ordered by target specificity (Mesh < Dataplane <
+// labels < labels+sectionName < name < name+sectionName < MeshSubset <
+// MeshService), then by name (the one sorting first wins); their from[]
+// lists are concatenated and each client gets the verdict of its last
+// matching entry; a client no entry matches is denied. With mTLS off
+// nothing is enforced.
 import type { Resource, Store } from "./store";
 
 export type Verdict = "Allow" | "Deny" | "ShadowDeny" | "DefaultDeny" | "Open" | "Mixed";
 
 type Tags = Record<string, string>;
+/** One inbound of a Dataplane, as a targetRef sees it. */
+type Inbound = { dataplane: string; labels: Tags; port: number; tags: Tags };
 const service = (t: Tags) => t["kuma.io/service"] ?? t["meshlink.dev/service"];
+const NAMESPACE_LABEL = "k8s.kuma.io/namespace";
 
 function matches(target: any, tags: Tags): boolean {
   if (!target || !target.kind || target.kind === "Mesh") return true;
@@ -17,38 +24,62 @@ function matches(target: any, tags: Tags): boolean {
   return false;
 }
 
-/** The services of a mesh and the tags of each of their inbounds. */
-function inbounds(store: Store, mesh: string): Map<string, Tags[]> {
-  const out = new Map<string, Tags[]>();
+/** Whether a top-level targetRef selects the inbound. */
+function selects(target: any, ib: Inbound): boolean {
+  if (target?.kind !== "Dataplane") return matches(target, ib.tags);
+  if (target.name && target.name !== ib.dataplane) return false;
+  if (target.namespace && ib.labels[NAMESPACE_LABEL] !== target.namespace) return false;
+  if (!Object.entries(target.labels ?? {}).every(([k, v]) => ib.labels[k] === v)) return false;
+  return !target.sectionName || target.sectionName === String(ib.port);
+}
+
+/** Kuma's priority of a top-level target (higher wins). */
+function rank(target: any): number {
+  switch (target?.kind) {
+    case "Dataplane": {
+      const section = target.sectionName ? 1 : 0;
+      return target.name ? 4 + section : target.labels ? 2 + section : 1 + section;
+    }
+    case "MeshSubset":
+      return 6;
+    case "MeshService":
+      return 7;
+    default:
+      return 0;
+  }
+}
+
+/** The services of a mesh and their inbounds. */
+function inbounds(store: Store, mesh: string): Map<string, Inbound[]> {
+  const out = new Map<string, Inbound[]>();
   for (const d of store.list("Dataplane")) {
     if (d.metadata.mesh !== mesh) continue;
     for (const i of d.spec?.networking?.inbound ?? []) {
       const s = service(i.tags ?? {});
       if (!s) continue;
       if (!out.has(s)) out.set(s, []);
-      out.get(s)!.push(i.tags);
+      out.get(s)!.push({ dataplane: d.metadata.name, labels: d.metadata.labels ?? {}, port: i.port, tags: i.tags });
     }
   }
   return out;
 }
 
-function verdict(policies: Resource[], src: string, srcTags: Tags[], dst: Tags): Verdict {
-  let allow = false;
-  let shadow = false;
-  let deny = false;
-  for (const p of policies) {
-    if (!matches(p.spec?.targetRef, dst)) continue;
-    for (const rule of p.spec?.from ?? []) {
-      const t = rule.targetRef;
-      const hit = t?.kind === "MeshService" ? t.name === src : srcTags.some((tags) => matches(t, tags));
-      if (!hit) continue;
-      const a = rule.default?.action;
-      if (a === "Deny") deny = true;
-      else if (a === "Allow") allow = true;
-      else if (a === "AllowWithShadowDeny") shadow = true;
-    }
+function verdict(policies: Resource[], src: string, srcTags: Tags[], dst: Inbound): Verdict {
+  const selected = policies
+    .map((p) => ({ name: p.metadata.name as string, spec: p.spec, target: p.spec?.targetRef ?? { kind: "Mesh" } }))
+    .filter((p) => selects(p.target, dst));
+  selected.sort((a, b) => rank(a.target) - rank(b.target) || (a.name < b.name ? 1 : a.name > b.name ? -1 : 0));
+  const rules = selected.flatMap((p) => p.spec?.from ?? []);
+  for (const rule of rules.reverse()) {
+    const t = rule.targetRef;
+    const hit = t?.kind === "MeshService" ? t.name === src : srcTags.some((tags) => matches(t, tags));
+    if (!hit) continue;
+    const a = rule.default?.action;
+    if (a === "Deny") return "Deny";
+    if (a === "Allow") return "Allow";
+    if (a === "AllowWithShadowDeny") return "ShadowDeny";
   }
-  return deny ? "Deny" : allow ? "Allow" : shadow ? "ShadowDeny" : "DefaultDeny";
+  return "DefaultDeny";
 }
 
 /** The matrix of `mesh`: services, and the verdict for each source → destination. */
@@ -59,14 +90,16 @@ export function permissionMatrix(store: Store, mesh: string): { services: string
   const policies = store.list("MeshTrafficPermission").filter((p) => p.metadata.mesh === mesh);
   for (const p of policies) {
     for (const t of [p.spec?.targetRef, ...(p.spec?.from ?? []).map((f: any) => f.targetRef)])
-      if (t?.kind === "MeshService" && t.name && !byService.has(t.name)) byService.set(t.name, [{ "kuma.io/service": t.name }]);
+      if (t?.kind === "MeshService" && t.name && !byService.has(t.name))
+        byService.set(t.name, [{ dataplane: "", labels: {}, port: 0, tags: { "kuma.io/service": t.name } }]);
   }
   const services = [...byService.keys()].sort();
   return {
     services,
     cell(src, dst) {
       if (!mtls) return "Open";
-      const verdicts = new Set(byService.get(dst)!.map((tags) => verdict(policies, src, byService.get(src)!, tags)));
+      const srcTags = byService.get(src)!.map((i) => i.tags);
+      const verdicts = new Set(byService.get(dst)!.map((ib) => verdict(policies, src, srcTags, ib)));
       return verdicts.size === 1 ? [...verdicts][0] : "Mixed";
     },
   };

@@ -75,8 +75,8 @@ export function Policies({ store }: { store: Store }) {
     <section>
       <h1>Traffic permissions</h1>
       <p class="muted">
-        Who may call whom, as the sidecars enforce it: with mTLS on, a service admits the sources its Allow rules name, Deny rules win, and everything else is
-        denied; with mTLS off nothing is enforced.
+        Who may call whom, as the sidecars enforce it: with mTLS on, the policies selecting a destination count from the most general target to the most
+        specific (then by name), the last matching rule for a source decides, and a source no rule names is denied; with mTLS off nothing is enforced.
       </p>
       {store
         .list("Mesh")
