@@ -97,7 +97,7 @@ fn traffic_permission_target_ref_forms() {
             mtp,
             top(json!({"kind": "Dataplane", "labels": {"a": "b"}, "sectionName": ""}))
         ),
-        r#"spec.targetRef.sectionName: must not be empty: an inbound's port, e.g. sectionName: "8080""#
+        r#"spec.targetRef.sectionName: must not be empty: an inbound's name or port, e.g. sectionName: "8080""#
     );
     assert_eq!(
         one(mtp, top(json!({"kind": "Dataplane", "selector": {}}))),

@@ -54,6 +54,10 @@ pub struct Networking {
 pub struct Inbound {
     /// Port the proxy accepts mTLS traffic on.
     pub port: Port,
+    /// Kuma's inbound name: a DNS label, unique within the Dataplane, that a
+    /// policy `targetRef.sectionName` names before it is read as a port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The application's port (default: `port`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_port: Option<Port>,
@@ -179,6 +183,17 @@ impl DataplaneSpec {
                     format!("duplicate inbound port {} (also inbound[{j}])", inb.port),
                 );
             }
+            if let Some(name) = &inb.name
+                && inbound_name(errs, &format!("{at}.name"), name)
+                && let Some(j) = n.inbound[..i]
+                    .iter()
+                    .position(|o| o.name.as_ref() == Some(name))
+            {
+                errs.add(
+                    format!("{at}.name"),
+                    format!("duplicate inbound name {name:?} (also inbound[{j}])"),
+                );
+            }
             if let Some(p) = inb.service_port {
                 p.validate(errs, &format!("{at}.servicePort"));
             }
@@ -221,6 +236,41 @@ impl DataplaneSpec {
             }
         }
     }
+}
+
+/// Checks an inbound `name`: a DNS label (RFC 1123: lowercase letters,
+/// digits and `-`, starting and ending with a letter or digit, at most 63
+/// characters) with at least one letter or `-`, since a `sectionName` of
+/// digits only is an inbound's port. Returns whether it is valid.
+fn inbound_name(errs: &mut Errors, at: &str, name: &str) -> bool {
+    let label = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !label {
+        errs.add(
+            at,
+            format!(
+                "invalid inbound name {name:?}: a DNS label (lowercase letters, digits and '-', \
+                 starting and ending with a letter or digit, at most 63 characters)"
+            ),
+        );
+        return false;
+    }
+    if name.bytes().all(|b| b.is_ascii_digit()) {
+        errs.add(
+            at,
+            format!(
+                "invalid inbound name {name:?}: it must not be all digits, which a \
+                 targetRef sectionName reads as a port"
+            ),
+        );
+        return false;
+    }
+    true
 }
 
 /// Checks that `tags` name a service, consistently, and have no empty parts.

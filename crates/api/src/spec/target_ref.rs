@@ -60,7 +60,8 @@ pub struct TargetRef {
     /// `Dataplane` only: labels the Dataplane must carry (all of them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
-    /// `Dataplane` only: one inbound, by its port (e.g. `"8080"`).
+    /// `Dataplane` only: one inbound, by its `name`, else by its port (e.g.
+    /// `"8080"`; inbound names are never all digits, so the two never clash).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section_name: Option<String>,
     /// `MeshSubset` only (required there): tags to match.
@@ -78,6 +79,8 @@ pub struct InboundTarget<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// The inbound's `port`.
     pub port: u16,
+    /// The inbound's `name`, if it has one.
+    pub name: Option<&'a str>,
     /// The inbound's tags.
     pub tags: &'a BTreeMap<String, String>,
 }
@@ -128,7 +131,7 @@ impl TargetRef {
         let section_ok = self
             .section_name
             .as_deref()
-            .is_none_or(|s| s == inbound.port.to_string());
+            .is_none_or(|s| inbound.name == Some(s) || s == inbound.port.to_string());
         name_ok && namespace_ok && labels_ok && section_ok
     }
 
@@ -217,7 +220,7 @@ impl TargetRef {
         {
             errs.add(
                 format!("{at}.sectionName"),
-                "must not be empty: an inbound's port, e.g. sectionName: \"8080\"",
+                "must not be empty: an inbound's name or port, e.g. sectionName: \"8080\"",
             );
         }
         match kind {

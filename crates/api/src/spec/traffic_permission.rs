@@ -125,6 +125,7 @@ mod tests {
             dataplane: "web-1",
             labels: &labels,
             port: 8080,
+            name: Some("http"),
             tags: &web,
         };
         let dp = TargetRef::of_kind(TargetRefKind::Dataplane);
@@ -148,6 +149,9 @@ mod tests {
         }));
         assert!(by(|t| t.section_name = Some("8080".into())));
         assert!(!by(|t| t.section_name = Some("9090".into())));
+        // sectionName names the inbound first, then its port.
+        assert!(by(|t| t.section_name = Some("http".into())));
+        assert!(!by(|t| t.section_name = Some("grpc".into())));
         // Ranks follow Kuma's order, most general first.
         let ranks: Vec<u8> = [
             TargetRef::of_kind(TargetRefKind::Mesh),

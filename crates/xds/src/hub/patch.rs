@@ -80,10 +80,12 @@ fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&BTreeMap<String, String>> {
         .collect()
 }
 
-fn inbound_ports_and_tags(dp: Option<&DataplaneSpec>) -> Vec<(u16, &BTreeMap<String, String>)> {
+fn inbound_ports_and_tags(
+    dp: Option<&DataplaneSpec>,
+) -> Vec<(u16, Option<&str>, &BTreeMap<String, String>)> {
     dp.into_iter()
         .flat_map(|dp| &dp.networking.inbound)
-        .map(|i| (i.port.get(), &i.tags))
+        .map(|i| (i.port.get(), i.name.as_deref(), &i.tags))
         .collect()
 }
 
@@ -308,11 +310,12 @@ impl MeshCtx {
             let labels = dp.labels();
             let hit = inbound_ports_and_tags(dp.spec.as_dataplane())
                 .into_iter()
-                .any(|(port, tags)| {
+                .any(|(port, inbound_name, tags)| {
                     let inbound = InboundTarget {
                         dataplane: name,
                         labels,
                         port,
+                        name: inbound_name,
                         tags,
                     };
                     targets.iter().any(|t| t.selects(&inbound))

@@ -49,14 +49,14 @@ pub(crate) struct RbacSources {
 }
 
 /// What an inbound's RBAC depends on: its tags always; the Dataplane's
-/// name, labels and the inbound's port only while some permission of the
+/// name, labels and the inbound's port and name only while some permission of the
 /// view selects by them (so proxies of one service still share the entry).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RbacKey {
     tags: BTreeMap<String, String>,
     dataplane: Option<String>,
     labels: Option<BTreeMap<String, String>>,
-    port: Option<u16>,
+    port: Option<(u16, Option<String>)>,
 }
 
 /// The memo key of `inbound` in `view` (see [`RbacKey`]).
@@ -71,7 +71,7 @@ pub(super) fn rbac_key(view: &MeshView, inbound: &InboundTarget<'_>) -> RbacKey 
         tags: inbound.tags.clone(),
         dataplane: names.then(|| inbound.dataplane.to_owned()),
         labels: labels.then(|| inbound.labels.clone()),
-        port: ports.then_some(inbound.port),
+        port: ports.then(|| (inbound.port, inbound.name.map(str::to_owned))),
     }
 }
 

@@ -55,6 +55,7 @@ pub(super) fn build(
             dataplane: name,
             labels,
             port: inbound.port.get(),
+            name: inbound.name.as_deref(),
             tags: &inbound.tags,
         };
         inbound_resources(snap, view, dp, inbound, &target, identity.as_deref(), memo);
