@@ -1,4 +1,4 @@
-//! Kuma's Dataplane networking fields (inbound `name`, ...) are accepted
+//! Kuma's Dataplane networking fields (inbound `name`, `serviceAddress`) are accepted
 //! in every importer form and each misuse is refused at its field path.
 
 use meshlink_api::{FieldError, Resource};
@@ -61,5 +61,19 @@ fn inbound_name_is_a_dns_label_unique_in_the_dataplane() {
             inbound(9090, json!({"name": "http"})),
         ])),
         vec!["spec.networking.inbound[1].name: duplicate inbound name \"http\" (also inbound[0])"]
+    );
+}
+
+#[test]
+fn service_address_is_an_ip_address() {
+    assert!(errors(inbound(8080, json!({"serviceAddress": "127.0.0.2"}))).is_empty());
+    assert!(errors(inbound(8080, json!({"serviceAddress": "::1"}))).is_empty());
+    assert_eq!(
+        errors(inbound(8080, json!({"serviceAddress": "app.local"}))),
+        vec![
+            "spec.networking.inbound[0].serviceAddress: \"app.local\" is not an IP address: \
+             the sidecar forwards to the application at serviceAddress:servicePort, which must \
+             be an IP (e.g. 127.0.0.1), as in Kuma; a hostname is not resolved"
+        ]
     );
 }

@@ -1,15 +1,16 @@
 //! An inbound's `name`: a MeshTrafficPermission `targetRef.sectionName`
 //! selects the inbound by name (then by port), and proxies whose inbounds
-//! differ only by name do not share an RBAC memo entry.
+//! differ only by name do not share an RBAC memo entry. An inbound's
+//! `serviceAddress` is where its local cluster sends traffic.
 
 mod translate_fixtures;
 
 use envoy_types::pb::envoy::config::rbac::v3::rbac::Action;
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use meshlink_api::Resource;
-use meshlink_xds::translate::{ClientKind, Memo, MeshView, translate_shared};
+use meshlink_xds::translate::{ClientKind, Memo, MeshView, translate, translate_shared};
 use serde_json::{Value, json};
-use translate_fixtures::{MESH, dataplane, mesh, proxy, rbac_of_listener};
+use translate_fixtures::{MESH, dataplane, mesh, proxy, rbac_of_listener, render};
 
 const WEB1: &str = "inbound:10.0.0.1:8080";
 const WEB2: &str = "inbound:10.0.0.4:8080";
@@ -86,4 +87,25 @@ fn dataplane_name_with_section_name_selects_one_named_inbound() {
     let [web1, web2] = rbac_of_both(target);
     assert_eq!(web1, vec![allow(&[])]);
     assert_eq!(web2, vec![allow(&[BACKEND])]);
+}
+
+#[test]
+fn service_address_is_the_local_cluster_endpoint() {
+    let with = |address: Option<&str>| {
+        let mut web = dataplane("web-1", "10.0.0.1", "web", 8080, &[]).to_json();
+        if let Some(a) = address {
+            web["spec"]["networking"]["inbound"][0]["serviceAddress"] = json!(a);
+        }
+        let view = MeshView::new(
+            mesh(false),
+            vec![Resource::from_json(web).unwrap_or_else(|e| panic!("{e:?}"))],
+            vec![],
+        );
+        render(&translate(&proxy("web-1", ClientKind::Envoy), &view))
+    };
+    let moved = with(Some("127.0.0.9"));
+    assert!(moved.contains("127.0.0.9"), "{moved}");
+    let default = with(None);
+    assert!(!default.contains("127.0.0.9"), "{default}");
+    assert!(default.contains("127.0.0.1"), "{default}");
 }

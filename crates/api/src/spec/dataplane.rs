@@ -61,7 +61,8 @@ pub struct Inbound {
     /// The application's port (default: `port`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_port: Option<Port>,
-    /// The application's address (default: 127.0.0.1).
+    /// The application's IP address (default: 127.0.0.1); a hostname is
+    /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_address: Option<String>,
     /// Tags; must include `kuma.io/service` (or `meshlink.dev/service`).
@@ -197,8 +198,17 @@ impl DataplaneSpec {
             if let Some(p) = inb.service_port {
                 p.validate(errs, &format!("{at}.servicePort"));
             }
-            if let Some(addr) = &inb.service_address {
-                validate::host(errs, &format!("{at}.serviceAddress"), addr);
+            if let Some(addr) = &inb.service_address
+                && addr.parse::<std::net::IpAddr>().is_err()
+            {
+                errs.add(
+                    format!("{at}.serviceAddress"),
+                    format!(
+                        "{addr:?} is not an IP address: the sidecar forwards to the application \
+                         at serviceAddress:servicePort, which must be an IP (e.g. 127.0.0.1), \
+                         as in Kuma; a hostname is not resolved"
+                    ),
+                );
             }
             service_tags(errs, &at, &inb.tags);
         }
