@@ -1,4 +1,4 @@
-//! Kuma's Dataplane networking fields (inbound `name`, `serviceAddress`) are accepted
+//! Kuma's Dataplane networking fields (inbound `name`, `serviceAddress`, `admin.port`) are accepted
 //! in every importer form and each misuse is refused at its field path.
 
 use meshlink_api::{FieldError, Resource};
@@ -76,4 +76,34 @@ fn service_address_is_an_ip_address() {
              be an IP (e.g. 127.0.0.1), as in Kuma; a hostname is not resolved"
         ]
     );
+}
+
+#[test]
+fn admin_port_is_a_port() {
+    let with_admin = |admin: Value| {
+        let doc = json!({
+            "apiVersion": "meshlink.dev/v1alpha1",
+            "kind": "Dataplane",
+            "metadata": {"name": "web-1", "mesh": "default"},
+            "spec": {"networking": {
+                "address": "10.0.0.1",
+                "admin": admin,
+                "inbound": [inbound(8080, json!({}))],
+            }},
+        });
+        match Resource::from_json(doc) {
+            Ok(_) => Vec::new(),
+            Err(errs) => errs.iter().map(FieldError::to_string).collect::<Vec<_>>(),
+        }
+    };
+    assert!(with_admin(json!({"port": 9901})).is_empty());
+    let errs = with_admin(json!({"port": 0}));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("spec.networking.admin.port: "),
+        "{errs:?}"
+    );
+    let errs = with_admin(json!({"port": 9901, "address": "0.0.0.0"}));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("admin"), "{errs:?}");
 }

@@ -46,6 +46,19 @@ pub struct Networking {
     /// Services this workload calls, each on a local port.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outbound: Vec<Outbound>,
+    /// Kuma's `admin.port` (informational; see [`DataplaneAdmin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<DataplaneAdmin>,
+}
+
+/// `spec.networking.admin`: Kuma's admin port of the data plane proxy.
+/// Stored and validated only: meshlink-proxy's admin address comes from its
+/// `--admin-addr` flag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataplaneAdmin {
+    /// The admin port (1-65535).
+    pub port: Port,
 }
 
 /// One served service: the proxy listens on `port` and forwards to the app.
@@ -167,6 +180,9 @@ impl DataplaneSpec {
     pub(crate) fn validate(&self, errs: &mut Errors) {
         let n = &self.networking;
         validate::host(errs, "spec.networking.address", &n.address);
+        if let Some(admin) = &n.admin {
+            admin.port.validate(errs, "spec.networking.admin.port");
+        }
         if n.inbound.is_empty() {
             errs.add(
                 "spec.networking.inbound",

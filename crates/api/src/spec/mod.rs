@@ -27,8 +27,8 @@ mod target_ref;
 mod traffic_permission;
 
 pub use dataplane::{
-    DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking, Outbound,
-    SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
+    DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking,
+    Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
 };
 pub use grant::{
     AccessGrantSpec, AccessGrantStatus, AccessTokenSpec, AccessTokenStatus,
