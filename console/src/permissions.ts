@@ -13,7 +13,7 @@ export type Verdict = "Allow" | "Deny" | "ShadowDeny" | "DefaultDeny" | "Open" |
 
 type Tags = Record<string, string>;
 /** One inbound of a Dataplane, as a targetRef sees it. */
-type Inbound = { dataplane: string; labels: Tags; port: number; tags: Tags };
+type Inbound = { dataplane: string; labels: Tags; port: number; name?: string; tags: Tags };
 const service = (t: Tags) => t["kuma.io/service"] ?? t["meshlink.dev/service"];
 const NAMESPACE_LABEL = "k8s.kuma.io/namespace";
 
@@ -30,7 +30,8 @@ function selects(target: any, ib: Inbound): boolean {
   if (target.name && target.name !== ib.dataplane) return false;
   if (target.namespace && ib.labels[NAMESPACE_LABEL] !== target.namespace) return false;
   if (!Object.entries(target.labels ?? {}).every(([k, v]) => ib.labels[k] === v)) return false;
-  return !target.sectionName || target.sectionName === String(ib.port);
+  // sectionName names an inbound by its name, else by its port.
+  return !target.sectionName || target.sectionName === ib.name || target.sectionName === String(ib.port);
 }
 
 /** Kuma's priority of a top-level target (higher wins). */
@@ -58,7 +59,7 @@ function inbounds(store: Store, mesh: string): Map<string, Inbound[]> {
       const s = service(i.tags ?? {});
       if (!s) continue;
       if (!out.has(s)) out.set(s, []);
-      out.get(s)!.push({ dataplane: d.metadata.name, labels: d.metadata.labels ?? {}, port: i.port, tags: i.tags });
+      out.get(s)!.push({ dataplane: d.metadata.name, labels: d.metadata.labels ?? {}, port: i.port, name: i.name, tags: i.tags });
     }
   }
   return out;
