@@ -341,6 +341,19 @@ impl Sidecar {
         serde_json::from_str(&body).unwrap_or(Value::Null)
     }
 
+    /// The fingerprints of the trust-bundle roots the sidecar holds (from
+    /// its `/config_dump`).
+    pub fn trust_roots(&self) -> Vec<String> {
+        self.config_dump()["secrets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x["type"]["trust_bundle"].as_array())
+            .flatten()
+            .filter_map(|f| f.as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// The serial of the current identity certificate, if it has one.
     pub fn serial(&self) -> Option<String> {
         match &self.config_dump()["identity"]["serial"] {

@@ -205,6 +205,29 @@ fn a_killed_leader_is_replaced_within_its_lease_and_each_job_runs_once_per_perio
     }
 }
 
+/// Opens a delta ADS stream for `default/web-1` on `cp` and waits for its
+/// first response (the stream is registered once it answers), ACKing it.
+fn open_web_stream(
+    rt: &tokio::runtime::Runtime,
+    cp: &meshlink_e2e::ControlPlane,
+    token: &str,
+) -> Delta {
+    rt.block_on(async {
+        let ch = connect(cp, None).await;
+        let mut d = Delta::open(
+            ch,
+            Some(token),
+            node("default", "web-1", "envoy"),
+            delta_request(meshlink_e2e::ads::CLUSTER_TYPE, &[]),
+        )
+        .await
+        .expect("stream opens");
+        let first = d.next().await.expect("a first response");
+        d.ack(&first).await;
+        d
+    })
+}
+
 #[test]
 fn a_proxy_flapping_between_replicas_is_never_shown_offline_or_deleted() {
     let db = fresh_postgres_database();
@@ -220,25 +243,7 @@ fn a_proxy_flapping_between_replicas_is_never_shown_offline_or_deleted() {
     let (token, _) = r.cps[0].dataplane_token(&["--mesh", "default", "--name", "web-1"]);
     let rt = runtime();
     let mut rng = rand::rng();
-    let open = |i: usize| {
-        let cp = &r.cps[i];
-        let token = token.clone();
-        rt.block_on(async move {
-            let ch = connect(cp, None).await;
-            let mut d = Delta::open(
-                ch,
-                Some(&token),
-                node("default", "web-1", "envoy"),
-                delta_request(meshlink_e2e::ads::CLUSTER_TYPE, &[]),
-            )
-            .await
-            .expect("stream opens");
-            // The stream is registered once it answers.
-            let first = d.next().await.expect("a first response");
-            d.ack(&first).await;
-            d
-        })
-    };
+    let open = |i: usize| open_web_stream(&rt, &r.cps[i], &token);
     let mut held = open(0);
     let mut on = 0;
     // Online on cp-1 before the flapping starts.
@@ -410,20 +415,7 @@ fn a_lone_control_plane_never_takes_its_own_proxies_for_departed() {
     .success();
     let (token, _) = cp.dataplane_token(&["--mesh", "default", "--name", "web-1"]);
     let rt = runtime();
-    let _held = rt.block_on(async {
-        let ch = connect(&cp, None).await;
-        let mut d = Delta::open(
-            ch,
-            Some(&token),
-            node("default", "web-1", "envoy"),
-            delta_request(meshlink_e2e::ads::CLUSTER_TYPE, &[]),
-        )
-        .await
-        .expect("stream opens");
-        let first = d.next().await.expect("a first response");
-        d.ack(&first).await;
-        d
-    });
+    let _held = open_web_stream(&rt, &cp, &token);
     eventually("web-1 online", READY, || {
         let (_, dp) = cp.api("GET", "/api/v1/dataplanes/web-1?mesh=default", None);
         (dp["status"]["online"] == true).then_some(())

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use meshlink_e2e::app::{HttpApp, Traffic};
-use meshlink_e2e::proxy::{self, PairPorts, Sidecar};
+use meshlink_e2e::proxy::{self, PairPorts};
 use meshlink_e2e::{ControlPlane, StoreKind, eventually};
 
 const READY: Duration = Duration::from_secs(30);
@@ -24,18 +24,6 @@ spec:
       - {name: ca-2, type: builtin, dpCert: {rotation: {expiration: 1h}}}
 ";
 
-/// The trust-bundle fingerprints a sidecar holds.
-fn roots(s: &Sidecar) -> Vec<String> {
-    s.config_dump()["secrets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|x| x["type"]["trust_bundle"].as_array())
-        .flatten()
-        .filter_map(|f| f.as_str().map(str::to_owned))
-        .collect()
-}
-
 #[test]
 fn a_ca_rotation_renews_every_sidecar_at_once_without_failed_requests() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
@@ -46,7 +34,7 @@ fn a_ca_rotation_renews_every_sidecar_at_once_without_failed_requests() {
     let tokens = tempfile::tempdir().expect("tempdir");
     let (mut web, mut backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     let before = [web.serial(), backend.serial()];
-    assert_eq!(roots(&web).len(), 1, "{}", web.config_dump());
+    assert_eq!(web.trust_roots().len(), 1, "{}", web.config_dump());
 
     let to_backend = Traffic::start(ports.web_outbound, "/name", b"backend app\n");
     let to_web = Traffic::start(ports.backend_outbound, "/name", b"web app\n");
@@ -59,7 +47,7 @@ fn a_ca_rotation_renews_every_sidecar_at_once_without_failed_requests() {
 
     for (s, old) in [(&web, &before[0]), (&backend, &before[1])] {
         eventually("the sidecar to get the new root", ROTATION, || {
-            (roots(s).len() == 2).then_some(())
+            (s.trust_roots().len() == 2).then_some(())
         });
         let serial = eventually("the sidecar to renew its identity", ROTATION, || {
             s.serial().filter(|now| Some(now) != old.as_ref())
