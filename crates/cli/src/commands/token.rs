@@ -64,6 +64,24 @@ pub(crate) async fn dataplane(
     Ok(())
 }
 
+/// `POST /api/v1/tokens/router` with `body`; the response holds `token`,
+/// `id`, `site`, `nodeId` and `expiresAt`.
+pub(crate) async fn request_router_token(
+    client: &ApiClient,
+    body: &serde_json::Value,
+) -> Result<serde_json::Value, Failure> {
+    client
+        .call(
+            Method::POST,
+            "/api/v1/tokens/router",
+            &[],
+            Some(body),
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| e.into_failure())
+}
+
 /// Prints the router token of this control plane's Site (or of `site`) to
 /// stdout (details to stderr).
 pub(crate) async fn router(
@@ -74,16 +92,7 @@ pub(crate) async fn router(
     humantime::parse_duration(valid_for)
         .map_err(|e| Failure::BadInput(format!("--valid-for {valid_for:?}: {e} (e.g. 24h)")))?;
     let body = json!({ "site": site, "validFor": valid_for });
-    let resp = client
-        .call(
-            Method::POST,
-            "/api/v1/tokens/router",
-            &[],
-            Some(&body),
-            Duration::from_secs(30),
-        )
-        .await
-        .map_err(|e| e.into_failure())?;
+    let resp = request_router_token(client, &body).await?;
     println!("{}", resp["token"].as_str().unwrap_or_default());
     eprintln!(
         "token {} for the router of site {} (node.id {}), expires {}",

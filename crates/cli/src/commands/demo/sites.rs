@@ -65,16 +65,7 @@ impl Demo {
         file: &str,
     ) -> Result<PathBuf, Failure> {
         let body = json!({ "validFor": "168h" });
-        let resp = client
-            .call(
-                reqwest::Method::POST,
-                "/api/v1/tokens/router",
-                &[],
-                Some(&body),
-                Duration::from_secs(30),
-            )
-            .await
-            .map_err(|e| e.into_failure())?;
+        let resp = super::super::token::request_router_token(client, &body).await?;
         let path = self.dir.join("tokens").join(file);
         write_private(&path, resp["token"].as_str().unwrap_or_default())?;
         Ok(path)
