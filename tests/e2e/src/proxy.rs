@@ -102,6 +102,48 @@ pub fn apply_pair(cp: &ControlPlane, ports: &PairPorts, cert_expiration: &str) {
     .success();
 }
 
+/// Applies [`pair_yaml`] without its two permissions (`web-to-backend`,
+/// `backend-to-web`), for tests that install their own policies.
+pub fn apply_pair_without_permissions(cp: &ControlPlane, ports: &PairPorts) {
+    apply_pair(cp, ports, "1h");
+    for mtp in ["web-to-backend", "backend-to-web"] {
+        cp.cli(&["delete", "mtp", mtp, "-m", MESH]).success();
+    }
+}
+
+/// The pair's backend-1 Dataplane as a Kuma universal document, with
+/// `top` (top-level lines, e.g. `labels:`) and `inbound` (extra fields of
+/// its one inbound, each line indented six spaces) spliced in.
+pub fn kuma_backend_1(ports: &PairPorts, top: &str, inbound: &str) -> String {
+    format!(
+        r#"type: Dataplane
+name: backend-1
+mesh: {MESH}
+{top}networking:
+  address: 127.0.0.1
+  inbound:
+    - port: {backend_inbound}
+{inbound}      servicePort: {backend_app}
+      tags:
+        kuma.io/service: backend
+  outbound:
+    - port: {backend_outbound}
+      tags:
+        kuma.io/service: web
+"#,
+        backend_inbound = ports.backend_inbound,
+        backend_app = ports.backend_app,
+        backend_outbound = ports.backend_outbound,
+    )
+}
+
+/// `meshlink get dataplane NAME -m MESH -o yaml`.
+pub fn dataplane_yaml(cp: &ControlPlane, name: &str) -> String {
+    cp.cli(&["get", "dataplane", name, "-m", MESH, "-o", "yaml"])
+        .success()
+        .stdout
+}
+
 /// Issues a proxy token for `MESH/name` (valid 24 h) and writes it to `path`.
 pub fn write_token(cp: &ControlPlane, path: &Path, name: &str) {
     let (token, _) = cp.dataplane_token(&["--mesh", MESH, "--name", name, "--valid-for", "24h"]);

@@ -14,24 +14,9 @@ const READY: Duration = Duration::from_secs(30);
 
 /// backend-1 with a named inbound, and a mesh-wide Deny.
 fn backend_with_named_inbound(ports: &PairPorts) -> String {
+    let backend = proxy::kuma_backend_1(ports, "", "      name: http\n");
     format!(
-        r#"
-type: Dataplane
-name: backend-1
-mesh: default
-networking:
-  address: 127.0.0.1
-  inbound:
-    - port: {inbound}
-      name: http
-      servicePort: {app}
-      tags:
-        kuma.io/service: backend
-  outbound:
-    - port: {outbound}
-      tags:
-        kuma.io/service: web
----
+        r#"{backend}---
 type: MeshTrafficPermission
 name: deny-all
 mesh: default
@@ -43,10 +28,7 @@ spec:
         kind: Mesh
       default:
         action: Deny
-"#,
-        inbound = ports.backend_inbound,
-        app = ports.backend_app,
-        outbound = ports.backend_outbound,
+"#
     )
 }
 
@@ -76,10 +58,7 @@ spec:
 fn section_name_naming_an_inbound_allows_and_then_refuses_real_traffic() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
-    proxy::apply_pair(&cp, &ports, "1h");
-    for mtp in ["web-to-backend", "backend-to-web"] {
-        cp.cli(&["delete", "mtp", mtp, "-m", proxy::MESH]).success();
-    }
+    proxy::apply_pair_without_permissions(&cp, &ports);
     cp.cli_stdin(
         &["apply", "-f", "-"],
         Some(&backend_with_named_inbound(&ports)),
@@ -87,18 +66,7 @@ fn section_name_naming_an_inbound_allows_and_then_refuses_real_traffic() {
     .success();
     cp.cli_stdin(&["apply", "-f", "-"], Some(&allow_web_on("http")))
         .success();
-    let yaml = cp
-        .cli(&[
-            "get",
-            "dataplane",
-            "backend-1",
-            "-m",
-            proxy::MESH,
-            "-o",
-            "yaml",
-        ])
-        .success()
-        .stdout;
+    let yaml = proxy::dataplane_yaml(&cp, "backend-1");
     assert!(
         yaml.contains("name: http"),
         "inbound name not stored:\n{yaml}"

@@ -18,25 +18,9 @@ const READY: Duration = Duration::from_secs(30);
 /// Kuma universal: backend-1 with top-level labels, the labels policy, and
 /// a mesh-wide Allow (which keeps backend -> web open).
 fn kuma_policies(ports: &PairPorts) -> String {
+    let backend = proxy::kuma_backend_1(ports, "labels:\n  app: backend\n", "");
     format!(
-        r#"
-type: Dataplane
-name: backend-1
-mesh: default
-labels:
-  app: backend
-networking:
-  address: 127.0.0.1
-  inbound:
-    - port: {inbound}
-      servicePort: {app}
-      tags:
-        kuma.io/service: backend
-  outbound:
-    - port: {outbound}
-      tags:
-        kuma.io/service: web
----
+        r#"{backend}---
 type: MeshTrafficPermission
 name: backend-from-web
 mesh: default
@@ -64,10 +48,7 @@ spec:
         kind: Mesh
       default:
         action: Allow
-"#,
-        inbound = ports.backend_inbound,
-        app = ports.backend_app,
-        outbound = ports.backend_outbound,
+"#
     )
 }
 
@@ -106,24 +87,10 @@ spec:
 fn dataplane_label_targets_allow_and_deny_real_traffic_in_kuma_merge_order() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
-    proxy::apply_pair(&cp, &ports, "1h");
-    for mtp in ["web-to-backend", "backend-to-web"] {
-        cp.cli(&["delete", "mtp", mtp, "-m", proxy::MESH]).success();
-    }
+    proxy::apply_pair_without_permissions(&cp, &ports);
     cp.cli_stdin(&["apply", "-f", "-"], Some(&kuma_policies(&ports)))
         .success();
-    let yaml = cp
-        .cli(&[
-            "get",
-            "dataplane",
-            "backend-1",
-            "-m",
-            proxy::MESH,
-            "-o",
-            "yaml",
-        ])
-        .success()
-        .stdout;
+    let yaml = proxy::dataplane_yaml(&cp, "backend-1");
     assert!(yaml.contains("app: backend"), "labels not stored:\n{yaml}");
 
     let backend_page = format!("backend app {}\n", uuid::Uuid::new_v4());
