@@ -149,7 +149,11 @@ fn bad_kuma_secrets_name_the_field_as_written() {
             "not valid base64",
         ),
         ("type: Secret\nname: s\nmesh: m\n", "data", "required"),
-        ("type: Secret\nname: s\nmesh: m\ndata: ''\n", "data", "must not be empty"),
+        (
+            "type: Secret\nname: s\nmesh: m\ndata: ''\n",
+            "data",
+            "must not be empty",
+        ),
         (
             "type: Secret\nname: s\nmesh: m\ndata: {value: aGk=}\n",
             "data",

@@ -35,11 +35,7 @@ pub(crate) fn restore_redacted_key(
             Ok(())
         }
         None => {
-            let what = if field == TLS_KEY {
-                "key"
-            } else {
-                "value"
-            };
+            let what = if field == TLS_KEY { "key" } else { "value" };
             Err(ResourceError::Invalid(vec![FieldError::new(
                 format!("spec.data.{field}"),
                 format!(

@@ -75,8 +75,15 @@ async fn the_value_is_redacted_and_reapplying_the_redacted_output_is_unchanged()
     let cp = TestCp::start().await;
     let s = secret(Some("payments"), "db-password", "hunter2");
     let (status, body) = cp.apply("secrets", &s).await;
-    assert_eq!((status, body["result"].as_str()), (201, Some("created")), "{body}");
-    assert_eq!(body["resource"]["spec"]["data"]["value"], "<redacted>", "{body}");
+    assert_eq!(
+        (status, body["result"].as_str()),
+        (201, Some("created")),
+        "{body}"
+    );
+    assert_eq!(
+        body["resource"]["spec"]["data"]["value"], "<redacted>",
+        "{body}"
+    );
     cp.must_apply("secrets", &secret(None, "signing", "global value"))
         .await;
 
@@ -94,7 +101,12 @@ async fn the_value_is_redacted_and_reapplying_the_redacted_output_is_unchanged()
             .as_array()
             .into_iter()
             .flatten()
-            .map(|i| i["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+            .map(|i| {
+                i["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
             .collect()
     };
     assert_eq!(names(&all), ["signing", "db-password"], "{all}");
@@ -102,16 +114,26 @@ async fn the_value_is_redacted_and_reapplying_the_redacted_output_is_unchanged()
     assert_eq!(names(&in_mesh), ["db-password"], "{in_mesh}");
 
     let mut again = got.clone();
-    again["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+    again["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
     let (status, body) = cp.apply("secrets", &again).await;
-    assert_eq!((status, body["result"].as_str()), (200, Some("unchanged")), "{body}");
+    assert_eq!(
+        (status, body["result"].as_str()),
+        (200, Some("unchanged")),
+        "{body}"
+    );
 
     // A redacted value for a Secret that does not exist has nothing to keep.
     let mut fresh = again.clone();
     fresh["metadata"]["name"] = json!("other");
     let (status, body) = cp.apply("secrets", &fresh).await;
     assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"]["fields"][0]["path"], "spec.data.value", "{body}");
+    assert_eq!(
+        body["error"]["fields"][0]["path"], "spec.data.value",
+        "{body}"
+    );
     cp.stop().await;
 }
 
@@ -123,9 +145,14 @@ async fn a_mesh_naming_a_missing_secret_is_refused_at_the_field_and_not_stored()
     let (cert, _) = ca_pem();
     cp.must_apply("secrets", &secret(Some("corp"), "ca-cert", &cert))
         .await;
-    let (status, body) = cp.apply("meshes", &provided_mesh("corp", "ca-cert", "ca-key")).await;
+    let (status, body) = cp
+        .apply("meshes", &provided_mesh("corp", "ca-cert", "ca-key"))
+        .await;
     assert_eq!(status, 422, "{body}");
-    let fields = body["error"]["fields"].as_array().cloned().unwrap_or_default();
+    let fields = body["error"]["fields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(fields.len(), 1, "{body}");
     assert_eq!(fields[0]["path"], "spec.mtls.backends[0].conf.key.secret");
     assert!(
@@ -159,7 +186,8 @@ async fn a_secret_in_use_is_kept_and_a_new_value_moves_the_mesh_to_the_new_ca() 
     apply_ca_secrets(&cp, "corp").await;
     cp.must_apply("meshes", &provided_mesh("corp", "ca-cert", "ca-key"))
         .await;
-    cp.wait_condition("/api/v1/meshes/corp", "Ready", "True").await;
+    cp.wait_condition("/api/v1/meshes/corp", "Ready", "True")
+        .await;
     let before = fingerprint(&cp, "corp").await;
     assert!(before.is_string(), "{before}");
 
@@ -179,10 +207,12 @@ async fn a_secret_in_use_is_kept_and_a_new_value_moves_the_mesh_to_the_new_ca() 
         .await;
     cp.must_apply("secrets", &secret(Some("corp"), "ca-key", &key))
         .await;
-    let expected = MeshCa::load(&MeshCa::validate_provided(&cert, &key, None, std::time::SystemTime::now()).unwrap())
-        .unwrap()
-        .fingerprint()
-        .to_owned();
+    let expected = MeshCa::load(
+        &MeshCa::validate_provided(&cert, &key, None, std::time::SystemTime::now()).unwrap(),
+    )
+    .unwrap()
+    .fingerprint()
+    .to_owned();
     eventually("the mesh CA moves to the new Secret value", || async {
         let fp = fingerprint(&cp, "corp").await;
         (fp == expected.as_str()).then_some(())

@@ -101,7 +101,8 @@ fn a_provided_ca_from_kuma_secrets_issues_certificates_that_verify_against_it() 
         )
         .success();
     assert!(
-        out.stdout.contains("secret/corp-ca-cert (mesh default) created"),
+        out.stdout
+            .contains("secret/corp-ca-cert (mesh default) created"),
         "{out:#?}"
     );
     cp.cli(&[
@@ -165,7 +166,10 @@ fn a_provided_ca_from_kuma_secrets_issues_certificates_that_verify_against_it() 
 
     // `get` shows that the data exists, never the value; its YAML
     // re-applies unchanged.
-    let table = cp.cli(&["get", "secrets", "-m", "default"]).success().stdout;
+    let table = cp
+        .cli(&["get", "secrets", "-m", "default"])
+        .success()
+        .stdout;
     assert!(table.contains("system.kuma.io/secret"), "{table}");
     assert!(table.contains("corp-ca-key"), "{table}");
     let yaml = cp

@@ -19,7 +19,9 @@ pub(crate) fn is_kuma_secret_type(t: Option<&Value>) -> bool {
 
 /// Translates a universal `type: Secret` or `type: GlobalSecret` document.
 pub(crate) fn universal(mut doc: Map<String, Value>) -> Result<Translated, Vec<FieldError>> {
-    let global = doc.remove("type").and_then(|t| t.as_str().map(str::to_string))
+    let global = doc
+        .remove("type")
+        .and_then(|t| t.as_str().map(str::to_string))
         == Some("GlobalSecret".to_string());
     let mut warnings = Vec::new();
     let mut errors = Vec::new();

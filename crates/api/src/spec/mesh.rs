@@ -313,9 +313,7 @@ impl DataSource {
     pub fn contents(&self) -> Option<DataSourceContents> {
         match (&self.file, &self.inline_string, &self.inline, &self.secret) {
             (Some(f), None, None, None) => Some(DataSourceContents::File(f.clone())),
-            (None, Some(s), None, None) => {
-                Some(DataSourceContents::Inline(s.clone().into_bytes()))
-            }
+            (None, Some(s), None, None) => Some(DataSourceContents::Inline(s.clone().into_bytes())),
             (None, None, Some(b), None) => base64::engine::general_purpose::STANDARD
                 .decode(b.trim())
                 .ok()

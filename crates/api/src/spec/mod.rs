@@ -41,8 +41,8 @@ pub use mesh::{
 };
 pub use port::Port;
 pub use secret::{
-    CA_CRT, KUMA_GLOBAL_SECRET_TYPE, KUMA_SECRET_TYPE, SecretSpec, TLS_CRT, TLS_KEY, TLS_SECRET_TYPE,
-    VALUE,
+    CA_CRT, KUMA_GLOBAL_SECRET_TYPE, KUMA_SECRET_TYPE, SecretSpec, TLS_CRT, TLS_KEY,
+    TLS_SECRET_TYPE, VALUE,
 };
 pub use service::{
     ConnectorSpec, ConnectorStatus, ListenerSpec, ListenerStatus, SelectedPod, ServiceType,

@@ -349,7 +349,8 @@ mod tests {
         assert!(errors_in(&g, None).is_empty());
         let e = errors_in(&g, Some("default"));
         assert!(
-            e.iter().any(|m| m.starts_with("metadata.mesh: not allowed")),
+            e.iter()
+                .any(|m| m.starts_with("metadata.mesh: not allowed")),
             "{e:?}"
         );
         let r = s.redacted();
@@ -365,7 +366,8 @@ mod tests {
             "{e:?}"
         );
         assert!(
-            e.iter().any(|m| m.starts_with("spec.data.extra: unknown key")),
+            e.iter()
+                .any(|m| m.starts_with("spec.data.extra: unknown key")),
             "{e:?}"
         );
         bad.data.clear();
