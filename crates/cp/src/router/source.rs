@@ -56,6 +56,10 @@ impl SiteSource for StoreSiteSource {
                 revision,
                 ..
             } = obj;
+            // Kuma's mesh-scoped Secrets are never router credentials.
+            if !key.mesh.is_empty() {
+                continue;
+            }
             view.upsert_secret(key.name, tls_material(&body), revision);
         }
         Ok(view)
