@@ -123,16 +123,14 @@ fn kuma_mesh(
             metadata.insert("mesh".into(), mesh);
             path_map.push(("metadata.mesh".to_string(), label_path));
         }
-        Some(KUMA_GLOBAL_SECRET_TYPE) => {
-            if label(metadata).is_some() {
-                errors.push(FieldError::new(
-                    label_path,
-                    format!(
-                        "a {KUMA_GLOBAL_SECRET_TYPE} belongs to no mesh; remove the label, or use \
-                         type: {KUMA_SECRET_TYPE} for a value in a mesh"
-                    ),
-                ));
-            }
+        Some(KUMA_GLOBAL_SECRET_TYPE) if label(metadata).is_some() => {
+            errors.push(FieldError::new(
+                label_path,
+                format!(
+                    "a {KUMA_GLOBAL_SECRET_TYPE} belongs to no mesh; remove the label, or use \
+                     type: {KUMA_SECRET_TYPE} for a value in a mesh"
+                ),
+            ));
         }
         _ => {}
     }
