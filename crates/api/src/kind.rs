@@ -29,7 +29,8 @@ pub enum Kind {
     Listener,
     /// A host:port that serves a routing key in this site.
     Connector,
-    /// TLS credentials (`kubernetes.io/tls`) named by `tlsCredentials`.
+    /// TLS credentials (`kubernetes.io/tls`) named by `tlsCredentials`, and
+    /// Kuma's Secret (in a mesh) and GlobalSecret; see [`Kind::allows_mesh`].
     Secret,
 }
 
@@ -95,6 +96,13 @@ impl Kind {
     /// Whether resources of this kind live inside a mesh (`metadata.mesh` required).
     pub fn is_mesh_scoped(self) -> bool {
         matches!(self, Kind::Dataplane | Kind::MeshTrafficPermission)
+    }
+
+    /// Whether a resource of this kind may name a mesh: every mesh-scoped
+    /// kind, and a Secret, whose `type` decides (`system.kuma.io/secret`
+    /// requires a mesh, the other types have none).
+    pub fn allows_mesh(self) -> bool {
+        self.is_mesh_scoped() || self == Kind::Secret
     }
 
     /// A human list of the accepted kind names, for error messages.

@@ -45,6 +45,8 @@ pub(crate) fn metadata(kind: Kind, meta: &Metadata) -> Vec<FieldError> {
             "metadata.mesh",
             format!("required: a {kind} belongs to a mesh; set metadata.mesh to the Mesh's name"),
         ),
+        // A Secret's type decides whether it has a mesh (checked with its spec).
+        (Some(mesh), false) if kind.allows_mesh() => mesh_name(&mut errs, "metadata.mesh", mesh),
         (Some(_), false) => errs.add(
             "metadata.mesh",
             format!("not allowed: a {kind} does not belong to a mesh; remove metadata.mesh"),

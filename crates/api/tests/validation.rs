@@ -104,8 +104,8 @@ fn mesh_ca_conf_rules() {
             json!({"mtls": {"backends": [{"name": "p", "type": "provided"}]}})
         ),
         [
-            "spec.mtls.backends[0].conf.cert: required for a provided CA: give file, inlineString or inline",
-            "spec.mtls.backends[0].conf.key: required for a provided CA: give file, inlineString or inline",
+            "spec.mtls.backends[0].conf.cert: required for a provided CA: give file, inlineString, inline or secret",
+            "spec.mtls.backends[0].conf.key: required for a provided CA: give file, inlineString, inline or secret",
         ]
     );
     assert_eq!(
@@ -113,7 +113,7 @@ fn mesh_ca_conf_rules() {
             "Mesh",
             provided(json!({"cert": {"file": "a", "inlineString": "b"}, "key": {"file": "k"}}))
         ),
-        "spec.mtls.backends[0].conf.cert: exactly one of file, inlineString or inline is required (2 given)"
+        "spec.mtls.backends[0].conf.cert: exactly one of file, inlineString, inline or secret is required (2 given)"
     );
     assert_eq!(
         one(
@@ -126,9 +126,13 @@ fn mesh_ca_conf_rules() {
         one("Mesh", backend(json!({"conf": {"cert": {"file": "c"}}})))
             .starts_with("spec.mtls.backends[0].conf.cert: not allowed for a builtin CA")
     );
+    // `secret:` names a Secret in the mesh (checked when the Mesh is applied).
     assert!(
-        one("Mesh", provided(json!({"cert": {"secret": "s"}, "key": {"file": "k"}})))
-            .starts_with("spec.mtls.backends[0].conf.cert.secret: unknown field `secret`, expected one of `file`, `inlineString`, `inline`")
+        errors(
+            "Mesh",
+            provided(json!({"cert": {"secret": "s"}, "key": {"file": "k"}}))
+        )
+        .is_empty()
     );
 }
 
@@ -440,8 +444,8 @@ fn invalid_fixture_reports_every_error_in_every_document() {
         r#"invalid.yaml[0] spec.trustDomain: invalid trust domain "Example.COM": use lowercase letters, digits, '.', '-' and '_' (at most 255 characters)"#,
         r#"invalid.yaml[0] spec.mtls.backends[0].dpCert.rotation.expiration: "5s" is too short; the minimum is 10s"#,
         r#"invalid.yaml[0] spec.mtls.backends[1].name: duplicate backend name "ca-1" (also backends[0])"#,
-        "invalid.yaml[0] spec.mtls.backends[1].conf.cert: required for a provided CA: give file, inlineString or inline",
-        "invalid.yaml[0] spec.mtls.backends[1].conf.key: required for a provided CA: give file, inlineString or inline",
+        "invalid.yaml[0] spec.mtls.backends[1].conf.cert: required for a provided CA: give file, inlineString, inline or secret",
+        "invalid.yaml[0] spec.mtls.backends[1].conf.key: required for a provided CA: give file, inlineString, inline or secret",
         r#"invalid.yaml[0] spec.mtls.enabledBackend: "ca-2" names no backend in spec.mtls.backends; defined backends: ca-1"#,
         r#"invalid.yaml[1] metadata.name: invalid name "Backend_1": use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"#,
         "invalid.yaml[1] metadata.mesh: required: a Dataplane belongs to a mesh; set metadata.mesh to the Mesh's name",

@@ -63,7 +63,7 @@ pub(crate) struct ApiClient {
 /// Query parameters for one resource.
 pub(crate) fn scope_query(kind: Kind, mesh: Option<&str>) -> Vec<(&'static str, String)> {
     match mesh {
-        Some(m) if kind.is_mesh_scoped() => vec![("mesh", m.to_string())],
+        Some(m) if kind.allows_mesh() => vec![("mesh", m.to_string())],
         _ => vec![],
     }
 }

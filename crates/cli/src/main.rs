@@ -73,11 +73,12 @@ enum Command {
         kind: String,
         /// Name.
         name: String,
-        /// Mesh of mesh-scoped kinds.
-        #[arg(short = 'm', long, default_value = "default")]
-        mesh: String,
+        /// Mesh of mesh-scoped kinds (default: default), or of a Kuma
+        /// mesh-scoped Secret (a Secret without it is a global one).
+        #[arg(short = 'm', long)]
+        mesh: Option<String>,
         /// For a Mesh: also delete everything in it (Dataplanes,
-        /// MeshTrafficPermissions). Without it, a Mesh in use is refused.
+        /// MeshTrafficPermissions, Secrets). Without it, a Mesh in use is refused.
         #[arg(long)]
         cascade: bool,
     },
@@ -330,7 +331,11 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
             name,
             mesh,
             cascade,
-        } => commands::delete::run(&client, kind(&k)?, &name, Some(&mesh), cascade).await,
+        } => {
+            let k = kind(&k)?;
+            let mesh = mesh.or_else(|| k.is_mesh_scoped().then(|| "default".to_string()));
+            commands::delete::run(&client, k, &name, mesh.as_deref(), cascade).await
+        }
         Command::Inspect(InspectCommand::Dataplane {
             name,
             mesh,

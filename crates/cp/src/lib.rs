@@ -28,6 +28,7 @@ pub mod replicas;
 pub mod resources;
 mod router;
 mod secret_check;
+mod secret_refs;
 pub mod site;
 pub mod status;
 mod xds_server;

@@ -90,7 +90,7 @@ pub fn key_of(kind: Kind, mesh: Option<&str>, name: &str) -> ObjectKey {
 fn list_query(kind: Kind, mesh: Option<&str>, selector: Option<LabelSelector>) -> ListQuery {
     ListQuery {
         kind: kind.as_str().to_string(),
-        mesh: mesh.filter(|_| kind.is_mesh_scoped()).map(str::to_string),
+        mesh: mesh.filter(|_| kind.allows_mesh()).map(str::to_string),
         selector,
         ..ListQuery::default()
     }
@@ -123,8 +123,9 @@ fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
     }
 }
 
-/// The mesh-scoped kinds that live inside a Mesh, deleted by a cascade.
-const MESH_CONTENTS: [Kind; 2] = [Kind::Dataplane, Kind::MeshTrafficPermission];
+/// The kinds that live inside a Mesh, deleted by a cascade (Secrets: the
+/// mesh-scoped Kuma ones).
+const MESH_CONTENTS: [Kind; 3] = [Kind::Dataplane, Kind::MeshTrafficPermission, Kind::Secret];
 
 /// How many names per kind an "in use" error shows.
 const IN_USE_NAMES: usize = 3;
@@ -200,7 +201,7 @@ impl ResourceService {
             (true, None) => Err(ResourceError::BadRequest(format!(
                 "{kind} is mesh-scoped: name the mesh (?mesh= in the API, -m/--mesh in the CLI)"
             ))),
-            (false, Some(m)) => Err(ResourceError::BadRequest(format!(
+            (false, Some(m)) if !kind.allows_mesh() => Err(ResourceError::BadRequest(format!(
                 "{kind} is not mesh-scoped, but mesh {m:?} was given; drop the mesh"
             ))),
             _ => Ok(()),
@@ -261,8 +262,15 @@ impl ResourceService {
         Ok((items, page.next))
     }
 
-    async fn check_references(&self, r: &Resource) -> Result<(), ResourceError> {
-        if let Some(mesh) = r.mesh()
+    async fn check_references(
+        &self,
+        r: &Resource,
+        pending_secrets: &crate::secret_refs::PendingSecrets,
+    ) -> Result<(), ResourceError> {
+        crate::secret_refs::check_mesh(self.store.as_ref(), r, pending_secrets).await?;
+        // A Kuma Secret may come before its Mesh (the Mesh may name it), as
+        // a labelled Secret on Kubernetes does.
+        if let Some(mesh) = r.mesh().filter(|_| r.kind() != Kind::Secret)
             && self
                 .store
                 .get(&key_of(Kind::Mesh, None, mesh))
@@ -291,7 +299,7 @@ impl ResourceService {
     pub async fn create(&self, mut r: Resource) -> Result<Resource, ResourceError> {
         Self::validated(&r)?;
         crate::secret_check::check_secret(&r)?;
-        self.check_references(&r).await?;
+        self.check_references(&r, &Default::default()).await?;
         r.clear_status();
         let obj = self
             .store
@@ -336,6 +344,7 @@ impl ResourceService {
             if current.same_desired_state(&r) {
                 return Ok((ApplyOutcome::Unchanged, current));
             }
+            crate::secret_refs::check_mesh(self.store.as_ref(), &r, &Default::default()).await?;
             let mut next = r.clone();
             next.copy_status_from(&current);
             match self
@@ -363,11 +372,13 @@ impl ResourceService {
     /// Runs every check [`Self::apply`] runs (validation, scope,
     /// `resourceVersion`, "the mesh exists") without writing, and says what
     /// apply would do. `pending_meshes` are Meshes the same apply creates
-    /// before this resource, so a reference to them counts as satisfied.
+    /// before this resource, so a reference to them counts as satisfied;
+    /// likewise `pending_secrets` (mesh, name) for a Mesh's `secret:`.
     pub async fn dry_run_apply(
         &self,
         r: &Resource,
         pending_meshes: &std::collections::BTreeSet<String>,
+        pending_secrets: &std::collections::BTreeSet<(String, String)>,
     ) -> Result<ApplyOutcome, ResourceError> {
         Self::validated(r)?;
         let expected = r.resource_version().map(parse_version).transpose()?;
@@ -378,7 +389,7 @@ impl ResourceService {
             }
             crate::secret_check::check_secret(r)?;
             if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
-                self.check_references(r).await?;
+                self.check_references(r, pending_secrets).await?;
             }
             return Ok(ApplyOutcome::Created);
         };
@@ -394,6 +405,7 @@ impl ResourceService {
         Ok(if current.same_desired_state(&r) {
             ApplyOutcome::Unchanged
         } else {
+            crate::secret_refs::check_mesh(self.store.as_ref(), &r, pending_secrets).await?;
             ApplyOutcome::Configured
         })
     }
@@ -454,6 +466,9 @@ impl ResourceService {
             if !users.is_empty() {
                 return Err(ResourceError::InUse(in_use_message(name, &users)));
             }
+        }
+        if kind == Kind::Secret {
+            crate::secret_refs::check_delete(self, mesh, name).await?;
         }
         self.delete_one(kind, mesh, name, expected).await
     }

@@ -1,6 +1,6 @@
 //! What the control plane checks on a Secret beyond syntax: that `tls.key`
-//! is the private key of `tls.crt`, and what a redacted `tls.key` (the
-//! output of `get -o yaml` applied again) means.
+//! is the private key of `tls.crt`, and what a redacted `tls.key` or Kuma
+//! `value` (the output of `get -o yaml` applied again) means.
 //!
 //! Owns those two rules for [`crate::resources::ResourceService`]. It never
 //! returns or logs a key; errors name the field and the fix.
@@ -23,23 +23,33 @@ pub(crate) fn restore_redacted_key(
     if !s.key_is_redacted() {
         return Ok(());
     }
+    let field = s.private_field();
     let key = stored
         .and_then(|st| st.spec.as_secret())
-        .and_then(|st| st.data.get(TLS_KEY))
+        .filter(|st| st.type_ == s.type_)
+        .and_then(|st| st.data.get(field))
         .filter(|k| k.as_str() != REDACTED);
     match key {
         Some(k) => {
-            s.data.insert(TLS_KEY.to_string(), k.clone());
+            s.data.insert(field.to_string(), k.clone());
             Ok(())
         }
-        None => Err(ResourceError::Invalid(vec![FieldError::new(
-            format!("spec.data.{TLS_KEY}"),
-            format!(
-                "is the redaction marker {REDACTED:?}, but no stored key exists for Secret {:?} \
-                 to keep; give the base64 PEM private key",
-                r.name()
-            ),
-        )])),
+        None => {
+            let what = if field == TLS_KEY { "key" } else { "value" };
+            Err(ResourceError::Invalid(vec![FieldError::new(
+                format!("spec.data.{field}"),
+                format!(
+                    "is the redaction marker {REDACTED:?}, but no stored {what} of this type \
+                     exists for Secret {:?} to keep; give the base64 {}",
+                    r.name(),
+                    if field == TLS_KEY {
+                        "PEM private key"
+                    } else {
+                        "value"
+                    }
+                ),
+            )]))
+        }
     }
 }
 
@@ -53,6 +63,10 @@ pub(crate) fn check_secret(r: &Resource) -> Result<(), ResourceError> {
         // Reached only when nothing was stored to restore from.
         let mut copy = r.clone();
         return restore_redacted_key(&mut copy, None);
+    }
+    if s.is_kuma() {
+        // One opaque value: its syntax is all there is to check.
+        return Ok(());
     }
     let (Some(cert), Some(key)) = (s.decoded(TLS_CRT), s.decoded(TLS_KEY)) else {
         // Syntax validation already reported these.

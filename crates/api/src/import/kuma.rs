@@ -42,6 +42,9 @@ fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
 
 /// Translates a Kuma universal document (`type:` at the top level).
 pub(crate) fn universal(mut doc: Map<String, Value>) -> Result<Translated, Vec<FieldError>> {
+    if super::kuma_secret::is_kuma_secret_type(doc.get("type")) {
+        return super::kuma_secret::universal(doc);
+    }
     let kind = kuma_kind("type", doc.remove("type")).map_err(|e| vec![e])?;
     let mut warnings = Vec::new();
     let mut errors = Vec::new();

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use crate::{FieldError, Kind};
 
 pub(crate) mod kuma;
+pub(crate) mod kuma_secret;
 pub(crate) mod secret;
 pub(crate) mod skupper;
 

@@ -116,7 +116,7 @@ pub struct CaCertConf {
     pub expiration: Option<String>,
 }
 
-/// Where PEM material comes from: exactly one of the three fields.
+/// Where PEM material comes from: exactly one of the four fields.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DataSource {
@@ -129,6 +129,10 @@ pub struct DataSource {
     /// The PEM text, base64-encoded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<String>,
+    /// The name of a Secret (`type: system.kuma.io/secret`) in the Mesh's
+    /// own mesh whose value is the PEM text, as in Kuma.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 /// The resolved form of a [`DataSource`].
@@ -138,6 +142,8 @@ pub enum DataSourceContents {
     File(String),
     /// These bytes.
     Inline(Vec<u8>),
+    /// The value of this Secret in the Mesh's mesh (the caller looks it up).
+    Secret(String),
 }
 
 // === impl MeshSpec ===
@@ -288,7 +294,7 @@ impl MtlsBackend {
                         Some(s) => s.validate(errs, &path),
                         None if needed => errs.add(
                             path,
-                            "required for a provided CA: give file, inlineString or inline",
+                            "required for a provided CA: give file, inlineString, inline or secret",
                         ),
                         None => {}
                     }
@@ -305,28 +311,37 @@ impl MtlsBackend {
 impl DataSource {
     /// Which source is set; `None` when zero or several are (invalid).
     pub fn contents(&self) -> Option<DataSourceContents> {
-        match (&self.file, &self.inline_string, &self.inline) {
-            (Some(f), None, None) => Some(DataSourceContents::File(f.clone())),
-            (None, Some(s), None) => Some(DataSourceContents::Inline(s.clone().into_bytes())),
-            (None, None, Some(b)) => base64::engine::general_purpose::STANDARD
+        match (&self.file, &self.inline_string, &self.inline, &self.secret) {
+            (Some(f), None, None, None) => Some(DataSourceContents::File(f.clone())),
+            (None, Some(s), None, None) => Some(DataSourceContents::Inline(s.clone().into_bytes())),
+            (None, None, Some(b), None) => base64::engine::general_purpose::STANDARD
                 .decode(b.trim())
                 .ok()
                 .map(DataSourceContents::Inline),
+            (None, None, None, Some(name)) => Some(DataSourceContents::Secret(name.clone())),
             _ => None,
         }
     }
 
     fn validate(&self, errs: &mut Errors, path: &str) {
-        let set = [&self.file, &self.inline_string, &self.inline]
+        let set = [&self.file, &self.inline_string, &self.inline, &self.secret]
             .iter()
             .filter(|f| f.is_some())
             .count();
         if set != 1 {
             errs.add(
                 path,
-                format!("exactly one of file, inlineString or inline is required ({set} given)"),
+                format!(
+                    "exactly one of file, inlineString, inline or secret is required ({set} given)"
+                ),
             );
             return;
+        }
+        if let Some(name) = &self.secret {
+            let at = format!("{path}.secret");
+            if validate::required(errs, &at, name) {
+                validate::dns_name(errs, &at, name);
+            }
         }
         if let Some(b) = &self.inline
             && base64::engine::general_purpose::STANDARD

@@ -40,7 +40,10 @@ pub use mesh::{
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
 };
 pub use port::Port;
-pub use secret::{CA_CRT, SecretSpec, TLS_CRT, TLS_KEY, TLS_SECRET_TYPE};
+pub use secret::{
+    CA_CRT, KUMA_GLOBAL_SECRET_TYPE, KUMA_SECRET_TYPE, SecretSpec, TLS_CRT, TLS_KEY,
+    TLS_SECRET_TYPE, VALUE,
+};
 pub use service::{
     ConnectorSpec, ConnectorStatus, ListenerSpec, ListenerStatus, SelectedPod, ServiceType,
     TagRequirement, TagSelector,
@@ -170,7 +173,7 @@ impl Spec {
             Spec::Link(s) => s.validate(&mut errs),
             Spec::Listener(s) => s.validate(&mut errs),
             Spec::Connector(s) => s.validate(&mut errs),
-            Spec::Secret(s) => s.validate(&mut errs),
+            Spec::Secret(s) => s.validate(meta, &mut errs),
         }
         errs.into_vec()
     }

@@ -1,13 +1,19 @@
-//! The Secret kind: TLS credentials that Skupper resources name in
-//! `tlsCredentials` (RouterAccess server certificates, Link client
-//! certificates), in Kubernetes' `kubernetes.io/tls` shape.
+//! The Secret kind, in three types:
+//! - `kubernetes.io/tls`: TLS credentials that Skupper resources name in
+//!   `tlsCredentials` (RouterAccess server certificates, Link client
+//!   certificates). Global (no mesh).
+//! - `system.kuma.io/secret`: Kuma's mesh-scoped `Secret`, one base64 value
+//!   in `data.value`, e.g. a provided CA's certificate or key
+//!   (`conf.cert.secret`). `metadata.mesh` is required.
+//! - `system.kuma.io/global-secret`: Kuma's `GlobalSecret`, one value, no mesh.
 //!
-//! Owns the Secret spec, its syntax checks (type, base64, PEM blocks) and
-//! the redaction of `tls.key`. It never logs or prints a key, and it does
-//! not check that the key matches the certificate: that needs a crypto
-//! library, so the control plane does it (`meshlink-identity`). A `tls.key`
-//! equal to [`REDACTED`] is accepted here; the control plane replaces it
-//! with the stored key (re-applying `get -o yaml` output) or refuses it.
+//! Owns the Secret spec, its syntax checks (type, mesh by type, base64, PEM
+//! blocks) and the redaction of the private field (`tls.key`, or `value`).
+//! It never logs or prints a secret value, and it does not check that a TLS
+//! key matches its certificate: that needs a crypto library, so the control
+//! plane does it (`meshlink-identity`). A private field equal to
+//! [`REDACTED`] is accepted here; the control plane replaces it with the
+//! stored value (re-applying `get -o yaml` output) or refuses it.
 
 use std::collections::BTreeMap;
 
@@ -16,10 +22,17 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
 use super::REDACTED;
+use crate::Metadata;
 use crate::validate::Errors;
 
-/// The only Secret type meshlink uses.
+/// The Secret type of TLS credentials (global).
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+/// The Secret type of Kuma's mesh-scoped `Secret` (one `value`).
+pub const KUMA_SECRET_TYPE: &str = "system.kuma.io/secret";
+/// The Secret type of Kuma's `GlobalSecret` (one `value`, no mesh).
+pub const KUMA_GLOBAL_SECRET_TYPE: &str = "system.kuma.io/global-secret";
+/// The data key of a Kuma secret's value. Redacted on every API read.
+pub const VALUE: &str = "value";
 /// The data key of the PEM certificate (chain).
 pub const TLS_CRT: &str = "tls.crt";
 /// The data key of the PEM private key. Redacted on every API read.
@@ -31,10 +44,12 @@ pub const CA_CRT: &str = "ca.crt";
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SecretSpec {
-    /// Must be `kubernetes.io/tls`.
+    /// `kubernetes.io/tls`, `system.kuma.io/secret` or
+    /// `system.kuma.io/global-secret`.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
-    /// Base64 values by key: `tls.crt`, `tls.key` and optionally `ca.crt`.
+    /// Base64 values by key: `tls.crt`, `tls.key` and optionally `ca.crt`
+    /// for TLS; only `value` for the Kuma types.
     #[serde(default)]
     pub data: BTreeMap<String, String>,
 }
@@ -56,6 +71,41 @@ impl SecretSpec {
         }
     }
 
+    /// A Kuma secret (`system.kuma.io/secret` with a mesh, or
+    /// `system.kuma.io/global-secret` without) holding `value` (base64).
+    pub fn kuma(global: bool, value_base64: &str) -> SecretSpec {
+        let type_ = if global {
+            KUMA_GLOBAL_SECRET_TYPE
+        } else {
+            KUMA_SECRET_TYPE
+        };
+        SecretSpec {
+            type_: Some(type_.to_string()),
+            data: BTreeMap::from([(VALUE.to_string(), value_base64.to_string())]),
+        }
+    }
+
+    /// Whether this is one of Kuma's one-value types.
+    pub fn is_kuma(&self) -> bool {
+        matches!(
+            self.type_.as_deref(),
+            Some(KUMA_SECRET_TYPE | KUMA_GLOBAL_SECRET_TYPE)
+        )
+    }
+
+    /// The data key that holds the secret part: `value` for the Kuma
+    /// types, `tls.key` otherwise.
+    pub fn private_field(&self) -> &'static str {
+        if self.is_kuma() { VALUE } else { TLS_KEY }
+    }
+
+    /// The decoded bytes of a Kuma secret's `value`, if present and valid
+    /// base64 (not when redacted).
+    pub fn value_bytes(&self) -> Option<Vec<u8>> {
+        let v = self.data.get(VALUE)?;
+        STANDARD.decode(v.trim()).ok()
+    }
+
     /// The decoded text of `data[key]`, if present and valid base64 UTF-8.
     pub fn decoded(&self, key: &str) -> Option<String> {
         let v = self.data.get(key)?;
@@ -63,32 +113,106 @@ impl SecretSpec {
         String::from_utf8(bytes).ok()
     }
 
-    /// Whether `tls.key` holds the redaction marker instead of a key.
+    /// Whether the private field (`tls.key`, or a Kuma `value`) holds the
+    /// redaction marker instead of a value.
     pub fn key_is_redacted(&self) -> bool {
-        self.data.get(TLS_KEY).is_some_and(|k| k == REDACTED)
+        self.data
+            .get(self.private_field())
+            .is_some_and(|k| k == REDACTED)
     }
 
-    /// A copy with `tls.key` replaced by [`REDACTED`] when set.
+    /// A copy with the private field (`tls.key`, or a Kuma `value`)
+    /// replaced by [`REDACTED`] when set.
     pub fn redacted(&self) -> SecretSpec {
         let mut s = self.clone();
-        if let Some(k) = s.data.get_mut(TLS_KEY) {
+        if let Some(k) = s.data.get_mut(self.private_field()) {
             *k = REDACTED.to_string();
         }
         s
     }
 
-    pub(crate) fn validate(&self, errs: &mut Errors) {
-        match self.type_.as_deref() {
-            Some(TLS_SECRET_TYPE) => {}
-            Some(other) => errs.add(
-                "spec.type",
-                format!("unsupported Secret type {other:?}; meshlink stores only type: {TLS_SECRET_TYPE}"),
+    pub(crate) fn validate(&self, meta: &Metadata, errs: &mut Errors) {
+        let mesh_required = match self.type_.as_deref() {
+            Some(TLS_SECRET_TYPE) => false,
+            Some(KUMA_SECRET_TYPE) => true,
+            Some(KUMA_GLOBAL_SECRET_TYPE) => false,
+            Some(other) => {
+                errs.add(
+                    "spec.type",
+                    format!(
+                        "unsupported Secret type {other:?}; meshlink stores type: \
+                         {TLS_SECRET_TYPE}, {KUMA_SECRET_TYPE} or {KUMA_GLOBAL_SECRET_TYPE}"
+                    ),
+                );
+                // Which data keys apply is unknown: check them as TLS data.
+                self.validate_tls(errs);
+                return;
+            }
+            None => {
+                errs.add(
+                    "spec.type",
+                    format!(
+                        "required; set type: {TLS_SECRET_TYPE} (TLS credentials), \
+                         {KUMA_SECRET_TYPE} (a value in a mesh) or {KUMA_GLOBAL_SECRET_TYPE}"
+                    ),
+                );
+                // Which data keys apply is unknown: check them as TLS data.
+                self.validate_tls(errs);
+                return;
+            }
+        };
+        match (mesh_required, &meta.mesh) {
+            (true, None) => errs.add(
+                "metadata.mesh",
+                format!(
+                    "required: a {KUMA_SECRET_TYPE} Secret (Kuma type: Secret) belongs to a mesh; \
+                     set mesh: (the kuma.io/mesh label on Kubernetes)"
+                ),
             ),
-            None => errs.add(
-                "spec.type",
-                format!("required; set type: {TLS_SECRET_TYPE}"),
+            (false, Some(_)) => errs.add(
+                "metadata.mesh",
+                format!(
+                    "not allowed: a {} Secret belongs to no mesh; remove the mesh, or use \
+                     type {KUMA_SECRET_TYPE} (Kuma type: Secret) for a value in a mesh",
+                    self.type_.as_deref().unwrap_or_default()
+                ),
             ),
+            _ => {}
         }
+        if self.is_kuma() {
+            self.validate_kuma(errs);
+        } else {
+            self.validate_tls(errs);
+        }
+    }
+
+    fn validate_kuma(&self, errs: &mut Errors) {
+        for key in self.data.keys().filter(|k| k.as_str() != VALUE) {
+            errs.add(
+                format!("spec.data.{key}"),
+                format!("unknown key; a Kuma secret holds one base64 value, in data.{VALUE}"),
+            );
+        }
+        let path = format!("spec.data.{VALUE}");
+        match self.data.get(VALUE).map(|v| v.trim()) {
+            None => errs.add(
+                path,
+                "required: the secret's bytes, base64-encoded (`base64 -w0 FILE`)",
+            ),
+            Some(REDACTED) => {}
+            Some("") => errs.add(path, "must not be empty"),
+            Some(v) => {
+                if let Err(e) = STANDARD.decode(v) {
+                    errs.add(
+                        path,
+                        format!("not valid base64 ({e}); encode the bytes with `base64 -w0 FILE`"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn validate_tls(&self, errs: &mut Errors) {
         for required in [TLS_CRT, TLS_KEY] {
             if !self.data.contains_key(required) {
                 errs.add(
@@ -157,8 +281,17 @@ mod tests {
     const KEY: &str = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
 
     fn errors(s: &SecretSpec) -> Vec<String> {
+        errors_in(s, None)
+    }
+
+    fn errors_in(s: &SecretSpec, mesh: Option<&str>) -> Vec<String> {
+        let meta = Metadata {
+            name: "s".into(),
+            mesh: mesh.map(str::to_string),
+            ..Metadata::default()
+        };
         let mut e = Errors::default();
-        s.validate(&mut e);
+        s.validate(&meta, &mut e);
         e.into_vec().into_iter().map(|e| e.to_string()).collect()
     }
 
@@ -198,6 +331,49 @@ mod tests {
         assert!(
             e.iter()
                 .any(|m| m.starts_with("spec.data.tls.key: required")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn kuma_secrets_hold_one_value_and_are_scoped_by_type() {
+        let s = SecretSpec::kuma(false, "aGk=");
+        assert!(errors_in(&s, Some("default")).is_empty());
+        assert_eq!(s.value_bytes().as_deref(), Some(&b"hi"[..]));
+        let e = errors_in(&s, None);
+        assert!(
+            e.iter().any(|m| m.starts_with("metadata.mesh: required")),
+            "{e:?}"
+        );
+        let g = SecretSpec::kuma(true, "aGk=");
+        assert!(errors_in(&g, None).is_empty());
+        let e = errors_in(&g, Some("default"));
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("metadata.mesh: not allowed")),
+            "{e:?}"
+        );
+        let r = s.redacted();
+        assert_eq!(r.data[VALUE], REDACTED);
+        assert!(r.key_is_redacted());
+        assert!(errors_in(&r, Some("default")).is_empty());
+        let mut bad = SecretSpec::kuma(false, "not base64!");
+        bad.data.insert("extra".into(), "aGk=".into());
+        let e = errors_in(&bad, Some("m"));
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("spec.data.value: not valid base64")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("spec.data.extra: unknown key")),
+            "{e:?}"
+        );
+        bad.data.clear();
+        let e = errors_in(&bad, Some("m"));
+        assert!(
+            e.iter().any(|m| m.starts_with("spec.data.value: required")),
             "{e:?}"
         );
     }

@@ -3,7 +3,8 @@
 //! without writing (`POST /api/v1/apply?dryRun=true`: validation, references
 //! such as "the mesh exists", `resourceVersion`), refuse the whole input if
 //! any fails there, then apply each and report created / configured /
-//! unchanged.
+//! unchanged. Secrets go first (in file order), so a Mesh whose provided CA
+//! names a Secret (`secret:`) applies with it from one file in any order.
 
 use std::io::Read;
 use std::time::Duration;
@@ -32,7 +33,13 @@ pub(crate) fn read_input(path: &str) -> Result<(String, String), Failure> {
 /// Runs `apply`.
 pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
     let (text, source) = read_input(file)?;
-    let docs = parse_documents(&text);
+    let mut docs = parse_documents(&text);
+    // Stable: Secrets first, everything else in file order after them.
+    docs.sort_by_key(|d| {
+        d.outcome
+            .as_ref()
+            .map_or(true, |r| r.kind() != meshlink_api::Kind::Secret)
+    });
     let mut errors = Vec::new();
     for d in &docs {
         for w in &d.warnings {
@@ -138,11 +145,16 @@ async fn dry_run(
         chunks.last_mut().expect("one chunk").push((d.index, json));
     }
     let mut pending_meshes: Vec<String> = Vec::new();
+    let mut pending_secrets: Vec<serde_json::Value> = Vec::new();
     let mut errors = 0;
     let mut runtime = false;
     for chunk in chunks.iter().filter(|c| !c.is_empty()) {
         let items: Vec<_> = chunk.iter().map(|(_, j)| j.clone()).collect();
-        let body = serde_json::json!({ "items": items, "pendingMeshes": pending_meshes });
+        let body = serde_json::json!({
+            "items": items,
+            "pendingMeshes": pending_meshes,
+            "pendingSecrets": pending_secrets,
+        });
         let resp = client
             .call(
                 Method::POST,
@@ -162,6 +174,14 @@ async fn dry_run(
                     && let Some(n) = json["metadata"]["name"].as_str()
                 {
                     pending_meshes.push(n.to_string());
+                }
+                if json["kind"] == "Secret"
+                    && let (Some(m), Some(n)) = (
+                        json["metadata"]["mesh"].as_str(),
+                        json["metadata"]["name"].as_str(),
+                    )
+                {
+                    pending_secrets.push(serde_json::json!({ "mesh": m, "name": n }));
                 }
                 continue;
             }

@@ -34,7 +34,7 @@ pub(crate) async fn run(
     }
     println!(
         "{} deleted",
-        display_name(kind, name, mesh.filter(|_| kind.is_mesh_scoped()))
+        display_name(kind, name, mesh.filter(|_| kind.allows_mesh()))
     );
     Ok(())
 }

@@ -313,7 +313,7 @@ fn ready(r: &Value) -> String {
 /// Renders a table with aligned columns.
 fn table(kind: Kind, items: &[Value]) -> String {
     let mut header = vec!["NAME"];
-    if kind.is_mesh_scoped() {
+    if kind.allows_mesh() {
         header.insert(0, "MESH");
     }
     let first = summary(kind, &items[0]);
@@ -331,8 +331,9 @@ fn table(kind: Kind, items: &[Value]) -> String {
     for r in items {
         let m = &r["metadata"];
         let mut row = Vec::new();
-        if kind.is_mesh_scoped() {
-            row.push(s(&m["mesh"]));
+        if kind.allows_mesh() {
+            // A global Secret has no mesh.
+            row.push(or(s(&m["mesh"]), "-"));
         }
         row.push(s(&m["name"]));
         row.extend(summary(kind, r).into_iter().map(|(_, v)| v));

@@ -110,7 +110,7 @@ pub(crate) async fn run(
     w: &WaitFor,
     timeout: Duration,
 ) -> Result<(), Failure> {
-    let mesh = mesh.filter(|_| kind.is_mesh_scoped());
+    let mesh = mesh.filter(|_| kind.allows_mesh());
     let what = display_name(kind, name, mesh);
     let deadline = tokio::time::Instant::now() + timeout;
     // The list gives the current state and the revision to follow from, so

@@ -57,6 +57,10 @@ fn router_kind(kind: &str) -> bool {
 fn pass_to_routers(routers: &RouterHub, change: &Change) {
     let key = &change.object.key;
     if key.kind == crate::router::source::SECRET_KIND {
+        // Kuma's mesh-scoped Secrets are never router credentials.
+        if !key.mesh.is_empty() {
+            return;
+        }
         let material = match change.change_type {
             ChangeType::Deleted => None,
             _ => Some(crate::router::source::tls_material(&change.object.body)),

@@ -34,6 +34,18 @@ struct DryRunRequest {
     /// Meshes an earlier part of the same apply creates.
     #[serde(default)]
     pending_meshes: Vec<String>,
+    /// Mesh-scoped Secrets an earlier part of the same apply creates, so a
+    /// Mesh's `secret:` reference to them counts as satisfied.
+    #[serde(default)]
+    pending_secrets: Vec<PendingSecret>,
+}
+
+/// One entry of `pendingSecrets`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PendingSecret {
+    mesh: String,
+    name: String,
 }
 
 /// Checks every item; answers 200 with one result per item, in order:
@@ -63,15 +75,23 @@ pub(super) async fn dry_run(
         )));
     }
     let mut pending: BTreeSet<String> = req.pending_meshes.into_iter().collect();
+    let mut secrets: BTreeSet<(String, String)> = req
+        .pending_secrets
+        .into_iter()
+        .map(|s| (s.mesh, s.name))
+        .collect();
     let mut results = Vec::with_capacity(req.items.len());
     let mut valid = true;
     for (index, item) in req.items.into_iter().enumerate() {
         let outcome = match Resource::from_json(item) {
             Err(fields) => Err(ApiError::invalid(fields)),
             Ok(r) => {
-                let res = st.resources.dry_run_apply(&r, &pending).await;
+                let res = st.resources.dry_run_apply(&r, &pending, &secrets).await;
                 if res.is_ok() && r.kind() == Kind::Mesh {
                     pending.insert(r.name().to_string());
+                }
+                if let (true, Kind::Secret, Some(m)) = (res.is_ok(), r.kind(), r.mesh()) {
+                    secrets.insert((m.to_string(), r.name().to_string()));
                 }
                 res.map_err(ApiError::from)
             }

@@ -36,7 +36,7 @@ impl ListScope {
     pub(super) fn new(kind: Kind, mesh: Option<&str>, selector: Option<&LabelSelector>) -> Self {
         ListScope {
             kind,
-            mesh: mesh.filter(|_| kind.is_mesh_scoped()).map(str::to_string),
+            mesh: mesh.filter(|_| kind.allows_mesh()).map(str::to_string),
             selector: selector.filter(|s| !s.is_empty()).map(|s| s.to_string()),
         }
     }

@@ -3,7 +3,8 @@
 //!
 //! One task per control plane. It
 //! - keeps every mesh's CAs created (builtin: create-once; provided:
-//!   validated) and its rotation record current, writing the record as a
+//!   validated, re-read when the Mesh or a Secret in its mesh changes) and
+//!   its rotation record current, writing the record as a
 //!   compare-and-swap on its revision (re-read and recompute on conflict),
 //!   so control planes sharing PostgreSQL converge on one state and never
 //!   lose an update;
@@ -288,6 +289,12 @@ impl Controller {
                     let mesh = key.mesh.clone();
                     self.mark_dirty(&mesh);
                 }
+            }
+            // A Secret in a mesh may hold that mesh's provided CA
+            // (`secret:`): re-read it, as a changed inline CA is.
+            "Secret" if !key.mesh.is_empty() => {
+                let mesh = key.mesh.clone();
+                self.reconcile(&mesh).await;
             }
             "Dataplane" if deleted && self.tracker.remove(&key.mesh, &key.name) => {
                 let mesh = key.mesh.clone();

@@ -3,6 +3,7 @@
 //! rotation state), reached by issuers through [`CaHandle`].
 
 mod ca_handle;
+mod ca_source;
 pub mod certify;
 pub mod controller;
 pub mod issuance;

@@ -56,6 +56,10 @@ impl SiteSource for StoreSiteSource {
                 revision,
                 ..
             } = obj;
+            // Kuma's mesh-scoped Secrets are never router credentials.
+            if !key.mesh.is_empty() {
+                continue;
+            }
             view.upsert_secret(key.name, tls_material(&body), revision);
         }
         Ok(view)
@@ -111,5 +115,32 @@ mod tests {
         let m = tls_material(&nested);
         assert_eq!(m.ca_pem, "root");
         assert!(m.cert_chain_pem.is_empty() && m.private_key_pem.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_kuma_mesh_secret_never_shadows_a_tls_secret_of_the_same_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = meshlink_store::SqliteStore::open(&dir.path().join("store.db"))
+            .await
+            .unwrap();
+        let resources = ResourceService::new(std::sync::Arc::new(store));
+        let tls = json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Secret",
+            "metadata": {"name": "creds"},
+            "spec": {"type": "kubernetes.io/tls", "data": {"tls.key": STANDARD.encode("k")}}});
+        let kuma = json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Secret",
+            "metadata": {"name": "creds", "mesh": "m"},
+            "spec": {"type": "system.kuma.io/secret", "data": {"value": STANDARD.encode("v")}}});
+        for body in [tls, kuma] {
+            let r = meshlink_api::Resource::from_json_unvalidated(body).unwrap();
+            let key = crate::resources::key_of(r.kind(), r.mesh(), r.name());
+            resources
+                .store()
+                .create(&key, r.labels(), &r.to_json())
+                .await
+                .unwrap();
+        }
+        let view = StoreSiteSource { resources }.load().await.unwrap();
+        assert_eq!(view.secrets.len(), 1);
+        assert_eq!(view.secrets["creds"].1.private_key_pem, "k");
     }
 }
