@@ -24,7 +24,8 @@ use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 use envoy_types::util::pack_any;
 use meshlink_api::spec::{
-    Action, FromRule, InboundTarget, MeshTrafficPermissionSpec, TargetRef, TargetRefKind,
+    Action, DataplaneSpec, FromRule, InboundTarget, MeshTrafficPermissionSpec, TargetRef,
+    TargetRefKind, service_from_tags,
 };
 
 use super::{MeshView, names};
@@ -172,17 +173,27 @@ fn sources(view: &MeshView, target: &TargetRef) -> Vec<Source> {
             .map(|s| Source::Service(names::spiffe_id(td, s)))
             .collect(),
         // Identities are per service: a subset allows every service that
-        // has an inbound with those tags.
+        // has an inbound (or is a gateway) with those tags.
         TargetRefKind::MeshSubset => view
             .dataplane_specs()
-            .flat_map(|(_, dp)| dp.networking.inbound.iter())
-            .filter(|i| target.matches(&i.tags))
-            .filter_map(|i| i.service())
+            .flat_map(|(_, dp)| client_tags(dp))
+            .filter(|tags| target.matches(tags))
+            .filter_map(service_from_tags)
             .map(|s| Source::Service(names::spiffe_id(td, s)))
             .collect(),
         // Not a client selector (validation refuses it in from[]).
         TargetRefKind::Dataplane | TargetRefKind::Unknown(_) => Vec::new(),
     }
+}
+
+/// The tags a Dataplane's proxy calls others with: its inbounds', or its
+/// gateway's.
+fn client_tags(dp: &DataplaneSpec) -> impl Iterator<Item = &BTreeMap<String, String>> {
+    dp.networking
+        .inbound
+        .iter()
+        .map(|i| &i.tags)
+        .chain(dp.gateway().map(|g| &g.tags))
 }
 
 fn principal(source: &Source) -> Principal {
