@@ -275,7 +275,8 @@ impl TargetRef {
         if position == Position::From {
             errs.add(
                 &path,
-                "not allowed in from[]: a client is matched by its identity; proxyTypes                  selects the proxies a policy is installed on (spec.targetRef)",
+                "not allowed in from[]: a client is matched by its identity; proxyTypes \
+                 selects the proxies a policy is installed on (spec.targetRef)",
             );
         } else if !matches!(kind, TargetRefKind::Mesh | TargetRefKind::MeshSubset) {
             errs.add(
