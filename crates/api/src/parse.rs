@@ -107,11 +107,12 @@ pub fn parse_value(index: usize, value: Value) -> ParsedDocument {
     };
     let translated = match format {
         SourceFormat::Canonical => {
+            let outcome = Resource::from_json(Value::Object(doc));
             return ParsedDocument {
                 index,
                 format: Some(format),
-                outcome: Resource::from_json(Value::Object(doc)),
-                warnings: Vec::new(),
+                warnings: spec_warnings(&outcome, |p| p.to_owned()),
+                outcome,
             };
         }
         SourceFormat::KumaUniversal => import::kuma::universal(doc),
@@ -140,12 +141,32 @@ fn finish(index: usize, format: SourceFormat, mut t: Translated) -> ParsedDocume
             Err(errors)
         }
     };
+    let mut warnings = std::mem::take(&mut t.warnings);
+    warnings.extend(spec_warnings(&outcome, |p| t.source_path(p)));
     ParsedDocument {
         index,
         format: Some(format),
         outcome,
-        warnings: t.warnings,
+        warnings,
     }
+}
+
+/// Warnings for what a valid resource holds but meshlink does not serve
+/// (e.g. a `BUILTIN` gateway), their paths mapped by `source_path`.
+fn spec_warnings(
+    outcome: &Result<Resource, Vec<FieldError>>,
+    source_path: impl Fn(&str) -> String,
+) -> Vec<String> {
+    let Some(dp) = outcome.as_ref().ok().and_then(|r| r.spec.as_dataplane()) else {
+        return Vec::new();
+    };
+    dp.warnings()
+        .into_iter()
+        .map(|w| match w.split_once(": ") {
+            Some((path, rest)) => format!("{}: {rest}", source_path(path)),
+            None => w,
+        })
+        .collect()
 }
 
 /// Decides a document's format from `apiVersion`, or Kuma universal `type`.

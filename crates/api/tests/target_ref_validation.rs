@@ -101,6 +101,6 @@ fn traffic_permission_target_ref_forms() {
     );
     assert_eq!(
         one(mtp, top(json!({"kind": "Dataplane", "selector": {}}))),
-        "spec.targetRef.selector: unknown field `selector`, expected one of `kind`, `name`, `namespace`, `labels`, `sectionName`, `tags`"
+        "spec.targetRef.selector: unknown field `selector`, expected one of `kind`, `name`, `namespace`, `labels`, `sectionName`, `tags`, `proxyTypes`"
     );
 }

@@ -78,7 +78,8 @@ pub fn missing(state: &AdminState) -> Vec<String> {
     if config.received.contains(LISTENER) && config.listeners.is_empty() {
         out.push(
             "configuration: the control plane sent no listeners; check that the Dataplane exists \
-             (`meshlink get dataplane NAME -m MESH`) and has an inbound or outbound"
+             (`meshlink get dataplane NAME -m MESH`) and has an inbound or outbound (a BUILTIN \
+             gateway gets none: it is stored but not served yet)"
                 .into(),
         );
     }

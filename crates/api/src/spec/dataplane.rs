@@ -40,7 +40,7 @@ pub struct DataplaneSpec {
 pub struct Networking {
     /// The IP or hostname other proxies reach this one at.
     pub address: String,
-    /// Services this workload serves; at least one.
+    /// Services this workload serves; at least one, unless `gateway` is set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inbound: Vec<Inbound>,
     /// Services this workload calls, each on a local port.
@@ -49,6 +49,9 @@ pub struct Networking {
     /// Kuma's `admin.port` (informational; see [`DataplaneAdmin`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin: Option<DataplaneAdmin>,
+    /// Kuma's gateway mode: the proxy serves a gateway (no inbounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<super::Gateway>,
 }
 
 /// `spec.networking.admin`: Kuma's admin port of the data plane proxy.
@@ -78,6 +81,11 @@ pub struct Inbound {
     /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_address: Option<String>,
+    /// Kuma's inbound `address`: the IP the proxy listens on for this
+    /// inbound, and other proxies reach it at (default:
+    /// `networking.address`); a hostname is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// Tags; must include `kuma.io/service` (or `meshlink.dev/service`).
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
@@ -166,9 +174,14 @@ pub struct DataplaneMtlsStatus {
 // === impl DataplaneSpec ===
 
 impl DataplaneSpec {
-    /// Every service this dataplane serves, in inbound order, without repeats.
+    /// Every service this dataplane serves, in inbound order, without
+    /// repeats; a gateway's service (its only one).
     pub fn services(&self) -> Vec<&str> {
-        let mut out: Vec<&str> = Vec::new();
+        let mut out: Vec<&str> = self
+            .gateway()
+            .and_then(super::Gateway::service)
+            .into_iter()
+            .collect();
         for s in self.networking.inbound.iter().filter_map(Inbound::service) {
             if !out.contains(&s) {
                 out.push(s);
@@ -183,13 +196,7 @@ impl DataplaneSpec {
         if let Some(admin) = &n.admin {
             admin.port.validate(errs, "spec.networking.admin.port");
         }
-        if n.inbound.is_empty() {
-            errs.add(
-                "spec.networking.inbound",
-                "at least one inbound is required: a Dataplane's identity is the service of its \
-                 inbounds (gateway dataplanes without inbounds are not supported yet)",
-            );
-        }
+        super::gateway::validate_gateway_or_inbounds(errs, n);
         for (i, inb) in n.inbound.iter().enumerate() {
             let at = format!("spec.networking.inbound[{i}]");
             if inb.port.validate(errs, &format!("{at}.port"))
@@ -300,7 +307,7 @@ fn inbound_name(errs: &mut Errors, at: &str, name: &str) -> bool {
 }
 
 /// Checks that `tags` name a service, consistently, and have no empty parts.
-fn service_tags(errs: &mut Errors, at: &str, tags: &BTreeMap<String, String>) {
+pub(super) fn service_tags(errs: &mut Errors, at: &str, tags: &BTreeMap<String, String>) {
     match (tags.get(SERVICE_TAG), tags.get(SERVICE_TAG_ALIAS)) {
         (None, None) => errs.add(
             format!("{at}.tags"),
@@ -337,6 +344,12 @@ impl Inbound {
     /// resource is validated (see [`Port::get`]).
     pub fn effective_service_port(&self) -> u16 {
         self.service_port.unwrap_or(self.port).get()
+    }
+
+    /// The address the inbound listens on and other proxies reach it at:
+    /// its `address`, else the Dataplane's `networking_address`.
+    pub fn effective_address<'a>(&'a self, networking_address: &'a str) -> &'a str {
+        self.address.as_deref().unwrap_or(networking_address)
     }
 
     /// The application's address: `serviceAddress`, else 127.0.0.1.

@@ -15,9 +15,11 @@ use crate::resource::deserialize_at;
 use crate::{FieldError, Kind, Metadata};
 
 mod dataplane;
+mod gateway;
 mod grant;
 mod link;
 mod mesh;
+mod permission_rules;
 mod port;
 mod secret;
 mod service;
@@ -30,6 +32,7 @@ pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking,
     Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
 };
+pub use gateway::{Gateway, GatewayType, builtin_warning};
 pub use grant::{
     AccessGrantSpec, AccessGrantStatus, AccessTokenSpec, AccessTokenStatus,
     DEFAULT_EXPIRATION_WINDOW, DEFAULT_REDEMPTIONS_ALLOWED,
@@ -38,6 +41,9 @@ pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
 pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
+};
+pub use permission_rules::{
+    ClientMatch, PermissionRule, RuleConf, SpiffeIdMatch, SpiffeIdMatchType,
 };
 pub use port::Port;
 pub use secret::{
@@ -53,7 +59,7 @@ pub use site::{
     NetworkSite, RouterAccessSpec, RouterAccessStatus, RouterRole, RouterRoleName, SiteSpec,
     SiteStatus,
 };
-pub use target_ref::{InboundTarget, NAMESPACE_LABEL, TargetRef, TargetRefKind};
+pub use target_ref::{InboundTarget, NAMESPACE_LABEL, ProxyType, TargetRef, TargetRefKind};
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
 
 /// What secret values are replaced with by the `redacted()` methods.

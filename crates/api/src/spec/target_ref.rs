@@ -34,6 +34,17 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// Kuma's `targetRef.proxyTypes`: which kinds of proxy a `Mesh` or
+    /// `MeshSubset` target selects.
+    pub enum ProxyType ("proxy type") {
+        /// Sidecars (Dataplanes with inbounds).
+        Sidecar = "Sidecar",
+        /// Gateway Dataplanes (`networking.gateway`).
+        Gateway = "Gateway",
+    }
+}
+
 /// Where a [`TargetRef`] appears: the accepted kinds differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Position {
@@ -67,6 +78,11 @@ pub struct TargetRef {
     /// `MeshSubset` only (required there): tags to match.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// `Mesh` or `MeshSubset` at the top level only: the kinds of proxy
+    /// selected (default: all). A MeshTrafficPermission acts on sidecar
+    /// inbounds, so without `Sidecar` it selects nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_types: Option<Vec<ProxyType>>,
 }
 
 /// One inbound of one Dataplane, as a top-level [`TargetRef`] sees it.
@@ -97,6 +113,7 @@ impl TargetRef {
             labels: None,
             section_name: None,
             tags: BTreeMap::new(),
+            proxy_types: None,
         }
     }
 
@@ -115,6 +132,14 @@ impl TargetRef {
 
     /// Whether a top-level target selects this inbound.
     pub fn selects(&self, inbound: &InboundTarget<'_>) -> bool {
+        // An inbound is a sidecar's: gateways have none.
+        if self
+            .proxy_types
+            .as_ref()
+            .is_some_and(|t| !t.contains(&ProxyType::Sidecar))
+        {
+            return false;
+        }
         if self.kind != TargetRefKind::Dataplane {
             return self.matches(inbound.tags);
         }
@@ -206,6 +231,7 @@ impl TargetRef {
             }
         }
         self.validate_labels(errs, at);
+        self.validate_proxy_types(errs, at, position);
         if self.section_name.is_some() && *kind != TargetRefKind::Dataplane {
             not_allowed(
                 errs,
@@ -237,6 +263,34 @@ impl TargetRef {
                 not_allowed(errs, "tags", "; use kind: MeshSubset to select by tags")
             }
             _ => {}
+        }
+    }
+
+    fn validate_proxy_types(&self, errs: &mut Errors, at: &str, position: Position) {
+        let Some(types) = &self.proxy_types else {
+            return;
+        };
+        let path = format!("{at}.proxyTypes");
+        let kind = &self.kind;
+        if position == Position::From {
+            errs.add(
+                &path,
+                "not allowed in from[]: a client is matched by its identity; proxyTypes \
+                 selects the proxies a policy is installed on (spec.targetRef)",
+            );
+        } else if !matches!(kind, TargetRefKind::Mesh | TargetRefKind::MeshSubset) {
+            errs.add(
+                &path,
+                format!("not allowed when kind is {kind} (as in Kuma); only Mesh and MeshSubset"),
+            );
+        } else if types.is_empty() {
+            errs.add(
+                &path,
+                "must be left out or have at least one element (as in Kuma): Sidecar or Gateway",
+            );
+        }
+        for (i, t) in types.iter().enumerate() {
+            t.validate(errs, &format!("{path}[{i}]"));
         }
     }
 

@@ -1,11 +1,12 @@
 //! The MeshTrafficPermission kind: who may talk to whom inside a mesh.
 //!
-//! Owns the Kuma "new policy" shape (`targetRef` + `from[]`), its validation
-//! and target matching. It decides nothing about precedence between
+//! Owns the Kuma "new policy" shape (`targetRef` + `from[]`, or `rules[]`,
+//! see `permission_rules`), its validation and target matching. It decides nothing about precedence between
 //! policies; that belongs to the translator.
 
 use serde::{Deserialize, Serialize};
 
+use super::permission_rules::PermissionRule;
 use super::string_enum::string_enum;
 use super::target_ref::{Position, TargetRef, TargetRefKind};
 use crate::validate::Errors;
@@ -17,9 +18,13 @@ pub struct MeshTrafficPermissionSpec {
     /// Which destinations the policy applies to (default: the whole mesh).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ref: Option<TargetRef>,
-    /// Rules by source; at least one.
+    /// Rules by source; at least one, unless `rules` is given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub from: Vec<FromRule>,
+    /// Kuma's experimental `rules` (clients matched by SPIFFE ID); not
+    /// together with `from`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<PermissionRule>,
 }
 
 string_enum! {
@@ -67,13 +72,20 @@ impl MeshTrafficPermissionSpec {
         if let Some(t) = &self.target_ref {
             t.validate(errs, "spec.targetRef", Position::Top);
         }
-        if self.from.is_empty() {
-            errs.add(
+        match (self.from.is_empty(), self.rules.is_empty()) {
+            (true, true) => errs.add(
                 "spec.from",
                 "at least one rule is required, e.g. from: [{targetRef: {kind: Mesh}, \
-                 default: {action: Allow}}]",
-            );
+                 default: {action: Allow}}] (or Kuma's rules: [...])",
+            ),
+            (false, false) => errs.add(
+                "spec.from",
+                "from must be empty when rules is defined (as in Kuma): a policy matches \
+                 clients by from[].targetRef or by rules[] SPIFFE IDs; split it in two",
+            ),
+            _ => {}
         }
+        super::permission_rules::validate(errs, &self.rules);
         for (i, rule) in self.from.iter().enumerate() {
             rule.target_ref
                 .validate(errs, &format!("spec.from[{i}].targetRef"), Position::From);

@@ -137,10 +137,15 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         )],
         Kind::Dataplane => {
             let net = &spec["networking"];
-            let services: Vec<String> = net["inbound"]
+            let mut services: Vec<String> = net["inbound"]
                 .as_array()
                 .map(|a| a.iter().map(|i| service_of(&i["tags"])).collect())
                 .unwrap_or_default();
+            let gateway = &net["gateway"];
+            if gateway.is_object() {
+                let kind = or(s(&gateway["type"]), "DELEGATED");
+                services.push(format!("{} ({kind} gateway)", service_of(&gateway["tags"])));
+            }
             let now = SystemTime::now();
             vec![
                 ("ADDRESS", s(&net["address"])),
@@ -405,6 +410,23 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("Ready") && out.contains(" 2 "), "{out}");
+    }
+
+    #[test]
+    fn a_gateway_dataplane_lists_its_gateway_service_and_type() {
+        let dp = |gateway: Value| {
+            json!({"metadata": {"name": "edge-1", "mesh": "default", "resourceVersion": "1"},
+                "spec": {"networking": {"address": "10.0.0.9", "gateway": gateway}}})
+        };
+        let out = table(
+            Kind::Dataplane,
+            &[
+                dp(json!({"tags": {"kuma.io/service": "edge"}})),
+                dp(json!({"type": "BUILTIN", "tags": {"kuma.io/service": "public"}})),
+            ],
+        );
+        assert!(out.contains("edge (DELEGATED gateway)"), "{out}");
+        assert!(out.contains("public (BUILTIN gateway)"), "{out}");
     }
 
     #[test]

@@ -232,12 +232,11 @@ pub(crate) fn mtp_valid(r: &Resource) -> Condition {
     if errors.is_empty() {
         let spec = r.spec.as_mesh_traffic_permission();
         let rules = spec.map_or(0, |s| s.from.len());
-        return Condition::now(
-            "Valid",
-            ConditionStatus::True,
-            "Valid",
-            format!("targetRef and {rules} from rule(s) are well-formed selectors"),
-        );
+        let message = match spec.map_or(0, |s| s.rules.len()) {
+            0 => format!("targetRef and {rules} from rule(s) are well-formed selectors"),
+            n => format!("targetRef and {n} SPIFFE ID rule(s) are well-formed"),
+        };
+        return Condition::now("Valid", ConditionStatus::True, "Valid", message);
     }
     let what: Vec<String> = errors.iter().map(ToString::to_string).collect();
     Condition::now(
@@ -279,6 +278,23 @@ pub(crate) fn stalled_condition(stalled: &[String]) -> Condition {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rules_permission_is_valid_and_says_how_many_rules_it_has() {
+        let r = Resource::from_json(serde_json::json!({
+            "apiVersion": "meshlink.dev/v1alpha1", "kind": "MeshTrafficPermission",
+            "metadata": {"name": "p", "mesh": "default"},
+            "spec": {"rules": [{"default": {"allow": [
+                {"spiffeID": {"type": "Prefix", "value": "spiffe://default"}}]}}]},
+        }))
+        .expect("valid");
+        let c = mtp_valid(&r);
+        assert_eq!(c.status, ConditionStatus::True);
+        assert_eq!(
+            c.message,
+            "targetRef and 1 SPIFFE ID rule(s) are well-formed"
+        );
+    }
 
     fn update(presence: Presence, online: bool) -> DataplaneUpdate {
         DataplaneUpdate {

@@ -75,8 +75,10 @@ fn outbound_services(dp: Option<&DataplaneSpec>) -> BTreeSet<String> {
 
 fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&BTreeMap<String, String>> {
     dp.into_iter()
-        .flat_map(|dp| &dp.networking.inbound)
-        .map(|i| &i.tags)
+        .flat_map(|dp| {
+            let gateway = dp.gateway().map(|g| &g.tags);
+            dp.networking.inbound.iter().map(|i| &i.tags).chain(gateway)
+        })
         .collect()
 }
 

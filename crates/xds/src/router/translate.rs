@@ -282,8 +282,10 @@ fn host_port(host: &str, port: u16) -> String {
 
 /// The Dataplanes a Connector's selector picks, as Skupper picks pods:
 /// those with an inbound whose tags match, online unless the Connector
-/// includes not-ready ones. Each is listed once, with its address; flows go
-/// to that address at the Connector's `port` (Skupper's pod IP and port).
+/// includes not-ready ones. Each is listed once, with the address of its
+/// first matching inbound (the inbound's `address`, else the Dataplane's);
+/// flows go to that address at the Connector's `port` (Skupper's pod IP and
+/// port).
 /// Sorted by mesh, name.
 fn select(view: &SiteView, connector: &Resource) -> Vec<SelectedPod> {
     let Some(spec) = connector.spec.as_connector() else {
@@ -301,15 +303,17 @@ fn select(view: &SiteView, connector: &Resource) -> Vec<SelectedPod> {
         if !online && !spec.includes_not_ready() {
             continue;
         }
-        if dp_spec
+        if let Some(inbound) = dp_spec
             .networking
             .inbound
             .iter()
-            .any(|i| selector.matches(&i.tags))
+            .find(|i| selector.matches(&i.tags))
         {
             out.push(SelectedPod {
                 name: format!("{mesh}/{name}"),
-                ip: dp_spec.networking.address.clone(),
+                ip: inbound
+                    .effective_address(&dp_spec.networking.address)
+                    .to_owned(),
             });
         }
     }

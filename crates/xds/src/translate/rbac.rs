@@ -9,6 +9,11 @@
 //! ALLOW filter. It must never be used with mTLS off: without certificates
 //! there is no identity.
 //!
+//! A permission may instead give Kuma's `rules` (SPIFFE ID matches, exact
+//! or prefix): when any permission selecting an inbound has `rules`, the
+//! rules of all of them decide it (DENY matches first, then ALLOW) and
+//! `from[]` permissions are ignored there, as in Kuma.
+//!
 //! Each filter carries at most one policy, because RBAC policies are a
 //! protobuf map whose encoding order is not stable; one entry keeps the
 //! output byte-identical.
@@ -24,7 +29,8 @@ use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 use envoy_types::util::pack_any;
 use meshlink_api::spec::{
-    Action, FromRule, InboundTarget, MeshTrafficPermissionSpec, TargetRef, TargetRefKind,
+    Action, DataplaneSpec, FromRule, InboundTarget, MeshTrafficPermissionSpec, PermissionRule,
+    SpiffeIdMatch, SpiffeIdMatchType, TargetRef, TargetRefKind, service_from_tags,
 };
 
 use super::{MeshView, names};
@@ -35,10 +41,11 @@ const RBAC_FILTER: &str = "envoy.filters.network.rbac";
 /// A source identity, ordered for determinism.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Source {
-    /// Any identity of the trust domain (a `Mesh` source).
-    TrustDomain(String),
-    /// One service's SPIFFE ID.
-    Service(String),
+    /// SPIFFE IDs starting with this (a `Mesh` source's trust domain, or
+    /// a `rules` `Prefix` match).
+    Prefix(String),
+    /// One SPIFFE ID (a service's, or a `rules` `Exact` match).
+    Exact(String),
 }
 
 /// Who an inbound's rules allow and deny (before filters are built).
@@ -99,6 +106,11 @@ pub(super) fn inbound_sources(view: &MeshView, inbound: &InboundTarget<'_>) -> R
         .filter(|(_, _, target)| target.selects(inbound))
         .collect();
     mtps.sort_by(|a, b| a.2.rank().cmp(&b.2.rank()).then_with(|| b.0.cmp(a.0)));
+    // Kuma: once a policy with `rules` selects the inbound, the rules of
+    // every such policy decide it and `from[]` policies are ignored.
+    if mtps.iter().any(|(_, mtp, _)| !mtp.rules.is_empty()) {
+        return rule_sources(mtps.iter().flat_map(|(_, mtp, _)| &mtp.rules));
+    }
     let rules: Vec<&FromRule> = mtps.iter().flat_map(|(_, mtp, _)| &mtp.from).collect();
     // Walk from the highest priority down: the first verdict a client
     // gets is its last matching entry's. A `Mesh` entry decides every
@@ -122,15 +134,32 @@ pub(super) fn inbound_sources(view: &MeshView, inbound: &InboundTarget<'_>) -> R
     let mut out = RbacSources::default();
     if rest == Some(true) {
         // Everyone in the trust domain but the clients decided Deny.
-        out.allow.insert(Source::TrustDomain(names::spiffe_prefix(
-            view.trust_domain(),
-        )));
+        out.allow
+            .insert(Source::Prefix(names::spiffe_prefix(view.trust_domain())));
         out.deny
             .extend(decided.into_iter().filter(|(_, a)| !a).map(|(s, _)| s));
     } else {
         // Default deny: only the clients decided Allow.
         out.allow
             .extend(decided.into_iter().filter(|(_, a)| *a).map(|(s, _)| s));
+    }
+    out
+}
+
+/// The sources of Kuma's `rules` (all of them together, in any order):
+/// a client any `deny` match selects is refused, else one any `allow` or
+/// `allowWithShadowDeny` match selects is let in, else it is refused.
+fn rule_sources<'a>(rules: impl Iterator<Item = &'a PermissionRule>) -> RbacSources {
+    let source = |m: &SpiffeIdMatch| match m.type_ {
+        SpiffeIdMatchType::Prefix => Some(Source::Prefix(m.value.clone())),
+        SpiffeIdMatchType::Exact => Some(Source::Exact(m.value.clone())),
+        SpiffeIdMatchType::Unknown(_) => None,
+    };
+    let mut out = RbacSources::default();
+    for rule in rules {
+        out.deny.extend(rule.default_.denying().filter_map(source));
+        out.allow
+            .extend(rule.default_.allowing().filter_map(source));
     }
     out
 }
@@ -165,30 +194,40 @@ pub fn uses_subset_sources(view: &MeshView) -> bool {
 fn sources(view: &MeshView, target: &TargetRef) -> Vec<Source> {
     let td = view.trust_domain();
     match &target.kind {
-        TargetRefKind::Mesh => vec![Source::TrustDomain(names::spiffe_prefix(td))],
+        TargetRefKind::Mesh => vec![Source::Prefix(names::spiffe_prefix(td))],
         TargetRefKind::MeshService => target
             .name
             .iter()
-            .map(|s| Source::Service(names::spiffe_id(td, s)))
+            .map(|s| Source::Exact(names::spiffe_id(td, s)))
             .collect(),
         // Identities are per service: a subset allows every service that
-        // has an inbound with those tags.
+        // has an inbound (or is a gateway) with those tags.
         TargetRefKind::MeshSubset => view
             .dataplane_specs()
-            .flat_map(|(_, dp)| dp.networking.inbound.iter())
-            .filter(|i| target.matches(&i.tags))
-            .filter_map(|i| i.service())
-            .map(|s| Source::Service(names::spiffe_id(td, s)))
+            .flat_map(|(_, dp)| client_tags(dp))
+            .filter(|tags| target.matches(tags))
+            .filter_map(service_from_tags)
+            .map(|s| Source::Exact(names::spiffe_id(td, s)))
             .collect(),
         // Not a client selector (validation refuses it in from[]).
         TargetRefKind::Dataplane | TargetRefKind::Unknown(_) => Vec::new(),
     }
 }
 
+/// The tags a Dataplane's proxy calls others with: its inbounds', or its
+/// gateway's.
+fn client_tags(dp: &DataplaneSpec) -> impl Iterator<Item = &BTreeMap<String, String>> {
+    dp.networking
+        .inbound
+        .iter()
+        .map(|i| &i.tags)
+        .chain(dp.gateway().map(|g| &g.tags))
+}
+
 fn principal(source: &Source) -> Principal {
     let pattern = match source {
-        Source::TrustDomain(prefix) => MatchPattern::Prefix(prefix.clone()),
-        Source::Service(id) => MatchPattern::Exact(id.clone()),
+        Source::Prefix(prefix) => MatchPattern::Prefix(prefix.clone()),
+        Source::Exact(id) => MatchPattern::Exact(id.clone()),
     };
     Principal {
         identifier: Some(principal::Identifier::Authenticated(

@@ -148,7 +148,7 @@ fn inbound_resources(
     let Some(service) = inbound.service() else {
         return;
     };
-    let address = dp.networking.address.as_str();
+    let address = inbound.effective_address(&dp.networking.address);
     let port = inbound.port.get();
     let service_port = inbound.effective_service_port();
     let name = names::inbound_listener(address, port);

@@ -46,7 +46,7 @@ pub fn endpoint_contributions(dp: &DataplaneSpec) -> BTreeSet<(String, String, u
             let service = i.service()?;
             Some((
                 service.to_owned(),
-                dp.networking.address.clone(),
+                i.effective_address(&dp.networking.address).to_owned(),
                 i.port.get(),
             ))
         })
