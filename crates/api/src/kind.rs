@@ -31,11 +31,13 @@ pub enum Kind {
     Connector,
     /// TLS credentials (`kubernetes.io/tls`) named by `tlsCredentials`.
     Secret,
+    /// A destination inside a mesh: selected Dataplanes and their ports.
+    MeshService,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -47,6 +49,7 @@ impl Kind {
         Kind::Listener,
         Kind::Connector,
         Kind::Secret,
+        Kind::MeshService,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -63,6 +66,7 @@ impl Kind {
             Kind::Listener => "Listener",
             Kind::Connector => "Connector",
             Kind::Secret => "Secret",
+            Kind::MeshService => "MeshService",
         }
     }
 
@@ -80,6 +84,7 @@ impl Kind {
             Kind::Listener => "listeners",
             Kind::Connector => "connectors",
             Kind::Secret => "secrets",
+            Kind::MeshService => "meshservices",
         }
     }
 
@@ -88,13 +93,17 @@ impl Kind {
         match self {
             Kind::Dataplane => &["dp"],
             Kind::MeshTrafficPermission => &["mtp"],
+            Kind::MeshService => &["msvc"],
             _ => &[],
         }
     }
 
     /// Whether resources of this kind live inside a mesh (`metadata.mesh` required).
     pub fn is_mesh_scoped(self) -> bool {
-        matches!(self, Kind::Dataplane | Kind::MeshTrafficPermission)
+        matches!(
+            self,
+            Kind::Dataplane | Kind::MeshTrafficPermission | Kind::MeshService
+        )
     }
 
     /// A human list of the accepted kind names, for error messages.

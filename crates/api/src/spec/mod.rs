@@ -18,6 +18,7 @@ mod dataplane;
 mod grant;
 mod link;
 mod mesh;
+mod mesh_service;
 mod port;
 mod secret;
 mod service;
@@ -38,6 +39,10 @@ pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
 pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
+};
+pub use mesh_service::{
+    BackendRef, DataplaneProxies, DataplaneRef, IdentityType, LabelSelector, MeshServiceIdentity, MeshServices, MeshServicesMode,
+    MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, TargetPort,
 };
 pub use port::Port;
 pub use secret::{CA_CRT, SecretSpec, TLS_CRT, TLS_KEY, TLS_SECRET_TYPE};
@@ -84,6 +89,8 @@ pub enum Spec {
     Connector(ConnectorSpec),
     /// A [`SecretSpec`].
     Secret(SecretSpec),
+    /// A [`MeshServiceSpec`].
+    MeshService(MeshServiceSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -101,6 +108,7 @@ macro_rules! each_spec {
             Spec::Listener($inner) => $body,
             Spec::Connector($inner) => $body,
             Spec::Secret($inner) => $body,
+            Spec::MeshService($inner) => $body,
         }
     };
 }
@@ -122,6 +130,7 @@ impl Spec {
             Spec::Listener(_) => Kind::Listener,
             Spec::Connector(_) => Kind::Connector,
             Spec::Secret(_) => Kind::Secret,
+            Spec::MeshService(_) => Kind::MeshService,
         }
     }
 
@@ -146,6 +155,7 @@ impl Spec {
             Kind::Listener => parse(value).map(Spec::Listener),
             Kind::Connector => parse(value).map(Spec::Connector),
             Kind::Secret => parse(value).map(Spec::Secret),
+            Kind::MeshService => parse(value).map(Spec::MeshService),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -171,6 +181,7 @@ impl Spec {
             Spec::Listener(s) => s.validate(&mut errs),
             Spec::Connector(s) => s.validate(&mut errs),
             Spec::Secret(s) => s.validate(&mut errs),
+            Spec::MeshService(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }
@@ -277,6 +288,14 @@ impl Spec {
         }
     }
 
+    /// The MeshService spec, if this is one.
+    pub fn as_mesh_service(&self) -> Option<&MeshServiceSpec> {
+        match self {
+            Spec::MeshService(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The MeshTrafficPermission spec, if this is one.
     pub fn as_mesh_traffic_permission(&self) -> Option<&MeshTrafficPermissionSpec> {
         match self {
@@ -325,6 +344,8 @@ pub enum StatusDetails {
     Listener(ListenerStatus),
     /// Connector: whether a Listener uses its key; selected Dataplanes.
     Connector(ConnectorStatus),
+    /// MeshService: the Dataplanes it selects.
+    MeshService(MeshServiceStatus),
 }
 
 // === impl StatusDetails ===
@@ -345,6 +366,7 @@ impl StatusDetails {
             Kind::Dataplane => parse_status(value).map(StatusDetails::Dataplane),
             Kind::Listener => parse_status(value).map(StatusDetails::Listener),
             Kind::Connector => parse_status(value).map(StatusDetails::Connector),
+            Kind::MeshService => parse_status(value).map(StatusDetails::MeshService),
             _ => {
                 let fields = value
                     .as_object()
@@ -374,6 +396,7 @@ impl StatusDetails {
             StatusDetails::Dataplane(s) => to_value(s),
             StatusDetails::Listener(s) => to_value(s),
             StatusDetails::Connector(s) => to_value(s),
+            StatusDetails::MeshService(s) => to_value(s),
         }
     }
 
