@@ -13,6 +13,7 @@
 mod endpoints;
 mod grpc;
 mod memo;
+mod mesh_service;
 pub mod names;
 mod rbac;
 mod sidecar;
@@ -31,6 +32,7 @@ pub use snapshot::{
     ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE, Snapshot,
     TYPE_ORDER, Versioned,
 };
+pub use mesh_service::{mesh_service_outbounds, selected_dataplanes};
 pub use view::{MeshView, NetworkListeners, endpoint_contributions};
 
 /// Node metadata key that selects the [`ClientKind`].
@@ -185,7 +187,7 @@ pub fn translate_shared(
         ClientKind::Grpc => grpc::build(&mut snap, view, dp, memo),
         ClientKind::Envoy | ClientKind::MeshlinkProxy => {
             if view.mtls_enabled() {
-                let own = tls::identity_secret_name(dp);
+                let own = tls::identity_secret_name(dp, &proxy.name);
                 if let Some((name, secret)) = &encoded.identity
                     && own.as_ref() == Some(name)
                 {
@@ -194,7 +196,7 @@ pub fn translate_shared(
                 if let Some((name, secret)) = &encoded.trust_bundle {
                     snap.insert_shared(name.clone(), secret.clone());
                 }
-                tls::secrets(&mut snap, view, dp, &proxy.secrets);
+                tls::secrets(&mut snap, view, dp, &proxy.name, &proxy.secrets);
             }
             sidecar::build(&mut snap, view, &proxy.name, dp, memo);
         }

@@ -26,6 +26,18 @@ pub fn service_cluster(service: &str) -> String {
     service.to_owned()
 }
 
+/// Name of the Cluster (and ClusterLoadAssignment) of port `port` of
+/// MeshService `name` (Kuma's `<name>_msvc_<port>`).
+pub fn mesh_service_cluster(name: &str, port: u16) -> String {
+    format!("{}_msvc_{port}", name.replace('.', "_"))
+}
+
+/// Name of the API listener a proxyless gRPC client dials for port `port`
+/// of MeshService `name`: `xds:///<name>:<port>`.
+pub fn mesh_service_grpc_listener(name: &str, port: u16) -> String {
+    format!("{name}:{port}")
+}
+
 /// Name of the (STATIC, plain TCP) cluster of a Dataplane outbound to a
 /// routing key of the multi-site network: this site's router Listeners.
 pub fn network_cluster(routing_key: &str) -> String {
