@@ -124,7 +124,11 @@ fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
 }
 
 /// The mesh-scoped kinds that live inside a Mesh, deleted by a cascade.
-const MESH_CONTENTS: [Kind; 2] = [Kind::Dataplane, Kind::MeshTrafficPermission];
+const MESH_CONTENTS: [Kind; 3] = [
+    Kind::Dataplane,
+    Kind::MeshTrafficPermission,
+    Kind::MeshService,
+];
 
 /// How many names per kind an "in use" error shows.
 const IN_USE_NAMES: usize = 3;
@@ -292,6 +296,7 @@ impl ResourceService {
         Self::validated(&r)?;
         crate::secret_check::check_secret(&r)?;
         self.check_references(&r).await?;
+        self.check_backend_refs(&r).await?;
         r.clear_status();
         let obj = self
             .store
@@ -336,6 +341,7 @@ impl ResourceService {
             if current.same_desired_state(&r) {
                 return Ok((ApplyOutcome::Unchanged, current));
             }
+            self.check_backend_refs(&r).await?;
             let mut next = r.clone();
             next.copy_status_from(&current);
             match self
@@ -380,6 +386,7 @@ impl ResourceService {
             if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
                 self.check_references(r).await?;
             }
+            self.check_backend_refs(r).await?;
             return Ok(ApplyOutcome::Created);
         };
         if let Some(v) = expected
@@ -391,6 +398,7 @@ impl ResourceService {
         let mut r = r.clone();
         crate::secret_check::restore_redacted_key(&mut r, Some(&current))?;
         crate::secret_check::check_secret(&r)?;
+        self.check_backend_refs(&r).await?;
         Ok(if current.same_desired_state(&r) {
             ApplyOutcome::Unchanged
         } else {

@@ -198,7 +198,10 @@ fn backend_ref_outbound_reaches_only_the_selected_inbounds() {
     );
     assert!(endpoints(&snap, "missing_msvc_80").is_empty());
     let cluster: Cluster = decode(&snap, CLUSTER_TYPE, "missing_msvc_80");
-    assert_eq!(accepted_sans(&cluster), ["spiffe://example.org"]);
+    assert_eq!(
+        accepted_sans(&cluster),
+        ["spiffe://example.org/meshlink.dev/no-identity/missing"]
+    );
     // Disabled (the default): the tag outbound still reaches every
     // `backend`-tagged inbound.
     assert_eq!(

@@ -56,7 +56,9 @@ pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
     }
     dry_run(client, &source, &docs).await?;
     let mut worst: Option<Failure> = None;
-    for d in docs {
+    // Meshes first, so a file may list a Mesh after what it contains.
+    let (meshes, rest): (Vec<_>, Vec<_>) = docs.into_iter().partition(is_mesh);
+    for d in meshes.into_iter().chain(rest) {
         let Ok(r) = d.outcome else { continue };
         let name = display_name(r.kind(), r.name(), r.mesh());
         let path = format!("/api/v1/{}/{}", r.kind().plural(), r.name());
@@ -111,6 +113,13 @@ pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
     }
 }
 
+/// Whether `d` is a valid Mesh document.
+fn is_mesh(d: &meshlink_api::ParsedDocument) -> bool {
+    d.outcome
+        .as_ref()
+        .is_ok_and(|r| r.kind() == meshlink_api::Kind::Mesh)
+}
+
 /// Most documents per dry-run request, and roughly most bytes (the server
 /// reads at most 1 MiB per request).
 const DRY_RUN_ITEMS: usize = 200;
@@ -137,7 +146,12 @@ async fn dry_run(
         bytes += size;
         chunks.last_mut().expect("one chunk").push((d.index, json));
     }
-    let mut pending_meshes: Vec<String> = Vec::new();
+    // Every Mesh of the input is applied before the rest (see `run`).
+    let pending_meshes: Vec<String> = docs
+        .iter()
+        .filter(|d| is_mesh(d))
+        .filter_map(|d| Some(d.outcome.as_ref().ok()?.name().to_string()))
+        .collect();
     let mut errors = 0;
     let mut runtime = false;
     for chunk in chunks.iter().filter(|c| !c.is_empty()) {
@@ -158,11 +172,6 @@ async fn dry_run(
             let res = &results.get(pos).cloned().unwrap_or_default();
             let err = &res["error"];
             if err.is_null() {
-                if json["kind"] == "Mesh"
-                    && let Some(n) = json["metadata"]["name"].as_str()
-                {
-                    pending_meshes.push(n.to_string());
-                }
                 continue;
             }
             errors += 1;

@@ -71,8 +71,9 @@ pub(super) fn endpoints(view: &MeshView, name: &str, port: u16) -> Vec<(String, 
 /// The SPIFFE IDs a client accepts from the backends of MeshService
 /// `name`: its `identities` if set (`ServiceTag` as the service's SPIFFE
 /// ID), else the identity of every selected Dataplane. Never empty: with
-/// none, the trust domain's own ID, which no workload certificate carries,
-/// so every connection fails verification.
+/// none, [`names::no_identity`], which no workload certificate carries, so
+/// every connection fails verification (an empty list would accept any
+/// certificate of the mesh).
 pub(super) fn accepted_identities(view: &MeshView, name: &str) -> Vec<String> {
     let td = view.trust_domain();
     let mut ids: Vec<String> = match view.mesh_service(name) {
@@ -94,7 +95,7 @@ pub(super) fn accepted_identities(view: &MeshView, name: &str) -> Vec<String> {
     ids.sort();
     ids.dedup();
     if ids.is_empty() {
-        ids.push(format!("spiffe://{td}"));
+        ids.push(names::no_identity(td, name));
     }
     ids
 }

@@ -70,6 +70,14 @@ pub fn spiffe_id(trust_domain: &str, service: &str) -> String {
     format!("spiffe://{trust_domain}/{service}")
 }
 
+/// The SPIFFE ID a client requires of MeshService `name`'s backends when
+/// the MeshService has no identity (it does not exist, selects nothing or
+/// lists none): a valid ID the control plane never issues, since no
+/// Dataplane name or service tag has this form.
+pub fn no_identity(trust_domain: &str, name: &str) -> String {
+    format!("spiffe://{trust_domain}/meshlink.dev/no-identity/{name}")
+}
+
 /// The prefix shared by every SPIFFE ID of `trust_domain`.
 pub fn spiffe_prefix(trust_domain: &str) -> String {
     format!("spiffe://{trust_domain}/")

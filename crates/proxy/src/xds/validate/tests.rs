@@ -89,8 +89,8 @@ fn everything_the_translator_sends_a_meshlink_proxy_is_accepted() {
                 if c.discovery == Discovery::Eds && mtls {
                     let tls = c.tls.expect("upstream TLS");
                     assert_eq!(
-                        tls.expected_spiffe_id.as_deref(),
-                        Some("spiffe://example.org/backend")
+                        tls.expected_spiffe_ids,
+                        ["spiffe://example.org/backend"]
                     );
                 }
             }
