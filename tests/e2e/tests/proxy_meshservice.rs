@@ -12,6 +12,8 @@
 //! - a backendRef naming a port the MeshService lacks is refused at apply
 //!   time with its field path; one naming a MeshService that does not exist
 //!   yet is accepted;
+//! - the MeshService's status lists backend-1 and backend-2, both
+//!   connected;
 //! - with `meshServices.mode: Exclusive` the tag outbound stops working
 //!   while the backendRef outbound keeps serving.
 
@@ -200,6 +202,22 @@ fn backend_ref_outbound_reaches_only_the_selected_backends() {
     for s in &mut sidecars {
         s.wait_ready(READY);
     }
+
+    // Status: the selected Dataplanes, both connected.
+    let status = eventually("MeshService status to count 2 connected", READY, || {
+        let yaml = cp
+            .cli(&["get", "msvc", "backend", "-m", "default", "-o", "yaml"])
+            .success()
+            .stdout;
+        yaml.contains("connected: 2").then_some(yaml)
+    });
+    assert!(
+        status.contains("total: 2")
+            && status.contains("- backend-1\n")
+            && status.contains("- backend-2\n")
+            && !status.contains("other-1"),
+        "{status}"
+    );
 
     // backendRef: only the MeshService's selected backends answer.
     reaches(p.via_mesh_service, &["backend-1", "backend-2"]);
