@@ -42,9 +42,8 @@ fn backend_ref_fields_are_checked() {
         "    - port: 10001\n      backendRef: {kind: MeshGateway, name: db}\n",
     ));
     assert!(
-        errs.iter().any(|e| e.starts_with(
-            "networking.outbound[0].backendRef.kind: invalid value \"MeshGateway\""
-        )),
+        errs.iter().any(|e| e
+            .starts_with("networking.outbound[0].backendRef.kind: invalid value \"MeshGateway\"")),
         "{errs:?}"
     );
     assert!(
@@ -78,7 +77,9 @@ fn inbound_without_tags_applies_and_tagged_inbounds_still_need_the_service_tag()
     );
     assert_eq!(
         errs,
-        ["networking.inbound[0].tags: missing the service tag: add kuma.io/service: <service name>"]
+        [
+            "networking.inbound[0].tags: missing the service tag: add kuma.io/service: <service name>"
+        ]
     );
 }
 
@@ -116,4 +117,19 @@ fn mesh_services_mode_is_checked() {
              Everywhere, ReachableBackends or Exclusive"
         ]
     );
+}
+
+#[test]
+fn modes_in_which_kuma_generates_mesh_services_warn() {
+    let docs = parse_documents("type: Mesh\nname: default\nmeshServices:\n  mode: Everywhere\n");
+    assert!(docs[0].outcome.is_ok());
+    assert_eq!(docs[0].warnings.len(), 1, "{:?}", docs[0].warnings);
+    assert!(
+        docs[0].warnings[0]
+            .starts_with("meshServices.mode: Everywhere: meshlink does not generate"),
+        "{:?}",
+        docs[0].warnings
+    );
+    let k8s = "apiVersion: kuma.io/v1alpha1\nkind: Mesh\nmetadata: {name: default}\nspec:\n  meshServices: {mode: Disabled}\n";
+    assert!(parse_documents(k8s)[0].warnings.is_empty());
 }

@@ -79,7 +79,11 @@ fn assert_current(h: &Harness) {
         };
         let full = translate(&proxy, &view);
         for t in [LISTENER_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE] {
-            assert_eq!(published.snapshot.versions(t), full.versions(t), "{name}: {t}");
+            assert_eq!(
+                published.snapshot.versions(t),
+                full.versions(t),
+                "{name}: {t}"
+            );
         }
     }
 }

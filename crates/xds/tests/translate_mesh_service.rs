@@ -122,11 +122,9 @@ fn endpoints(snap: &Snapshot, cluster: &str) -> Vec<String> {
         .flat_map(|l| &l.lb_endpoints)
         .filter_map(|e| match &e.host_identifier {
             Some(HostIdentifier::Endpoint(e)) => match e.address.as_ref()?.address.as_ref()? {
-                address::Address::SocketAddress(s) => Some(format!(
-                    "{}:{:?}",
-                    s.address,
-                    s.port_specifier.as_ref()?
-                )),
+                address::Address::SocketAddress(s) => {
+                    Some(format!("{}:{:?}", s.address, s.port_specifier.as_ref()?))
+                }
                 _ => None,
             },
             _ => None,
@@ -135,7 +133,12 @@ fn endpoints(snap: &Snapshot, cluster: &str) -> Vec<String> {
 }
 
 fn accepted_sans(cluster: &Cluster) -> Vec<String> {
-    let any = cluster.transport_socket.as_ref().expect("TLS").config_type.as_ref();
+    let any = cluster
+        .transport_socket
+        .as_ref()
+        .expect("TLS")
+        .config_type
+        .as_ref();
     let Some(envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(
         any,
     )) = any
@@ -166,7 +169,10 @@ fn tcp_proxy_cluster(snap: &Snapshot, listener: &str) -> String {
     let Some(filter::ConfigType::TypedConfig(any)) = f else {
         panic!("typed filter");
     };
-    match TcpProxy::decode(any.value.as_slice()).unwrap().cluster_specifier {
+    match TcpProxy::decode(any.value.as_slice())
+        .unwrap()
+        .cluster_specifier
+    {
         Some(ClusterSpecifier::Cluster(c)) => c,
         other => panic!("{other:?}"),
     }
@@ -189,7 +195,10 @@ fn backend_ref_outbound_reaches_only_the_selected_inbounds() {
     let cluster: Cluster = decode(&snap, CLUSTER_TYPE, "backend_msvc_80");
     assert_eq!(
         accepted_sans(&cluster),
-        ["spiffe://example.org/backend", "spiffe://example.org/backend-2"]
+        [
+            "spiffe://example.org/backend",
+            "spiffe://example.org/backend-2"
+        ]
     );
     // A MeshService that does not exist (yet): a cluster without endpoints.
     assert_eq!(
@@ -250,7 +259,10 @@ fn proxyless_grpc_clients_get_an_api_listener_per_mesh_service_port() {
     let cluster: Cluster = decode(&snap, CLUSTER_TYPE, "backend_msvc_80");
     assert_eq!(
         accepted_sans(&cluster),
-        ["spiffe://example.org/backend", "spiffe://example.org/backend-2"]
+        [
+            "spiffe://example.org/backend",
+            "spiffe://example.org/backend-2"
+        ]
     );
 }
 

@@ -192,7 +192,10 @@ fn backend_ref_outbound_reaches_only_the_selected_backends() {
     cp.cli_stdin(&["apply", "-f", "-"], Some(&universal(&p)))
         .success();
     let listed = cp.cli(&["get", "msvc", "-m", "default"]).success().stdout;
-    assert!(listed.contains("backend") && listed.contains("80"), "{listed}");
+    assert!(
+        listed.contains("backend") && listed.contains("80"),
+        "{listed}"
+    );
 
     let tokens = tempfile::tempdir().expect("tempdir");
     let mut sidecars: Vec<Sidecar> = ["backend-1", "backend-2", "other-1", "client-1"]

@@ -87,6 +87,7 @@ pub(crate) fn universal(mut doc: Map<String, Value>) -> Result<Translated, Vec<F
     } else {
         strip_ignored(&mut doc, &families, kind, Scope::Spec, "", &mut warnings);
         legacy_outbound_service(&mut doc, "", &mut errors);
+        crate::spec::mesh_services_mode_warning(&doc, "", &mut warnings);
         path_map.push(("spec".to_string(), String::new()));
         Value::Object(doc)
     };
@@ -149,6 +150,7 @@ pub(crate) fn kubernetes(mut doc: Map<String, Value>) -> Result<Translated, Vec<
     if let Value::Object(s) = &mut spec {
         strip_ignored(s, &families, kind, Scope::Spec, "spec", &mut warnings);
         legacy_outbound_service(s, "spec", &mut errors);
+        crate::spec::mesh_services_mode_warning(s, "spec.", &mut warnings);
     }
     for key in doc.keys() {
         errors.push(FieldError::new(

@@ -175,6 +175,27 @@ impl MeshServices {
     }
 }
 
+/// Warns about a Kuma Mesh `meshServices.mode` (in `spec`, paths after
+/// `prefix`) other than `Disabled`: Kuma then generates MeshServices from
+/// `kuma.io/service` tags, which meshlink does not.
+pub(crate) fn mesh_services_mode_warning(
+    spec: &serde_json::Map<String, serde_json::Value>,
+    prefix: &str,
+    warnings: &mut Vec<String>,
+) {
+    let mode = spec
+        .get("meshServices")
+        .and_then(|m| m.get("mode"))
+        .and_then(serde_json::Value::as_str);
+    if let Some(mode @ ("Everywhere" | "ReachableBackends" | "Exclusive")) = mode {
+        warnings.push(format!(
+            "{prefix}meshServices.mode: {mode}: meshlink does not generate MeshServices from \
+             kuma.io/service tags as Kuma does in this mode; apply a MeshService for each \
+             destination that outbounds name with backendRef"
+        ));
+    }
+}
+
 /// `status` of a MeshService: what it selects now. Server-owned.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -40,9 +40,11 @@ pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
 };
+pub(crate) use mesh_service::mesh_services_mode_warning;
 pub use mesh_service::{
-    BackendRef, DataplaneProxies, DataplaneRef, IdentityType, LabelSelector, MeshServiceIdentity, MeshServices, MeshServicesMode,
-    MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, TargetPort,
+    BackendRef, DataplaneProxies, DataplaneRef, IdentityType, LabelSelector, MeshServiceIdentity,
+    MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, MeshServices,
+    MeshServicesMode, TargetPort,
 };
 pub use port::Port;
 pub use secret::{CA_CRT, SecretSpec, TLS_CRT, TLS_KEY, TLS_SECRET_TYPE};

@@ -124,9 +124,15 @@ impl State {
         }
         for ((mesh, name), status) in writes {
             let details = StatusDetails::MeshService(status.clone());
-            let r = writer::merge(&self.resources, Kind::MeshService, Some(&mesh), &name, |r| {
-                r.status.details = details.clone();
-            })
+            let r = writer::merge(
+                &self.resources,
+                Kind::MeshService,
+                Some(&mesh),
+                &name,
+                |r| {
+                    r.status.details = details.clone();
+                },
+            )
             .await;
             match r {
                 Ok(_) | Err(StatusError::Resource(ResourceError::NotFound(_))) => {

@@ -313,9 +313,7 @@ impl MeshCtx {
             return Affected::default();
         };
         let changed = old.as_ref().map(|r| (&r.spec, r.labels()))
-            != view
-                .dataplane_resource(name)
-                .map(|r| (&r.spec, r.labels()));
+            != view.dataplane_resource(name).map(|r| (&r.spec, r.labels()));
         // MeshServices selecting it before or after: their endpoints and
         // accepted identities may change.
         let mut selecting = Vec::new();

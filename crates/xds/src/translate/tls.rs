@@ -194,8 +194,7 @@ pub(super) fn secrets(
     dp_name: &str,
     input: &SecretsInput,
 ) {
-    if let (Some((chain, key)), Some(name)) = (&input.identity, identity_secret_name(dp, dp_name))
-    {
+    if let (Some((chain, key)), Some(name)) = (&input.identity, identity_secret_name(dp, dp_name)) {
         snap.insert(name.clone(), &identity_secret(name, chain, key));
     }
     if let Some(bundle) = &input.trust_bundle_pem {
