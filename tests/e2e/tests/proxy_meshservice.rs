@@ -11,7 +11,8 @@
 //!   only; its tag outbound (mode Disabled) reaches all three;
 //! - a backendRef naming a port the MeshService lacks is refused at apply
 //!   time with its field path; one naming a MeshService that does not exist
-//!   yet is accepted;
+//!   yet is accepted, its proxy gets ready, and the outbound serves once
+//!   that MeshService is applied;
 //! - the MeshService's status lists backend-1 and backend-2, both
 //!   connected;
 //! - with `meshServices.mode: Exclusive` the tag outbound stops working
@@ -232,12 +233,12 @@ fn backend_ref_outbound_reaches_only_the_selected_backends() {
 
     // Strictness: a port the MeshService does not have is refused with
     // its path; a MeshService that does not exist yet is accepted.
+    let client2_outbound = free_port();
     let bad = format!(
         "type: Dataplane\nname: client-2\nmesh: default\nnetworking:\n  address: 127.0.0.1\n  \
          inbound: [{{port: {}, tags: {{kuma.io/service: client}}}}]\n  outbound:\n    \
-         - port: {}\n      backendRef: {{kind: MeshService, name: backend, port: 81}}\n",
+         - port: {client2_outbound}\n      backendRef: {{kind: MeshService, name: backend, port: 81}}\n",
         free_port(),
-        free_port()
     );
     let out = cp.cli_stdin(&["apply", "-f", "-"], Some(&bad));
     assert_ne!(out.code, 0, "{out:?}");
@@ -249,6 +250,15 @@ fn backend_ref_outbound_reaches_only_the_selected_backends() {
     );
     let later = bad.replace("name: backend, port: 81", "name: not-yet, port: 81");
     cp.cli_stdin(&["apply", "-f", "-"], Some(&later)).success();
+    // Its proxy starts and is ready (I2); the outbound serves once the
+    // MeshService is applied.
+    let mut client2 = Sidecar::start(&cp, tokens.path(), "client-2");
+    client2.wait_ready(READY);
+    assert!(http_get(client2_outbound, "/name").is_err());
+    let not_yet = "type: MeshService\nname: not-yet\nmesh: default\nspec:\n  selector:\n    \
+                   dataplaneRef: {name: backend-1}\n  ports: [{port: 81, targetPort: http}]\n";
+    cp.cli_stdin(&["apply", "-f", "-"], Some(not_yet)).success();
+    reaches(client2_outbound, &["backend-1"]);
 
     // Exclusive: tag outbounds get no endpoints, MeshServices still serve.
     cp.cli_stdin(&["apply", "-f", "-"], Some(&mesh("Exclusive")))
