@@ -232,7 +232,9 @@ impl MeshServiceStatus {
 
 impl MeshServiceSpec {
     /// Whether the selector selects the Dataplane `name` with `labels`
-    /// (Kuma's rules: tags match any one inbound's tags).
+    /// (Kuma's rules: a Dataplane without inbounds is never selected; tags
+    /// match any one inbound's tags, and empty `dataplaneTags` select
+    /// nothing; empty `matchLabels` select every Dataplane).
     pub fn selects(
         &self,
         name: &str,
@@ -246,10 +248,12 @@ impl MeshServiceSpec {
             return false;
         }
         if let Some(tags) = &sel.dataplane_tags {
-            dp.networking
-                .inbound
-                .iter()
-                .any(|i| tags.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
+            !tags.is_empty()
+                && dp
+                    .networking
+                    .inbound
+                    .iter()
+                    .any(|i| tags.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
         } else if let Some(r) = &sel.dataplane_ref {
             r.name == name
         } else if let Some(l) = &sel.dataplane_labels {
@@ -459,5 +463,75 @@ fn dns_label(errs: &mut Errors, at: &str, name: &str) {
                  starting and ending with a letter or digit, at most 63 characters)"
             ),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(v: serde_json::Value) -> MeshServiceSpec {
+        serde_json::from_value(v).expect("a MeshService spec")
+    }
+
+    fn dp(inbounds: serde_json::Value) -> DataplaneSpec {
+        serde_json::from_value(json!({"networking": {"address": "10.0.0.1", "inbound": inbounds}}))
+            .expect("a Dataplane spec")
+    }
+
+    #[test]
+    fn selectors_follow_kumas_rules() {
+        let labels = BTreeMap::from([("app".to_owned(), "db".to_owned())]);
+        let tagged = dp(json!([
+            {"port": 5432, "name": "pg", "tags": {"kuma.io/service": "db", "version": "v1"}},
+            {"port": 9000, "tags": {"kuma.io/service": "metrics"}},
+        ]));
+        let selects = |s: serde_json::Value, d: &DataplaneSpec| {
+            spec(json!({"selector": s})).selects("db-0", &labels, d)
+        };
+        // Tags match one inbound's tags, all of them.
+        assert!(selects(
+            json!({"dataplaneTags": {"kuma.io/service": "db"}}),
+            &tagged
+        ));
+        assert!(!selects(
+            json!({"dataplaneTags": {"kuma.io/service": "db", "version": "v2"}}),
+            &tagged
+        ));
+        assert!(!selects(
+            json!({"dataplaneTags": {"kuma.io/service": "db", "version": "v1", "x": "y"}}),
+            &tagged
+        ));
+        // Empty tags select nothing; empty matchLabels everything.
+        assert!(!selects(json!({"dataplaneTags": {}}), &tagged));
+        assert!(selects(json!({"dataplaneLabels": {}}), &tagged));
+        assert!(selects(
+            json!({"dataplaneLabels": {"matchLabels": {"app": "db"}}}),
+            &tagged
+        ));
+        assert!(!selects(
+            json!({"dataplaneLabels": {"matchLabels": {"app": "web"}}}),
+            &tagged
+        ));
+        assert!(selects(json!({"dataplaneRef": {"name": "db-0"}}), &tagged));
+        assert!(!selects(json!({"dataplaneRef": {"name": "db-1"}}), &tagged));
+        // No selector, or no inbounds: nothing.
+        assert!(!spec(json!({})).selects("db-0", &labels, &tagged));
+        assert!(!selects(
+            json!({"dataplaneRef": {"name": "db-0"}}),
+            &dp(json!([]))
+        ));
+
+        // targetPort: a number names the inbound port, a string its name,
+        // unset the MeshService port.
+        let inbound = &tagged.networking.inbound[0];
+        let port = |p: serde_json::Value| -> MeshServicePort { serde_json::from_value(p).unwrap() };
+        assert!(port(json!({"port": 80, "targetPort": 5432})).targets(inbound));
+        assert!(port(json!({"port": 80, "targetPort": "pg"})).targets(inbound));
+        assert!(!port(json!({"port": 80, "targetPort": "http"})).targets(inbound));
+        assert!(port(json!({"port": 5432})).targets(inbound));
+        assert!(!port(json!({"port": 80})).targets(inbound));
     }
 }
