@@ -32,11 +32,13 @@ pub enum Kind {
     /// TLS credentials (`kubernetes.io/tls`) named by `tlsCredentials`, and
     /// Kuma's Secret (in a mesh) and GlobalSecret; see [`Kind::allows_mesh`].
     Secret,
+    /// A destination inside a mesh: selected Dataplanes and their ports.
+    MeshService,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -48,6 +50,7 @@ impl Kind {
         Kind::Listener,
         Kind::Connector,
         Kind::Secret,
+        Kind::MeshService,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -64,6 +67,7 @@ impl Kind {
             Kind::Listener => "Listener",
             Kind::Connector => "Connector",
             Kind::Secret => "Secret",
+            Kind::MeshService => "MeshService",
         }
     }
 
@@ -81,6 +85,7 @@ impl Kind {
             Kind::Listener => "listeners",
             Kind::Connector => "connectors",
             Kind::Secret => "secrets",
+            Kind::MeshService => "meshservices",
         }
     }
 
@@ -89,13 +94,17 @@ impl Kind {
         match self {
             Kind::Dataplane => &["dp"],
             Kind::MeshTrafficPermission => &["mtp"],
+            Kind::MeshService => &["msvc"],
             _ => &[],
         }
     }
 
     /// Whether resources of this kind live inside a mesh (`metadata.mesh` required).
     pub fn is_mesh_scoped(self) -> bool {
-        matches!(self, Kind::Dataplane | Kind::MeshTrafficPermission)
+        matches!(
+            self,
+            Kind::Dataplane | Kind::MeshTrafficPermission | Kind::MeshService
+        )
     }
 
     /// Whether a resource of this kind may name a mesh: every mesh-scoped

@@ -31,6 +31,7 @@ fn spec(kind: Kind) -> Value {
         Kind::MeshTrafficPermission => {
             json!({"from": [{"targetRef": {"kind": "Mesh"}, "default": {"action": "Allow"}}]})
         }
+        Kind::MeshService => json!({"ports": [{"port": 80}]}),
         Kind::Site => json!({}),
         Kind::Link => {
             json!({"endpoints": [{"name": "inter-router", "host": "h", "port": "55671"}]})
@@ -50,7 +51,7 @@ fn document(format: Format, kind: Kind) -> (Value, &'static str) {
             if mesh_scoped {
                 doc["mesh"] = json!("m");
             }
-            if kind == Kind::MeshTrafficPermission {
+            if matches!(kind, Kind::MeshTrafficPermission | Kind::MeshService) {
                 doc["spec"] = spec(kind);
                 (doc, "spec")
             } else {

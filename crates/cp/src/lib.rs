@@ -18,6 +18,7 @@
 
 mod ads;
 pub mod api;
+mod backend_ref_check;
 pub mod config;
 pub mod cp_tls;
 pub mod data_dir;

@@ -125,7 +125,12 @@ fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
 
 /// The kinds that live inside a Mesh, deleted by a cascade (Secrets: the
 /// mesh-scoped Kuma ones).
-const MESH_CONTENTS: [Kind; 3] = [Kind::Dataplane, Kind::MeshTrafficPermission, Kind::Secret];
+const MESH_CONTENTS: [Kind; 4] = [
+    Kind::Dataplane,
+    Kind::MeshTrafficPermission,
+    Kind::MeshService,
+    Kind::Secret,
+];
 
 /// How many names per kind an "in use" error shows.
 const IN_USE_NAMES: usize = 3;
@@ -300,6 +305,7 @@ impl ResourceService {
         Self::validated(&r)?;
         crate::secret_check::check_secret(&r)?;
         self.check_references(&r, &Default::default()).await?;
+        self.check_backend_refs(&r).await?;
         r.clear_status();
         let obj = self
             .store
@@ -345,6 +351,7 @@ impl ResourceService {
                 return Ok((ApplyOutcome::Unchanged, current));
             }
             crate::secret_refs::check_mesh(self.store.as_ref(), &r, &Default::default()).await?;
+            self.check_backend_refs(&r).await?;
             let mut next = r.clone();
             next.copy_status_from(&current);
             match self
@@ -391,6 +398,7 @@ impl ResourceService {
             if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
                 self.check_references(r, pending_secrets).await?;
             }
+            self.check_backend_refs(r).await?;
             return Ok(ApplyOutcome::Created);
         };
         if let Some(v) = expected
@@ -402,6 +410,7 @@ impl ResourceService {
         let mut r = r.clone();
         crate::secret_check::restore_redacted_key(&mut r, Some(&current))?;
         crate::secret_check::check_secret(&r)?;
+        self.check_backend_refs(&r).await?;
         Ok(if current.same_desired_state(&r) {
             ApplyOutcome::Unchanged
         } else {

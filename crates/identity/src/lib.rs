@@ -29,7 +29,9 @@ pub use issue::{IssueError, IssuedCert};
 pub use site_ca::SiteCa;
 pub use spiffe::{SpiffeId, SpiffeIdError};
 pub use svid_verify::SvidError;
-pub use tls::{ClientAuth, TlsError, client_config, peer_spiffe_id, server_config};
+pub use tls::{
+    ClientAuth, TlsError, client_config, client_config_any_of, peer_spiffe_id, server_config,
+};
 pub use tls_pair::{TlsPairError, TlsPairInfo, check_tls_pair};
 pub use x509::PemError;
 

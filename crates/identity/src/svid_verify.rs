@@ -89,15 +89,20 @@ pub(crate) fn svid_id(leaf: &CertificateDer<'_>) -> Result<SpiffeId, SvidError> 
 }
 
 /// Checks the leaf's SPIFFE ID, and that it equals `expected` if given.
-fn check_peer(leaf: &CertificateDer<'_>, expected: Option<&SpiffeId>) -> Result<(), rustls::Error> {
+/// Checks the peer's SPIFFE ID is one of `expected` (any, when empty).
+fn check_peer(leaf: &CertificateDer<'_>, expected: &[SpiffeId]) -> Result<(), rustls::Error> {
     let id = svid_id(leaf).map_err(rejected)?;
-    match expected {
-        Some(want) if *want != id => Err(rejected(SvidError::UnexpectedPeer {
-            expected: want.to_string(),
-            found: id.to_string(),
-        })),
-        _ => Ok(()),
+    if expected.is_empty() || expected.contains(&id) {
+        return Ok(());
     }
+    Err(rejected(SvidError::UnexpectedPeer {
+        expected: expected
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        found: id.to_string(),
+    }))
 }
 
 fn rejected(e: SvidError) -> rustls::Error {
@@ -110,7 +115,8 @@ fn rejected(e: SvidError) -> rustls::Error {
 pub(crate) struct SpiffeServerVerifier {
     pub(crate) roots: Arc<RootCertStore>,
     pub(crate) algs: WebPkiSupportedAlgorithms,
-    pub(crate) expected: Option<SpiffeId>,
+    /// The accepted server IDs; empty accepts any SPIFFE ID.
+    pub(crate) expected: Vec<SpiffeId>,
 }
 
 // === impl SpiffeServerVerifier ===
@@ -132,7 +138,7 @@ impl ServerCertVerifier for SpiffeServerVerifier {
             now,
             self.algs.all,
         )?;
-        check_peer(end_entity, self.expected.as_ref())?;
+        check_peer(end_entity, &self.expected)?;
         Ok(ServerCertVerified::assertion())
     }
 
@@ -190,7 +196,7 @@ impl ClientCertVerifier for SpiffeClientVerifier {
         let verified = self
             .inner
             .verify_client_cert(end_entity, intermediates, now)?;
-        check_peer(end_entity, None)?;
+        check_peer(end_entity, &[])?;
         Ok(verified)
     }
 

@@ -104,11 +104,22 @@ pub fn client_config(
     bundle: &TrustBundle,
     expected_server: Option<SpiffeId>,
 ) -> Result<Arc<ClientConfig>, TlsError> {
+    client_config_any_of(leaf, bundle, expected_server.into_iter().collect())
+}
+
+/// [`client_config`] accepting a server whose SPIFFE ID is any of
+/// `expected_servers` (any SPIFFE ID when empty), e.g. the identities of
+/// a MeshService's backends.
+pub fn client_config_any_of(
+    leaf: Option<(&IssuedCert, &str)>,
+    bundle: &TrustBundle,
+    expected_servers: Vec<SpiffeId>,
+) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = crypto_provider();
     let verifier = SpiffeServerVerifier {
         roots: Arc::new(root_store(bundle)?),
         algs: provider.signature_verification_algorithms,
-        expected: expected_server,
+        expected: expected_servers,
     };
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?

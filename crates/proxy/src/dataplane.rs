@@ -71,13 +71,16 @@ impl Dataplane {
                 Some(tls) => {
                     let built = material(&config, identity.as_deref(), &tls.ca_secret).and_then(
                         |(id, bundle)| {
-                            let expected = match &tls.expected_spiffe_id {
-                                Some(s) => Some(SpiffeId::parse(s).map_err(|e| {
-                                    format!("expected SPIFFE ID {s:?} is invalid: {e}")
-                                })?),
-                                None => None,
-                            };
-                            meshlink_identity::client_config(
+                            let expected = tls
+                                .expected_spiffe_ids
+                                .iter()
+                                .map(|s| {
+                                    SpiffeId::parse(s).map_err(|e| {
+                                        format!("expected SPIFFE ID {s:?} is invalid: {e}")
+                                    })
+                                })
+                                .collect::<Result<Vec<_>, _>>()?;
+                            meshlink_identity::client_config_any_of(
                                 Some((&id.cert, &id.key_pem)),
                                 bundle,
                                 expected,

@@ -53,8 +53,9 @@ pub struct UpstreamTls {
     pub identity_secret: String,
     /// SDS name of the trust bundle secret.
     pub ca_secret: String,
-    /// The SPIFFE ID the server must present, when the cluster names one.
-    pub expected_spiffe_id: Option<String>,
+    /// The SPIFFE IDs the server may present (one of them), when the
+    /// cluster names any: a MeshService's backends may have several.
+    pub expected_spiffe_ids: Vec<String>,
 }
 
 /// How a principal is matched against a peer's SPIFFE ID.

@@ -104,6 +104,72 @@ fn grpcio_xds_client_round_robins_and_follows_dataplane_deletion() {
     drop(g2); // greeter-2 served until the end: only xDS steered calls away from it
 }
 
+/// A MeshService as a proxyless destination: the client's outbound
+/// `backendRef {kind: MeshService, name: greeters, port: 80}` gives grpcio
+/// the target `xds:///greeters:80`, and only the Dataplane the MeshService
+/// selects (greeter-1, by name) answers.
+#[test]
+fn grpcio_xds_client_reaches_only_the_backends_a_mesh_service_selects() {
+    let python = interop_python();
+    let g1 = Greeter::start(&python, "greeter-1");
+    let g2 = Greeter::start(&python, "greeter-2");
+    let setup = Setup::new(python, g1.port, g2.port);
+    let client_inbound = free_port();
+    let mesh_service = format!(
+        r#"
+type: MeshService
+name: greeters
+mesh: default
+spec:
+  selector:
+    dataplaneRef:
+      name: greeter-1
+  ports:
+    - port: 80
+      targetPort: {port1}
+      appProtocol: grpc
+---
+type: Dataplane
+name: client
+mesh: default
+networking:
+  address: 127.0.0.1
+  inbound: [{{port: {client_inbound}, tags: {{kuma.io/service: greeter-client}}}}]
+  outbound:
+    - port: 10002
+      backendRef: {{kind: MeshService, name: greeters, port: 80}}
+"#,
+        port1 = g1.port,
+    );
+    setup
+        .cp
+        .cli_stdin(&["apply", "-f", "-"], Some(&mesh_service))
+        .success();
+    let bootstrap = setup.bootstrap("default.client", true);
+    let out = Command::new(&setup.python)
+        .arg(script("xds_client.py"))
+        .args([
+            "--target",
+            "xds:///greeters:80",
+            "--calls",
+            "10",
+            "--timeout",
+            "30",
+        ])
+        .env("GRPC_XDS_BOOTSTRAP", bootstrap)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run xds_client.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let outcomes: Vec<_> = stdout.lines().filter_map(parse_outcome).collect();
+    assert_eq!(
+        count_servers(&outcomes),
+        BTreeMap::from([("greeter-1".to_string(), 10)]),
+        "{stdout}"
+    );
+    drop(g2); // served throughout: only the MeshService kept calls from it
+}
+
 /// The certificate is what authenticates grpcio: without it the ADS stream is
 /// refused, and with it a `node.id` of another dataplane is refused too.
 #[test]

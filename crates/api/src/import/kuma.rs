@@ -13,7 +13,12 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 3] = [Kind::Mesh, Kind::Dataplane, Kind::MeshTrafficPermission];
+const KUMA_KINDS: [Kind; 4] = [
+    Kind::Mesh,
+    Kind::Dataplane,
+    Kind::MeshTrafficPermission,
+    Kind::MeshService,
+];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
 const MESH_LABEL: &str = "kuma.io/mesh";
@@ -22,7 +27,7 @@ const MESH_LABEL: &str = "kuma.io/mesh";
 const DEFAULT_MESH: &str = "default";
 
 fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
-    let accepted = "meshlink accepts Mesh, Dataplane or MeshTrafficPermission";
+    let accepted = "meshlink accepts Mesh, Dataplane, MeshTrafficPermission or MeshService";
     match v {
         Some(Value::String(s)) => {
             KUMA_KINDS
@@ -67,8 +72,8 @@ pub(crate) fn universal(mut doc: Map<String, Value>) -> Result<Translated, Vec<F
         ("metadata.labels".to_string(), "labels".to_string()),
         ("metadata".to_string(), String::new()),
     ];
-    let spec = if kind == Kind::MeshTrafficPermission {
-        // Kuma's new policies keep their spec in a `spec:` block.
+    let spec = if matches!(kind, Kind::MeshTrafficPermission | Kind::MeshService) {
+        // Kuma's new policies and MeshService keep their spec in a `spec:` block.
         let mut spec = doc.remove("spec").unwrap_or(Value::Object(Map::new()));
         if let Value::Object(s) = &mut spec {
             strip_ignored(s, &families, kind, Scope::Spec, "spec", &mut warnings);
@@ -76,14 +81,16 @@ pub(crate) fn universal(mut doc: Map<String, Value>) -> Result<Translated, Vec<F
         for key in doc.keys() {
             errors.push(FieldError::new(
                 key.clone(),
-                "unknown field; a Kuma universal MeshTrafficPermission has type, name, mesh, \
-                 labels and spec",
+                format!(
+                    "unknown field; a Kuma universal {kind} has type, name, mesh, labels and spec"
+                ),
             ));
         }
         spec
     } else {
         strip_ignored(&mut doc, &families, kind, Scope::Spec, "", &mut warnings);
         legacy_outbound_service(&mut doc, "", &mut errors);
+        crate::spec::mesh_services_mode_warning(&doc, "", &mut warnings);
         path_map.push(("spec".to_string(), String::new()));
         Value::Object(doc)
     };
@@ -146,6 +153,7 @@ pub(crate) fn kubernetes(mut doc: Map<String, Value>) -> Result<Translated, Vec<
     if let Value::Object(s) = &mut spec {
         strip_ignored(s, &families, kind, Scope::Spec, "spec", &mut warnings);
         legacy_outbound_service(s, "spec", &mut errors);
+        crate::spec::mesh_services_mode_warning(s, "spec.", &mut warnings);
     }
     for key in doc.keys() {
         errors.push(FieldError::new(

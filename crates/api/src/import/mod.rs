@@ -71,6 +71,7 @@ use Scope::{Document, Spec};
 
 const MESH: &[Kind] = &[Kind::Mesh];
 const DP: &[Kind] = &[Kind::Dataplane];
+const MSVC: &[Kind] = &[Kind::MeshService];
 const ALL: &[Kind] = &[];
 
 /// Every accepted-but-ignored field; the CLI prints a warning for each one
@@ -82,7 +83,6 @@ pub const IGNORED_FIELDS: &[IgnoredField] = &[
     f(Kuma, MESH, Spec, "networking"),
     f(Kuma, MESH, Spec, "routing"),
     f(Kuma, MESH, Spec, "constraints"),
-    f(Kuma, MESH, Spec, "meshServices"),
     f(Kuma, MESH, Spec, "skipCreatingInitialPolicies"),
     f(Kuma, MESH, Spec, "mtls.skipValidation"),
     f(Kuma, MESH, Spec, "mtls.backends[].mode"),
@@ -95,6 +95,8 @@ pub const IGNORED_FIELDS: &[IgnoredField] = &[
     f(Kuma, DP, Spec, "networking.inbound[].state"),
     f(Kuma, DP, Spec, "metrics"),
     f(Kuma, DP, Spec, "probes"),
+    f(Kuma, MSVC, Spec, "state"),
+    f(KumaUniversal, MSVC, Document, "status"),
     f(KumaUniversal, ALL, Document, "creationTime"),
     f(KumaUniversal, ALL, Document, "modificationTime"),
     f(Kubernetes, ALL, Document, "metadata.namespace"),

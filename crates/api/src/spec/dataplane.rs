@@ -86,8 +86,9 @@ pub struct Inbound {
     /// `networking.address`); a hostname is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
-    /// Tags; must include `kuma.io/service` (or `meshlink.dev/service`).
-    #[serde(default)]
+    /// Tags; include `kuma.io/service` (or `meshlink.dev/service`) unless
+    /// a MeshService selects the inbound (then they may be empty).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
 }
 
@@ -101,14 +102,17 @@ pub struct Outbound {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
     /// Tags selecting the destination; must include the service tag
-    /// (unless `routing_key` is set).
-    #[serde(default)]
+    /// (unless `routing_key` or `backend_ref` is set).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
     /// meshlink extension: a routing key of the multi-site network instead
     /// of a mesh service. Connections go through this site's router, to
     /// the Listener of this control plane's site for the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing_key: Option<String>,
+    /// Kuma's `backendRef`: a MeshService port instead of `tags`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_ref: Option<super::BackendRef>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -190,6 +194,17 @@ impl DataplaneSpec {
         out
     }
 
+    /// The service naming this Dataplane's identity: its first service,
+    /// else (inbounds without a service tag, served through MeshServices)
+    /// its own `name`; `None` without inbounds.
+    pub fn identity_service<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        match self.services().first() {
+            Some(s) => Some(s),
+            None if !self.networking.inbound.is_empty() => Some(name),
+            None => None,
+        }
+    }
+
     pub(crate) fn validate(&self, errs: &mut Errors) {
         let n = &self.networking;
         validate::host(errs, "spec.networking.address", &n.address);
@@ -233,7 +248,11 @@ impl DataplaneSpec {
                     ),
                 );
             }
-            service_tags(errs, &at, &inb.tags);
+            if !inb.tags.is_empty() {
+                // No tags: a MeshService selects the inbound by port, name
+                // or the Dataplane's labels.
+                service_tags(errs, &at, &inb.tags);
+            }
         }
         for (i, out) in n.outbound.iter().enumerate() {
             let at = format!("spec.networking.outbound[{i}]");
@@ -253,6 +272,18 @@ impl DataplaneSpec {
             }
             if let Some(addr) = &out.address {
                 validate::host(errs, &format!("{at}.address"), addr);
+            }
+            if let Some(r) = &out.backend_ref {
+                r.validate(errs, &format!("{at}.backendRef"));
+                if !out.tags.is_empty() || out.routing_key.is_some() {
+                    errs.add(
+                        format!("{at}.backendRef"),
+                        "both backendRef and tags/service cannot be defined: an outbound \
+                         reaches a MeshService (backendRef), a kuma.io/service (tags) or a \
+                         routing key; remove all but one",
+                    );
+                }
+                continue;
             }
             match &out.routing_key {
                 None => service_tags(errs, &at, &out.tags),
@@ -366,6 +397,12 @@ impl Outbound {
     /// The mesh service this outbound reaches (either service tag).
     pub fn service(&self) -> Option<&str> {
         service_from_tags(&self.tags)
+    }
+
+    /// The MeshService name and port this outbound reaches, if it has a
+    /// `backendRef`.
+    pub fn mesh_service(&self) -> Option<(&str, u16)> {
+        self.backend_ref.as_ref()?.mesh_service()
     }
 
     /// The network routing key this outbound reaches, if it targets one.

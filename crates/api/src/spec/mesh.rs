@@ -29,6 +29,10 @@ pub struct MeshSpec {
     /// Certificate authorities for workload identities.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtls: Option<Mtls>,
+    /// Kuma's `meshServices`: whether MeshServices or `kuma.io/service`
+    /// tags define destinations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh_services: Option<super::MeshServices>,
 }
 
 /// `spec.mtls`: the CA backends and which one signs workload certificates.
@@ -149,6 +153,13 @@ pub enum DataSourceContents {
 // === impl MeshSpec ===
 
 impl MeshSpec {
+    /// The effective `meshServices.mode` (default `Disabled`).
+    pub fn mesh_services_mode(&self) -> super::MeshServicesMode {
+        self.mesh_services
+            .as_ref()
+            .map_or(super::MeshServicesMode::Disabled, |m| m.effective_mode())
+    }
+
     /// The effective trust domain: `trustDomain`, else the mesh name.
     pub fn trust_domain<'a>(&'a self, mesh_name: &'a str) -> &'a str {
         self.trust_domain.as_deref().unwrap_or(mesh_name)
@@ -170,6 +181,9 @@ impl MeshSpec {
     pub(crate) fn validate(&self, errs: &mut Errors) {
         if let Some(td) = &self.trust_domain {
             trust_domain(errs, "spec.trustDomain", td);
+        }
+        if let Some(m) = &self.mesh_services {
+            m.validate(errs);
         }
         let Some(mtls) = &self.mtls else { return };
         let mut seen: Vec<&str> = Vec::new();

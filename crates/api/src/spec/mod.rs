@@ -19,6 +19,7 @@ mod gateway;
 mod grant;
 mod link;
 mod mesh;
+mod mesh_service;
 mod permission_rules;
 mod port;
 mod secret;
@@ -41,6 +42,12 @@ pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
 pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
+};
+pub(crate) use mesh_service::mesh_services_mode_warning;
+pub use mesh_service::{
+    BackendRef, DataplaneProxies, DataplaneRef, IdentityType, LabelSelector, MeshServiceIdentity,
+    MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, MeshServices,
+    MeshServicesMode, TargetPort,
 };
 pub use permission_rules::{
     ClientMatch, PermissionRule, RuleConf, SpiffeIdMatch, SpiffeIdMatchType,
@@ -93,6 +100,8 @@ pub enum Spec {
     Connector(ConnectorSpec),
     /// A [`SecretSpec`].
     Secret(SecretSpec),
+    /// A [`MeshServiceSpec`].
+    MeshService(MeshServiceSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -110,6 +119,7 @@ macro_rules! each_spec {
             Spec::Listener($inner) => $body,
             Spec::Connector($inner) => $body,
             Spec::Secret($inner) => $body,
+            Spec::MeshService($inner) => $body,
         }
     };
 }
@@ -131,6 +141,7 @@ impl Spec {
             Spec::Listener(_) => Kind::Listener,
             Spec::Connector(_) => Kind::Connector,
             Spec::Secret(_) => Kind::Secret,
+            Spec::MeshService(_) => Kind::MeshService,
         }
     }
 
@@ -155,6 +166,7 @@ impl Spec {
             Kind::Listener => parse(value).map(Spec::Listener),
             Kind::Connector => parse(value).map(Spec::Connector),
             Kind::Secret => parse(value).map(Spec::Secret),
+            Kind::MeshService => parse(value).map(Spec::MeshService),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -180,6 +192,7 @@ impl Spec {
             Spec::Listener(s) => s.validate(&mut errs),
             Spec::Connector(s) => s.validate(&mut errs),
             Spec::Secret(s) => s.validate(meta, &mut errs),
+            Spec::MeshService(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }
@@ -286,6 +299,14 @@ impl Spec {
         }
     }
 
+    /// The MeshService spec, if this is one.
+    pub fn as_mesh_service(&self) -> Option<&MeshServiceSpec> {
+        match self {
+            Spec::MeshService(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The MeshTrafficPermission spec, if this is one.
     pub fn as_mesh_traffic_permission(&self) -> Option<&MeshTrafficPermissionSpec> {
         match self {
@@ -334,6 +355,8 @@ pub enum StatusDetails {
     Listener(ListenerStatus),
     /// Connector: whether a Listener uses its key; selected Dataplanes.
     Connector(ConnectorStatus),
+    /// MeshService: the Dataplanes it selects.
+    MeshService(MeshServiceStatus),
 }
 
 // === impl StatusDetails ===
@@ -354,6 +377,7 @@ impl StatusDetails {
             Kind::Dataplane => parse_status(value).map(StatusDetails::Dataplane),
             Kind::Listener => parse_status(value).map(StatusDetails::Listener),
             Kind::Connector => parse_status(value).map(StatusDetails::Connector),
+            Kind::MeshService => parse_status(value).map(StatusDetails::MeshService),
             _ => {
                 let fields = value
                     .as_object()
@@ -383,6 +407,7 @@ impl StatusDetails {
             StatusDetails::Dataplane(s) => to_value(s),
             StatusDetails::Listener(s) => to_value(s),
             StatusDetails::Connector(s) => to_value(s),
+            StatusDetails::MeshService(s) => to_value(s),
         }
     }
 

@@ -3,8 +3,9 @@
 //! without writing (`POST /api/v1/apply?dryRun=true`: validation, references
 //! such as "the mesh exists", `resourceVersion`), refuse the whole input if
 //! any fails there, then apply each and report created / configured /
-//! unchanged. Secrets go first (in file order), so a Mesh whose provided CA
-//! names a Secret (`secret:`) applies with it from one file in any order.
+//! unchanged. Secrets go first, then Meshes (each in file order), so a Mesh
+//! whose provided CA names a Secret (`secret:`), and the Dataplanes and
+//! MeshServices of a Mesh, apply with it from one file in any order.
 
 use std::io::Read;
 use std::time::Duration;
@@ -34,11 +35,13 @@ pub(crate) fn read_input(path: &str) -> Result<(String, String), Failure> {
 pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
     let (text, source) = read_input(file)?;
     let mut docs = parse_documents(&text);
-    // Stable: Secrets first, everything else in file order after them.
-    docs.sort_by_key(|d| {
-        d.outcome
-            .as_ref()
-            .map_or(true, |r| r.kind() != meshlink_api::Kind::Secret)
+    // Stable: Secrets, then Meshes, then everything else, each in file
+    // order: a Mesh may name Secrets (`secret:`) and be listed after what
+    // it contains.
+    docs.sort_by_key(|d| match d.outcome.as_ref().map(|r| r.kind()) {
+        Ok(meshlink_api::Kind::Secret) => 0,
+        Ok(meshlink_api::Kind::Mesh) => 1,
+        _ => 2,
     });
     let mut errors = Vec::new();
     for d in &docs {
@@ -144,8 +147,17 @@ async fn dry_run(
         bytes += size;
         chunks.last_mut().expect("one chunk").push((d.index, json));
     }
-    let mut pending_meshes: Vec<String> = Vec::new();
-    let mut pending_secrets: Vec<serde_json::Value> = Vec::new();
+    // Secrets and Meshes of the input are applied before the rest (see
+    // `run`), so every valid one counts as present for the others.
+    let valid = || docs.iter().filter_map(|d| d.outcome.as_ref().ok());
+    let pending_meshes: Vec<String> = valid()
+        .filter(|r| r.kind() == meshlink_api::Kind::Mesh)
+        .map(|r| r.name().to_string())
+        .collect();
+    let pending_secrets: Vec<serde_json::Value> = valid()
+        .filter(|r| r.kind() == meshlink_api::Kind::Secret)
+        .filter_map(|r| Some(serde_json::json!({ "mesh": r.mesh()?, "name": r.name() })))
+        .collect();
     let mut errors = 0;
     let mut runtime = false;
     for chunk in chunks.iter().filter(|c| !c.is_empty()) {
@@ -170,19 +182,6 @@ async fn dry_run(
             let res = &results.get(pos).cloned().unwrap_or_default();
             let err = &res["error"];
             if err.is_null() {
-                if json["kind"] == "Mesh"
-                    && let Some(n) = json["metadata"]["name"].as_str()
-                {
-                    pending_meshes.push(n.to_string());
-                }
-                if json["kind"] == "Secret"
-                    && let (Some(m), Some(n)) = (
-                        json["metadata"]["mesh"].as_str(),
-                        json["metadata"]["name"].as_str(),
-                    )
-                {
-                    pending_secrets.push(serde_json::json!({ "mesh": m, "name": n }));
-                }
                 continue;
             }
             errors += 1;

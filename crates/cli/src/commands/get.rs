@@ -213,6 +213,18 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 ("MESSAGE", skupper_message(status)),
             ]
         }
+        Kind::MeshService => {
+            let ports: Vec<String> = spec["ports"]
+                .as_array()
+                .map(|a| a.iter().map(|p| s(&p["port"])).collect())
+                .unwrap_or_default();
+            let selected = &status["dataplaneProxies"];
+            vec![
+                ("PORTS", ports.join(",")),
+                ("DATAPLANES", or(s(&selected["total"]), "0")),
+                ("CONNECTED", or(s(&selected["connected"]), "0")),
+            ]
+        }
         Kind::Secret => vec![
             ("TYPE", s(&spec["type"])),
             (

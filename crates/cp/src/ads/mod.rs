@@ -91,7 +91,7 @@ fn pass_to_routers(routers: &RouterHub, change: &Change) {
 }
 
 /// Passes one store change to the reconcilers: router resources to the
-/// router reconciler; Mesh, Dataplane and MeshTrafficPermission objects as
+/// router reconciler; Mesh, Dataplane, MeshTrafficPermission and MeshService objects as
 /// they are to the hub (it decides what a change affects), CA material as
 /// a trust change. Everything else, including `internal.IssuedCert`
 /// bookkeeping, affects no proxy.
@@ -115,7 +115,7 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
             return;
         }
         "Mesh" => key.name.clone(),
-        "Dataplane" | "MeshTrafficPermission" => key.mesh.clone(),
+        "Dataplane" | "MeshTrafficPermission" | "MeshService" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             return;

@@ -102,6 +102,11 @@ impl MeshSource for StoreSource {
             .list(Kind::MeshTrafficPermission, Some(mesh), None)
             .await
             .map_err(source_error)?;
+        let mesh_services = self
+            .resources
+            .list(Kind::MeshService, Some(mesh), None)
+            .await
+            .map_err(source_error)?;
         let listeners = self
             .resources
             .list(Kind::Listener, None, None)
@@ -109,6 +114,7 @@ impl MeshSource for StoreSource {
             .map_err(source_error)?;
         Ok(Some(
             MeshView::new(resource, dataplanes, permissions)
+                .with_mesh_services(mesh_services)
                 .with_network(Arc::new(network_listeners(&listeners))),
         ))
     }

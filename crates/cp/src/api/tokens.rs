@@ -69,6 +69,10 @@ pub(super) async fn dataplane(
             Ok(dp) => {
                 if let Some(spec) = dp.spec.as_dataplane() {
                     services = spec.services().into_iter().map(str::to_string).collect();
+                    if services.is_empty() {
+                        // A tagless Dataplane's identity is its name.
+                        services.extend(spec.identity_service(&req.name).map(str::to_string));
+                    }
                 }
             }
             Err(ResourceError::NotFound(_)) => {}

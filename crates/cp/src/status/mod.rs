@@ -1,5 +1,7 @@
 //! Dataplane status (DESIGN §5), stalled-rotation detection, certificate
-//! metrics, MeshTrafficPermission `Valid`, and eviction of stream reports.
+//! metrics, MeshTrafficPermission `Valid`, MeshService status (the
+//! Dataplanes it selects; `mesh_service.rs`), and eviction of stream
+//! reports.
 //!
 //! # What it owns
 //!
@@ -22,6 +24,7 @@
 //! metrics, and writes the Mesh's `CertificateRotationStalled` condition
 //! when it changes (merging only that condition, with CAS and retry).
 
+mod mesh_service;
 mod metrics;
 mod model;
 #[cfg(test)]
@@ -143,6 +146,7 @@ struct State {
     proxies: HashMap<ProxyKey, Proxy>,
     meshes: HashMap<String, MeshInfo>,
     mtps: HashSet<(String, String)>,
+    mesh_services: mesh_service::MeshServiceStatuses,
     last_evict: tokio::time::Instant,
 }
 
@@ -164,6 +168,7 @@ pub async fn run(parts: StatusParts, inbox: StatusInbox, shutdown: Shutdown) {
         proxies: HashMap::new(),
         meshes: HashMap::new(),
         mtps: HashSet::new(),
+        mesh_services: Default::default(),
         last_evict: tokio::time::Instant::now(),
     };
     let mut after = start_revision;
@@ -243,6 +248,10 @@ impl State {
             self.mtps
                 .insert((r.mesh().unwrap_or_default().to_owned(), r.name().to_owned()));
         }
+        for r in self.resources.list(Kind::MeshService, None, None).await? {
+            self.mesh_services
+                .mesh_service_seen(r.mesh().unwrap_or_default());
+        }
         Ok(())
     }
 
@@ -254,8 +263,12 @@ impl State {
             Event::Stream(v) => {
                 let backend = self.meshes.get(&v.key.mesh).and_then(|m| m.backend.clone());
                 let p = self.proxies.entry(v.key.clone()).or_default();
+                let was_online = p.online;
                 if p.apply_view(&v, backend.as_deref(), now) {
                     self.metrics.close("superseded");
+                }
+                if p.online != was_online {
+                    self.mesh_services.dataplane_changed(&v.key.mesh);
                 }
                 self.sync_expiry(&v.key);
             }
@@ -282,6 +295,11 @@ impl State {
 
     fn on_change(&mut self, c: Change) {
         let (kind, mesh, name) = key_of_change(&c);
+        match kind {
+            Some(Kind::MeshService) => self.mesh_services.mesh_service_seen(&mesh),
+            Some(Kind::Dataplane) => self.mesh_services.dataplane_changed(&mesh),
+            _ => {}
+        }
         match (kind, c.change_type) {
             (Some(Kind::Dataplane), ChangeType::Deleted) => {
                 let key = ProxyKey::new(mesh, name);
@@ -348,6 +366,7 @@ impl State {
         self.write_dataplanes(now).await;
         self.write_meshes(now).await;
         self.write_mtps().await;
+        self.write_mesh_services().await;
         if self.last_evict.elapsed() >= Duration::from_secs(60) {
             self.last_evict = tokio::time::Instant::now();
             let before = now

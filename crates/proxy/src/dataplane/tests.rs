@@ -73,7 +73,7 @@ fn cluster(name: &str, discovery: Discovery, tls: bool) -> ClusterSpec {
         tls: tls.then(|| UpstreamTls {
             identity_secret: IDENTITY.into(),
             ca_secret: BUNDLE.into(),
-            expected_spiffe_id: Some("spiffe://default/backend".into()),
+            expected_spiffe_ids: vec!["spiffe://default/backend".into()],
         }),
         connect_timeout: Duration::from_secs(5),
         lb: LbPolicy::RoundRobin,

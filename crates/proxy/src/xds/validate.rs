@@ -343,32 +343,26 @@ fn upstream_tls(t: &TransportSocket, field: &str) -> Result<UpstreamTls, Invalid
         .as_ref()
         .map(|v| v.match_typed_subject_alt_names.as_slice())
         .unwrap_or_default();
-    let expected_spiffe_id = match sans {
-        [] => None,
-        [m] if m.san_type == SanType::Uri as i32 => {
-            match m.matcher.as_ref().and_then(|s| s.match_pattern.as_ref()) {
-                Some(MatchPattern::Exact(id)) => Some(id.clone()),
-                _ => {
-                    return Err(invalid(
-                        format!(
-                            "{vfield}.default_validation_context.match_typed_subject_alt_names[0].matcher"
-                        ),
-                        "only an exact URI SAN (SPIFFE ID) matcher is supported",
-                    ));
-                }
+    // Any of several exact URI SANs (a MeshService's identities).
+    let mut expected_spiffe_ids = Vec::with_capacity(sans.len());
+    for (i, m) in sans.iter().enumerate() {
+        let exact = match m.matcher.as_ref().and_then(|s| s.match_pattern.as_ref()) {
+            Some(MatchPattern::Exact(id)) if m.san_type == SanType::Uri as i32 => id,
+            _ => {
+                return Err(invalid(
+                    format!(
+                        "{vfield}.default_validation_context.match_typed_subject_alt_names[{i}]"
+                    ),
+                    "only exact URI SAN (SPIFFE ID) matchers are supported",
+                ));
             }
-        }
-        _ => {
-            return Err(invalid(
-                format!("{vfield}.default_validation_context.match_typed_subject_alt_names"),
-                "at most one URI SAN matcher (the destination's SPIFFE ID) is supported",
-            ));
-        }
-    };
+        };
+        expected_spiffe_ids.push(exact.clone());
+    }
     Ok(UpstreamTls {
         identity_secret,
         ca_secret,
-        expected_spiffe_id,
+        expected_spiffe_ids,
     })
 }
 

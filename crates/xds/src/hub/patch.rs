@@ -15,7 +15,8 @@ use tokio::time::Instant;
 
 use super::{MeshTrust, Update};
 use crate::translate::{
-    EncodedSecrets, Memo, MeshView, Versioned, endpoint_contributions, uses_subset_sources,
+    EncodedSecrets, Memo, MeshView, Versioned, endpoint_contributions, mesh_service_outbounds,
+    names, uses_subset_sources,
 };
 
 /// The proxies a change can affect.
@@ -67,10 +68,25 @@ pub(super) struct MeshCtx {
 }
 
 fn outbound_services(dp: Option<&DataplaneSpec>) -> BTreeSet<String> {
-    dp.into_iter()
+    let mut out: BTreeSet<String> = dp
+        .into_iter()
         .flat_map(|dp| &dp.networking.outbound)
         .filter_map(|o| o.service().map(str::to_owned))
-        .collect()
+        .collect();
+    if let Some(dp) = dp {
+        out.extend(
+            mesh_service_outbounds(dp)
+                .into_iter()
+                .map(|(n, _)| mesh_service_ref(&n)),
+        );
+    }
+    out
+}
+
+/// The key of MeshService `name` in the index of referenced destinations
+/// (beside `kuma.io/service` names, which cannot contain a NUL).
+fn mesh_service_ref(name: &str) -> String {
+    format!("\0MeshService/{name}")
 }
 
 fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&BTreeMap<String, String>> {
@@ -185,6 +201,20 @@ impl MeshCtx {
                 view.upsert_dataplane(resource)
             };
             self.dataplane_changed(&name, old)
+        } else if resource.spec.as_mesh_service().is_some() {
+            if !deleted && is_older(&resource, view.mesh_service_resource(&name)) {
+                return Affected::default();
+            }
+            let old = if deleted {
+                view.remove_mesh_service(&name)
+            } else {
+                view.upsert_mesh_service(resource)
+            };
+            let new = view.mesh_service_resource(&name).cloned();
+            if old.as_ref().map(|r| &r.spec) == new.as_ref().map(|r| &r.spec) {
+                return Affected::default();
+            }
+            self.mesh_service_changed([old.as_ref(), new.as_ref()])
         } else if resource.spec.as_mesh_traffic_permission().is_some() {
             if !deleted && is_older(&resource, view.permission(&name)) {
                 return Affected::default();
@@ -234,8 +264,79 @@ impl MeshCtx {
         Affected::all()
     }
 
+    /// MeshService versions changed: forgets their ports' shared resources
+    /// and returns the proxies with an outbound to them.
+    fn mesh_service_changed<'a>(
+        &mut self,
+        versions: impl IntoIterator<Item = Option<&'a Resource>>,
+    ) -> Affected {
+        let mut affected = Affected::default();
+        for r in versions.into_iter().flatten() {
+            let Some(ms) = r.spec.as_mesh_service() else {
+                continue;
+            };
+            for p in &ms.ports {
+                self.memo
+                    .forget_destination(&names::mesh_service_cluster(r.name(), p.port.get()));
+            }
+            affected.names.extend(
+                self.refs
+                    .get(&mesh_service_ref(r.name()))
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+        }
+        affected
+    }
+
+    /// The MeshServices of the view that select Dataplane `r` (as given,
+    /// which need not be the view's version).
+    fn selecting(&self, r: Option<&Resource>) -> Vec<Resource> {
+        let (Some(view), Some(r)) = (self.view.as_ref(), r) else {
+            return Vec::new();
+        };
+        let Some(dp) = r.spec.as_dataplane() else {
+            return Vec::new();
+        };
+        view.mesh_services()
+            .filter(|m| {
+                m.spec
+                    .as_mesh_service()
+                    .is_some_and(|ms| ms.selects(r.name(), r.labels(), dp))
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Dataplane `name` changed from `old` to what the view now holds.
     fn dataplane_changed(&mut self, name: &str, old: Option<Resource>) -> Affected {
+        let Some(view) = self.view.as_ref() else {
+            return Affected::default();
+        };
+        let changed = old.as_ref().map(|r| (&r.spec, r.labels()))
+            != view.dataplane_resource(name).map(|r| (&r.spec, r.labels()));
+        // MeshServices selecting it before or after: their endpoints and
+        // accepted identities may change.
+        let mut selecting = Vec::new();
+        if changed {
+            selecting = self.selecting(old.as_ref());
+            let new = self
+                .view
+                .as_ref()
+                .and_then(|v| v.dataplane_resource(name))
+                .cloned();
+            selecting.extend(self.selecting(new.as_ref()));
+        }
+        let by_mesh_services = self.mesh_service_changed(selecting.iter().map(Some));
+        let mut affected = self.dataplane_changed_tags(name, old);
+        affected.merge(by_mesh_services);
+        affected
+    }
+
+    /// [`Self::dataplane_changed`] for `kuma.io/service` destinations and
+    /// permissions.
+    fn dataplane_changed_tags(&mut self, name: &str, old: Option<Resource>) -> Affected {
         let Some(view) = self.view.as_ref() else {
             return Affected::default();
         };
@@ -360,6 +461,19 @@ impl MeshCtx {
         }
         for r in view.dataplanes() {
             if fresh.dataplane_resource(r.name()).is_none() {
+                updates.push(Update::Deleted(r.clone()));
+            }
+        }
+        for r in fresh.mesh_services() {
+            if view
+                .mesh_service_resource(r.name())
+                .is_none_or(|o| o.spec != r.spec)
+            {
+                updates.push(Update::Upserted(r.clone()));
+            }
+        }
+        for r in view.mesh_services() {
+            if fresh.mesh_service_resource(r.name()).is_none() {
                 updates.push(Update::Deleted(r.clone()));
             }
         }

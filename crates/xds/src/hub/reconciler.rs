@@ -430,7 +430,7 @@ impl<S: MeshSource> Reconciler<S> {
             }
             let service = view
                 .dataplane(&key.name)
-                .and_then(|dp| dp.services().first().map(|s| s.to_string()));
+                .and_then(|dp| dp.identity_service(&key.name).map(str::to_owned));
             if let (ClientKind::Envoy, Some(service)) = (client, service) {
                 let expected = crate::translate::names::spiffe_id(view.trust_domain(), &service);
                 self.ensure_identity(key, &service, &expected, &ca_fingerprint, renew)

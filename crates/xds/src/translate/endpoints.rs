@@ -2,7 +2,8 @@
 //!
 //! Owns which dataplanes back a service: every Dataplane of the mesh with
 //! an inbound carrying that service tag, endpoint = dataplane address +
-//! inbound port, sorted. It must never filter by health or locality: that
+//! inbound port, sorted; none in a Mesh whose `meshServices.mode` is
+//! `Exclusive`. (MeshService endpoints: `mesh_service.rs`.) It must never filter by health or locality: that
 //! information is not in the view.
 
 use envoy_types::pb::envoy::config::core::v3::{
@@ -70,10 +71,13 @@ pub(super) fn assignment(
     }
 }
 
-/// The EDS resource of destination `service`.
+/// The EDS resource of destination `service`: no endpoints when the
+/// Mesh's `meshServices.mode` is `Exclusive` (only MeshServices define
+/// destinations there).
 pub(super) fn service_assignment(view: &MeshView, service: &str) -> ClusterLoadAssignment {
-    assignment(
-        names::service_cluster(service),
-        view.endpoints_of(service).cloned(),
-    )
+    let endpoints = view
+        .endpoints_of(service)
+        .filter(|_| view.tag_destinations())
+        .cloned();
+    assignment(names::service_cluster(service), endpoints)
 }

@@ -1,7 +1,7 @@
 //! Proxyless gRPC resources (grpcio, grpc-js, grpc-go as xDS clients).
 //!
-//! Owns what a gRPC channel to `xds:///<service>` needs: an API listener
-//! named `<service>` whose HttpConnectionManager carries an inline route
+//! Owns what a gRPC channel to `xds:///<service>` (or, for a MeshService
+//! port, `xds:///<name>:<port>`) needs: an API listener of that name whose HttpConnectionManager carries an inline route
 //! configuration to the service cluster and ends with the router filter;
 //! a round-robin EDS cluster; locality-weighted endpoints. TLS comes from
 //! certificate-provider instances, never SDS. It must never emit socket
@@ -26,7 +26,7 @@ use super::endpoints::service_assignment;
 use super::memo::{ClusterKey, Memo};
 use super::sidecar::eds_cluster;
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, names, tls};
+use super::{MeshView, Snapshot, mesh_service, names, tls};
 
 /// Envoy's name of the HTTP router filter (gRPC requires it last).
 const ROUTER_FILTER: &str = "envoy.filters.http.router";
@@ -60,6 +60,14 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, me
         });
         snap.insert_shared(names::service_cluster(service), cla);
     }
+    // MeshService outbounds: a channel to `xds:///<name>:<port>`.
+    let mesh_services = mesh_service::mesh_service_outbounds(dp);
+    for (name, port) in &mesh_services {
+        let listener = names::mesh_service_grpc_listener(name, *port);
+        let cluster = names::mesh_service_cluster(name, *port);
+        snap.insert(listener.clone(), &api_listener(&listener, &cluster));
+    }
+    mesh_service::clusters(snap, view, None, true, &mesh_services, memo);
 }
 
 fn api_listener(service: &str, cluster: &str) -> Listener {

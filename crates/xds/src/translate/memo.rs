@@ -43,6 +43,13 @@ impl Memo {
         self.assignments.remove(service);
     }
 
+    /// Forgets the load assignment and Clusters of destination `name`
+    /// (a MeshService port: its endpoints and accepted identities).
+    pub fn forget_destination(&mut self, name: &str) {
+        self.assignments.remove(name);
+        self.clusters.retain(|k, _| k.service != name);
+    }
+
     /// Forgets what depends on MeshTrafficPermissions (or on the services
     /// a `MeshSubset` source selects).
     pub fn forget_permissions(&mut self) {

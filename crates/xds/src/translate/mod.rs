@@ -13,6 +13,7 @@
 mod endpoints;
 mod grpc;
 mod memo;
+mod mesh_service;
 pub mod names;
 mod rbac;
 mod sidecar;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use envoy_types::pb::google::protobuf::{Struct, value::Kind as ValueKind};
 
 pub use memo::Memo;
+pub use mesh_service::{mesh_service_outbounds, selected_dataplanes};
 pub use rbac::uses_subset_sources;
 pub use snapshot::{
     CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, ROUTE_TYPE,
@@ -185,7 +187,7 @@ pub fn translate_shared(
         ClientKind::Grpc => grpc::build(&mut snap, view, dp, memo),
         ClientKind::Envoy | ClientKind::MeshlinkProxy => {
             if view.mtls_enabled() {
-                let own = tls::identity_secret_name(dp);
+                let own = tls::identity_secret_name(dp, &proxy.name);
                 if let Some((name, secret)) = &encoded.identity
                     && own.as_ref() == Some(name)
                 {
@@ -194,7 +196,7 @@ pub fn translate_shared(
                 if let Some((name, secret)) = &encoded.trust_bundle {
                     snap.insert_shared(name.clone(), secret.clone());
                 }
-                tls::secrets(&mut snap, view, dp, &proxy.secrets);
+                tls::secrets(&mut snap, view, dp, &proxy.name, &proxy.secrets);
             }
             sidecar::build(&mut snap, view, &proxy.name, dp, memo);
         }

@@ -26,6 +26,18 @@ pub fn service_cluster(service: &str) -> String {
     service.to_owned()
 }
 
+/// Name of the Cluster (and ClusterLoadAssignment) of port `port` of
+/// MeshService `name` (Kuma's `<name>_msvc_<port>`).
+pub fn mesh_service_cluster(name: &str, port: u16) -> String {
+    format!("{}_msvc_{port}", name.replace('.', "_"))
+}
+
+/// Name of the API listener a proxyless gRPC client dials for port `port`
+/// of MeshService `name`: `xds:///<name>:<port>`.
+pub fn mesh_service_grpc_listener(name: &str, port: u16) -> String {
+    format!("{name}:{port}")
+}
+
 /// Name of the (STATIC, plain TCP) cluster of a Dataplane outbound to a
 /// routing key of the multi-site network: this site's router Listeners.
 pub fn network_cluster(routing_key: &str) -> String {
@@ -56,6 +68,14 @@ pub const GRPC_ROOT_CERT_NAME: &str = "mesh_ca";
 /// The SPIFFE ID of `service` in trust domain `trust_domain`.
 pub fn spiffe_id(trust_domain: &str, service: &str) -> String {
     format!("spiffe://{trust_domain}/{service}")
+}
+
+/// The SPIFFE ID a client requires of MeshService `name`'s backends when
+/// the MeshService has no identity (it does not exist, selects nothing or
+/// lists none): a valid ID the control plane never issues, since no
+/// Dataplane name or service tag has this form.
+pub fn no_identity(trust_domain: &str, name: &str) -> String {
+    format!("spiffe://{trust_domain}/meshlink.dev/no-identity/{name}")
 }
 
 /// The prefix shared by every SPIFFE ID of `trust_domain`.

@@ -24,7 +24,7 @@ use meshlink_api::spec::{DataplaneSpec, Inbound, InboundTarget};
 use super::endpoints::{assignment, service_assignment, socket_address};
 use super::memo::{ClusterKey, Memo};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, names, rbac, tls};
+use super::{MeshView, Snapshot, mesh_service, names, rbac, tls};
 
 /// Envoy's name of the TCP proxy filter.
 const TCP_PROXY_FILTER: &str = "envoy.filters.network.tcp_proxy";
@@ -45,7 +45,7 @@ pub(super) fn build(
     dp: &DataplaneSpec,
     memo: &mut Memo,
 ) {
-    let identity = tls::identity_secret_name(dp).filter(|_| view.mtls_enabled());
+    let identity = tls::identity_secret_name(dp, name).filter(|_| view.mtls_enabled());
     let no_labels = BTreeMap::new();
     let labels = view
         .dataplane_resource(name)
@@ -61,7 +61,14 @@ pub(super) fn build(
         inbound_resources(snap, view, dp, inbound, &target, identity.as_deref(), memo);
     }
     let mut destinations = BTreeSet::new();
+    let mut mesh_services = BTreeSet::new();
     for outbound in &dp.networking.outbound {
+        if let Some((ms, ms_port)) = outbound.mesh_service() {
+            let (address, port) = (outbound.address(), outbound.port.get());
+            mesh_service::sidecar_listener(snap, address, port, ms, ms_port);
+            mesh_services.insert((ms.to_owned(), ms_port));
+            continue;
+        }
         if let Some(key) = outbound.routing_key() {
             network_outbound(snap, view, outbound.address(), outbound.port.get(), key);
             continue;
@@ -104,6 +111,7 @@ pub(super) fn build(
         });
         snap.insert_shared(name, cla);
     }
+    mesh_service::clusters(snap, view, identity.as_ref(), false, &mesh_services, memo);
 }
 
 /// An outbound to a routing key of the multi-site network: plain TCP to
@@ -145,7 +153,9 @@ fn inbound_resources(
     identity: Option<&str>,
     memo: &mut Memo,
 ) {
-    let Some(service) = inbound.service() else {
+    // A tagless inbound (selected by a MeshService) is named after the
+    // Dataplane's identity.
+    let Some(service) = inbound.service().or(dp.identity_service(target.dataplane)) else {
         return;
     };
     let address = inbound.effective_address(&dp.networking.address);
@@ -189,7 +199,7 @@ fn inbound_resources(
     snap.insert(local, &cluster);
 }
 
-fn tcp_proxy(stat_prefix: &str, cluster: String) -> Filter {
+pub(super) fn tcp_proxy(stat_prefix: &str, cluster: String) -> Filter {
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_owned(),
         cluster_specifier: Some(ClusterSpecifier::Cluster(cluster)),

@@ -42,9 +42,10 @@ pub(super) fn exact(value: String) -> StringMatcher {
     }
 }
 
-/// The name of the identity secret of `dp` (its first service), if any.
-pub(super) fn identity_secret_name(dp: &DataplaneSpec) -> Option<String> {
-    dp.services().first().map(|s| names::identity_secret(s))
+/// The name of the identity secret of Dataplane `name` (its first
+/// service, else its name: [`DataplaneSpec::identity_service`]), if any.
+pub(super) fn identity_secret_name(dp: &DataplaneSpec, name: &str) -> Option<String> {
+    dp.identity_service(name).map(names::identity_secret)
 }
 
 fn sds(name: String) -> SdsSecretConfig {
@@ -77,13 +78,16 @@ pub(super) fn downstream_sds(identity: String, mesh: &str) -> TransportSocket {
     })
 }
 
-fn san_validation(destination_spiffe_id: String) -> CertificateValidationContext {
+fn san_validation(destination_spiffe_ids: Vec<String>) -> CertificateValidationContext {
     CertificateValidationContext {
-        match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
-            san_type: SanType::Uri as i32,
-            matcher: Some(exact(destination_spiffe_id)),
-            oid: String::new(),
-        }],
+        match_typed_subject_alt_names: destination_spiffe_ids
+            .into_iter()
+            .map(|id| SubjectAltNameMatcher {
+                san_type: SanType::Uri as i32,
+                matcher: Some(exact(id)),
+                oid: String::new(),
+            })
+            .collect(),
         ..Default::default()
     }
 }
@@ -95,12 +99,23 @@ pub(super) fn upstream_sds(
     mesh: &str,
     destination_spiffe_id: String,
 ) -> TransportSocket {
+    upstream_sds_any(identity, mesh, vec![destination_spiffe_id])
+}
+
+/// [`upstream_sds`] accepting any of `destination_spiffe_ids` (a
+/// MeshService's identities; must not be empty, or any mesh certificate
+/// would pass).
+pub(super) fn upstream_sds_any(
+    identity: String,
+    mesh: &str,
+    destination_spiffe_ids: Vec<String>,
+) -> TransportSocket {
     transport_socket(UpstreamTlsContext {
         common_tls_context: Some(CommonTlsContext {
             tls_certificate_sds_secret_configs: vec![sds(identity)],
             validation_context_type: Some(ValidationContextType::CombinedValidationContext(
                 CombinedCertificateValidationContext {
-                    default_validation_context: Some(san_validation(destination_spiffe_id)),
+                    default_validation_context: Some(san_validation(destination_spiffe_ids)),
                     validation_context_sds_secret_config: Some(sds(names::mesh_ca_secret(mesh))),
                     ..Default::default()
                 },
@@ -121,7 +136,13 @@ fn provider(certificate_name: &str) -> CertificateProviderPluginInstance {
 /// Client side for proxyless gRPC: certificate-provider instances instead
 /// of SDS, same SPIFFE ID check.
 pub(super) fn upstream_cert_provider(destination_spiffe_id: String) -> TransportSocket {
-    let mut validation = san_validation(destination_spiffe_id);
+    upstream_cert_provider_any(vec![destination_spiffe_id])
+}
+
+/// [`upstream_cert_provider`] accepting any of `destination_spiffe_ids`
+/// (must not be empty).
+pub(super) fn upstream_cert_provider_any(destination_spiffe_ids: Vec<String>) -> TransportSocket {
+    let mut validation = san_validation(destination_spiffe_ids);
     validation.ca_certificate_provider_instance = Some(provider(names::GRPC_ROOT_CERT_NAME));
     transport_socket(UpstreamTlsContext {
         common_tls_context: Some(CommonTlsContext {
@@ -170,9 +191,10 @@ pub(super) fn secrets(
     snap: &mut Snapshot,
     view: &MeshView,
     dp: &DataplaneSpec,
+    dp_name: &str,
     input: &SecretsInput,
 ) {
-    if let (Some((chain, key)), Some(name)) = (&input.identity, identity_secret_name(dp)) {
+    if let (Some((chain, key)), Some(name)) = (&input.identity, identity_secret_name(dp, dp_name)) {
         snap.insert(name.clone(), &identity_secret(name, chain, key));
     }
     if let Some(bundle) = &input.trust_bundle_pem {

@@ -1,5 +1,5 @@
 //! The translator's input: one mesh as the store has it (Mesh, Dataplanes,
-//! MeshTrafficPermissions), indexed for what translation looks up per
+//! MeshTrafficPermissions, MeshServices), indexed for what translation looks up per
 //! proxy and patchable one object at a time.
 //!
 //! Owns the indexes (dataplanes by name, endpoints by service) and keeps
@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use meshlink_api::Resource;
-use meshlink_api::spec::{DataplaneSpec, MeshSpec};
+use meshlink_api::spec::{DataplaneSpec, MeshServiceSpec, MeshServicesMode, MeshSpec};
 
 /// What the translator sees of one mesh; the control plane fills it from
 /// the store and the hub patches it from the change feed. Order of the
@@ -23,6 +23,8 @@ pub struct MeshView {
     mesh: Resource,
     dataplanes: Vec<Resource>,
     permissions: Vec<Resource>,
+    /// MeshServices by name.
+    mesh_services: BTreeMap<String, Resource>,
     by_name: HashMap<String, usize>,
     /// service → endpoint → number of inbounds that contribute it (two
     /// dataplanes may share an address and port).
@@ -63,6 +65,7 @@ impl MeshView {
             mesh,
             dataplanes: Vec::with_capacity(dataplanes.len()),
             permissions: Vec::new(),
+            mesh_services: BTreeMap::new(),
             by_name: HashMap::with_capacity(dataplanes.len()),
             endpoints: HashMap::new(),
             network: Default::default(),
@@ -80,6 +83,56 @@ impl MeshView {
             .filter(|r| r.spec.as_mesh_traffic_permission().is_some())
             .collect();
         self
+    }
+
+    /// The same view with its MeshServices replaced (resources of other
+    /// kinds are ignored).
+    pub fn with_mesh_services(mut self, mesh_services: Vec<Resource>) -> Self {
+        self.mesh_services = mesh_services
+            .into_iter()
+            .filter(|r| r.spec.as_mesh_service().is_some())
+            .map(|r| (r.name().to_owned(), r))
+            .collect();
+        self
+    }
+
+    /// Every MeshService of the mesh, by name.
+    pub fn mesh_services(&self) -> impl Iterator<Item = &Resource> {
+        self.mesh_services.values()
+    }
+
+    /// The MeshService resource named `name`.
+    pub fn mesh_service_resource(&self, name: &str) -> Option<&Resource> {
+        self.mesh_services.get(name)
+    }
+
+    /// The MeshService named `name`.
+    pub fn mesh_service(&self, name: &str) -> Option<&MeshServiceSpec> {
+        self.mesh_services.get(name)?.spec.as_mesh_service()
+    }
+
+    /// Adds or replaces a MeshService (ignored unless it is one); returns
+    /// the previous one.
+    pub fn upsert_mesh_service(&mut self, r: Resource) -> Option<Resource> {
+        r.spec.as_mesh_service()?;
+        self.mesh_services.insert(r.name().to_owned(), r)
+    }
+
+    /// Removes the MeshService `name`; returns it.
+    pub fn remove_mesh_service(&mut self, name: &str) -> Option<Resource> {
+        self.mesh_services.remove(name)
+    }
+
+    /// The Mesh's `meshServices.mode` (default `Disabled`).
+    pub fn mesh_services_mode(&self) -> MeshServicesMode {
+        self.mesh_spec()
+            .map_or(MeshServicesMode::Disabled, MeshSpec::mesh_services_mode)
+    }
+
+    /// Whether `kuma.io/service` tags define destinations (every mode but
+    /// `Exclusive`).
+    pub fn tag_destinations(&self) -> bool {
+        self.mesh_services_mode() != MeshServicesMode::Exclusive
     }
 
     /// The same view with this site's router Listeners by routing key.

@@ -62,7 +62,7 @@ impl MemorySource {
         }
     }
 
-    /// Writes a Mesh, Dataplane or MeshTrafficPermission into the source;
+    /// Writes a Mesh, Dataplane, MeshService or MeshTrafficPermission into the source;
     /// the caller tells the hub.
     pub fn put(&self, r: meshlink_api::Resource) {
         let mut view = self.view.lock().unwrap();
@@ -70,6 +70,8 @@ impl MemorySource {
             view.set_mesh(r);
         } else if r.spec.as_dataplane().is_some() {
             view.upsert_dataplane(r);
+        } else if r.spec.as_mesh_service().is_some() {
+            view.upsert_mesh_service(r);
         } else {
             view.upsert_permission(r);
         }

@@ -88,10 +88,7 @@ fn everything_the_translator_sends_a_meshlink_proxy_is_accepted() {
                 let c = cluster(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
                 if c.discovery == Discovery::Eds && mtls {
                     let tls = c.tls.expect("upstream TLS");
-                    assert_eq!(
-                        tls.expected_spiffe_id.as_deref(),
-                        Some("spiffe://example.org/backend")
-                    );
+                    assert_eq!(tls.expected_spiffe_ids, ["spiffe://example.org/backend"]);
                 }
             }
             for (name, r) in snap.resources(ENDPOINTS) {
