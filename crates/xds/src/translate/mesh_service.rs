@@ -60,7 +60,12 @@ pub(super) fn endpoints(view: &MeshView, name: &str, port: u16) -> Vec<(String, 
                 .inbound
                 .iter()
                 .filter(|i| p.targets(i))
-                .map(|i| (i.effective_address(&dp.networking.address).to_owned(), i.port.get()))
+                .map(|i| {
+                    (
+                        i.effective_address(&dp.networking.address).to_owned(),
+                        i.port.get(),
+                    )
+                })
         })
         .collect();
     out.sort();
