@@ -108,6 +108,10 @@ try {
   await nav("policies");
   await page.waitForSelector(`td[data-from=web][data-to=backend] .pill.ok`);
   await shot("policies");
+  step = "a permission with rules (SPIFFE ID matches) decides the matrix cell";
+  await action("deny-web-by-rules");
+  await page.waitForSelector(`td[data-from=web][data-to=backend] .pill.bad`);
+  await page.waitForSelector(`td[data-from=backend][data-to=web] .pill.ok`);
   await nav("services");
   await page.waitForFunction(() => /console-b/.test(document.querySelector(`tr[data-routing-key=backend] td:last-child`)?.textContent ?? ""));
   await shot("services");

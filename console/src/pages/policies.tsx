@@ -13,7 +13,7 @@ const LABEL: Record<Verdict, [string, string]> = {
 };
 
 function Matrix({ store, mesh }: { store: Store; mesh: string }) {
-  const { services, cell } = permissionMatrix(store, mesh);
+  const { sources, services, cell } = permissionMatrix(store, mesh);
   if (services.length === 0) return <p class="muted">Mesh {mesh}: no services yet.</p>;
   return (
     <>
@@ -28,7 +28,7 @@ function Matrix({ store, mesh }: { store: Store; mesh: string }) {
           </tr>
         </thead>
         <tbody>
-          {services.map((src) => (
+          {sources.map((src) => (
             <tr>
               <th>{src}</th>
               {services.map((dst) => {
@@ -47,6 +47,12 @@ function Matrix({ store, mesh }: { store: Store; mesh: string }) {
   );
 }
 
+/** A `rules` match as text, e.g. `SPIFFE ID spiffe://default/web`. */
+function spiffeMatch(m: any): string {
+  const v = m?.spiffeID;
+  return v ? `SPIFFE ID ${v.type === "Prefix" ? "starting " : ""}${v.value}` : JSON.stringify(m);
+}
+
 function target(t: any): string {
   if (!t || t.kind === "Mesh" || !t.kind) return "any service in the mesh";
   if (t.kind === "MeshService") return t.name;
@@ -60,16 +66,26 @@ function target(t: any): string {
 export function Policies({ store }: { store: Store }) {
   const rows = store
     .list("MeshTrafficPermission")
-    .flatMap((p) =>
-      (p.spec?.from ?? []).map((f: any) => ({
+    .flatMap((p) => {
+      const row = (from: string, action: string) => ({
         mesh: p.metadata.mesh ?? "",
         policy: p.metadata.name,
-        from: target(f.targetRef),
+        from,
         to: target(p.spec?.targetRef),
-        action: f.default?.action ?? "?",
+        action,
         valid: condition(p, "Valid"),
-      })),
-    )
+      });
+      const ruled = (p.spec?.rules ?? []).flatMap((r: any) =>
+        (
+          [
+            ["deny", "Deny"],
+            ["allow", "Allow"],
+            ["allowWithShadowDeny", "AllowWithShadowDeny"],
+          ] as const
+        ).flatMap(([key, action]) => (r.default?.[key] ?? []).map((m: any) => row(spiffeMatch(m), action))),
+      );
+      return [...(p.spec?.from ?? []).map((f: any) => row(target(f.targetRef), f.default?.action ?? "?")), ...ruled];
+    })
     .sort((a, b) => a.mesh.localeCompare(b.mesh) || a.to.localeCompare(b.to) || a.from.localeCompare(b.from));
   return (
     <section>

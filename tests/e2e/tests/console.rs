@@ -143,6 +143,16 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
                 b.router.as_mut().unwrap().wait_ready(DEADLINE);
                 b.wait_link_operational(&link, DEADLINE);
             }
+            "deny-web-by-rules" => {
+                // Kuma's rules on backend: web's SPIFFE ID is denied (the
+                // mesh's trust domain is its name), every other one allowed.
+                b.apply(
+                    "type: MeshTrafficPermission\nname: backend-rules\nmesh: default\nspec:\n  \
+                     targetRef: {kind: MeshService, name: backend}\n  rules:\n    - default:\n        \
+                     deny: [{spiffeID: {type: Exact, value: 'spiffe://default/web'}}]\n        \
+                     allow: [{spiffeID: {type: Prefix, value: 'spiffe://default/'}}]\n",
+                );
+            }
             "delete-dataplane" => {
                 b.cp.cli(&["delete", "dataplane", "backend-1", "--mesh", "default"])
                     .success();

@@ -27,7 +27,15 @@ const MESH_LABEL: &str = "kuma.io/mesh";
 const DEFAULT_MESH: &str = "default";
 
 fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
-    let accepted = "meshlink accepts Mesh, Dataplane, MeshTrafficPermission or MeshService";
+    // Universal documents may also be Kuma Secrets (routed before this);
+    // on Kubernetes those are `apiVersion: v1` Secrets.
+    let accepted = if field == "type" {
+        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, Secret or \
+         GlobalSecret"
+    } else {
+        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission or MeshService (Kuma Secrets \
+         are apiVersion: v1 Secrets of type system.kuma.io/secret)"
+    };
     match v {
         Some(Value::String(s)) => {
             KUMA_KINDS
