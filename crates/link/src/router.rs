@@ -239,6 +239,7 @@ impl Router {
             }
         }
         running.pems.retain(|k, _| next.contains_key(k));
+        crate::expiry::publish(&self.core.metrics, &current, &next);
         self.core.credentials.send_if_modified(|m| {
             let same = m.len() == next.len()
                 && m.iter()
