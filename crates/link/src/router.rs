@@ -97,6 +97,7 @@ impl Router {
                 }
             }
         });
+        core.tasks.spawn(crate::expiry::watch_expiry(core.clone()));
         Ok(Router {
             core,
             running: std::sync::Mutex::new(Running::default()),

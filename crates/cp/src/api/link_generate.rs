@@ -36,7 +36,14 @@ pub(super) async fn generate(
         .unwrap_or_default();
     let name = p.name.unwrap_or_else(|| format!("link-{site}"));
     let subject = p.subject.unwrap_or_else(|| name.clone());
-    let yaml = link_documents(&st.resources, &st.advertised_host, &name, &subject, None)
+    let yaml = link_documents(
+        &st.resources,
+        &st.advertised_host,
+        &name,
+        &subject,
+        None,
+        None,
+    )
         .await
         .map_err(|e| match e {
             LinkDocsError::NotReady(m) => ApiError::new(StatusCode::CONFLICT, "NotReady", m),

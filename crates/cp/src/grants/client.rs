@@ -11,6 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The meshlink extension header naming the redeeming site's router id.
+pub const ROUTER_ID_HEADER: &str = "meshlink-router-id";
+
 /// The whole exchange may take this long.
 pub const REDEEM_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -39,13 +42,16 @@ pub enum RedeemRequestError {
 }
 
 /// POSTs `code` to `url`, trusting only `ca_pem`. Headers `name` and
-/// `subject` tell the grant server what to call the credentials.
+/// `subject` tell the grant server what to call the credentials; the
+/// meshlink extension header `meshlink-router-id` (when given) asks it to
+/// name this site's router in the client certificate.
 pub async fn post_redemption(
     url: &str,
     ca_pem: &str,
     code: &str,
     name: &str,
     subject: &str,
+    router_id: Option<&str>,
 ) -> Result<String, RedeemRequestError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject as _;
@@ -72,7 +78,8 @@ pub async fn post_redemption(
             .map_err(|e| RedeemRequestError::BadToken(e.to_string()))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-    let headers = [("name", name), ("subject", subject)];
+    let mut headers = vec![("name", name), ("subject", subject)];
+    headers.extend(router_id.map(|id| (ROUTER_ID_HEADER, id)));
     let (status, body) = exchange(
         Arc::new(tls),
         hyper::Method::POST,

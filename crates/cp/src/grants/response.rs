@@ -58,13 +58,16 @@ pub async fn the_site(resources: &ResourceService) -> Result<Option<Resource>, L
 
 /// Builds the Secret + Links stream. `name` names the Secret (and the Link
 /// when there is one group); `subject` is the client certificate's CN;
-/// `issuer` overrides the Site's default issuer.
+/// `issuer` overrides the Site's default issuer; `router_id` (the other
+/// site's id, when it said) is named in the certificate as
+/// `urn:meshlink:router:<id>`, binding the router id its router may claim.
 pub async fn link_documents(
     resources: &ResourceService,
     advertised_host: &str,
     name: &str,
     subject: &str,
     issuer: Option<&str>,
+    router_id: Option<&str>,
 ) -> Result<String, LinkDocsError> {
     let internal = |e: &dyn std::fmt::Display| LinkDocsError::Internal(e.to_string());
     let site = the_site(resources).await?.ok_or_else(|| {
@@ -109,7 +112,7 @@ pub async fn link_documents(
         .map_err(|e| internal(&e))?
         .ok_or_else(|| missing(server_issuer))?;
     let (cert, key) = client_ca
-        .issue_client_cert(subject, LINK_CERT_LIFETIME, SystemTime::now())
+        .issue_router_client_cert(subject, router_id, LINK_CERT_LIFETIME, SystemTime::now())
         .map_err(|e| LinkDocsError::NotReady(format!("subject {subject:?}: {e}")))?;
     let mut chain = cert.cert_pem.clone();
     for c in &cert.chain_pem {

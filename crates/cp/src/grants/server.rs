@@ -184,6 +184,7 @@ async fn handle(req: Request<Incoming>, redeemer: &Redeemer) -> Response<Full<By
     let uid = req.uri().path().trim_start_matches('/').to_owned();
     let name = header(&req, "name");
     let subject = header(&req, "subject");
+    let router_id = header(&req, super::client::ROUTER_ID_HEADER);
     let mut body = req.into_body();
     if too_long {
         drain(&mut body).await;
@@ -206,7 +207,13 @@ async fn handle(req: Request<Incoming>, redeemer: &Redeemer) -> Response<Full<By
         }
     }
     match redeemer
-        .redeem(&uid, &code, name.as_deref(), subject.as_deref())
+        .redeem(
+            &uid,
+            &code,
+            name.as_deref(),
+            subject.as_deref(),
+            router_id.as_deref(),
+        )
         .await
     {
         Ok(yaml) => {

@@ -254,8 +254,23 @@ impl SiteController {
                 write_status(&r, Kind::AccessGrant, &g, status).await;
             }
         }
-        self.redeem_tokens(site.as_ref().map(|s| s.name().to_owned()), now, &mut wake)
+        let site_id = site
+            .as_ref()
+            .and_then(|s| s.status.details.as_site())
+            .and_then(|s| s.site_id.clone());
+        if site.is_none() || site_id.is_some() {
+            self.redeem_tokens(
+                site.as_ref().map(|s| s.name().to_owned()),
+                site_id,
+                now,
+                &mut wake,
+            )
             .await?;
+        } else {
+            // The Site's id is written above; its feed event brings the
+            // next reconcile, which redeems with the id.
+            wake.at(now + Duration::from_secs(1));
+        }
         Ok(wake.0)
     }
 
@@ -301,7 +316,21 @@ impl SiteController {
             Err(e) => return (Some(e.to_string()), eps),
         };
         let hosts = hosts(&self.ctx.advertised_host, &spec.subject_alternative_names);
-        match plan(ra.name(), name, existing.as_ref(), &ca, issuer, &hosts, now) {
+        let router_id = site
+            .status
+            .details
+            .as_site()
+            .and_then(|s| s.site_id.as_deref());
+        match plan(
+            ra.name(),
+            name,
+            existing.as_ref(),
+            &ca,
+            issuer,
+            &hosts,
+            router_id,
+            now,
+        ) {
             Ok(SecretPlan::Keep(at)) => {
                 wake.at(at);
                 (None, eps)
@@ -338,6 +367,7 @@ impl SiteController {
     async fn redeem_tokens(
         &mut self,
         site_name: Option<String>,
+        site_id: Option<String>,
         now: SystemTime,
         wake: &mut Wake,
     ) -> Result<(), ResourceError> {
@@ -364,8 +394,9 @@ impl SiteController {
             self.in_flight.insert(name.clone());
             let res = r.clone();
             let subject = subject.clone();
+            let site_id = site_id.clone();
             self.redemptions.spawn(async move {
-                let retry = tokens::redeem(&res, &claimed, &subject).await;
+                let retry = tokens::redeem(&res, &claimed, &subject, site_id.as_deref()).await;
                 (name, retry)
             });
         }

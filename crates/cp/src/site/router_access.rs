@@ -67,7 +67,11 @@ fn jitter_of(cert_b64: &str) -> f64 {
 }
 
 /// Decides whether the Secret `name` (currently `existing`) for RouterAccess
-/// `ra_name` must be (re)issued from `ca` for `hosts`.
+/// `ra_name` must be (re)issued from `ca` for `hosts`. With `router_id` (the
+/// Site's id, once assigned) the certificate names this site's router, so
+/// peers bind the router id in its hello to it; the id is part of the hash,
+/// so a Secret issued before the id existed is reissued once it does.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     ra_name: &str,
     name: &str,
@@ -75,10 +79,15 @@ pub fn plan(
     ca: &SiteCa,
     issuer: &str,
     hosts: &[String],
+    router_id: Option<&str>,
     now: SystemTime,
 ) -> Result<SecretPlan, String> {
     let mut parts = vec![issuer, ca.cert_pem()];
     parts.extend(hosts.iter().map(String::as_str));
+    if let Some(id) = router_id {
+        parts.push("router");
+        parts.push(id);
+    }
     let want_hash = hash_hex(&parts);
     if let Some(r) = existing {
         if r.labels().get(GENERATED_FOR).map(String::as_str) != Some(ra_name) {
@@ -99,7 +108,7 @@ pub fn plan(
         }
     }
     let (cert, key) = ca
-        .issue_server_cert(hosts, SERVER_CERT_LIFETIME, now)
+        .issue_router_server_cert(hosts, router_id, SERVER_CERT_LIFETIME, now)
         .map_err(|e| format!("cannot issue the server certificate for {hosts:?}: {e}"))?;
     let mut chain = cert.cert_pem.clone();
     for c in &cert.chain_pem {
@@ -145,7 +154,7 @@ mod tests {
         assert_eq!(hosts, ["10.0.0.7", "router.example"]);
         let now = SystemTime::now();
         let SecretPlan::Write(secret, at) =
-            plan("ra", "creds", None, &ca, "skupper-site-ca", &hosts, now).unwrap()
+            plan("ra", "creds", None, &ca, "skupper-site-ca", &hosts, None, now).unwrap()
         else {
             panic!("a missing Secret is issued")
         };
@@ -162,6 +171,7 @@ mod tests {
             &ca,
             "skupper-site-ca",
             &hosts,
+            None,
             now,
         )
         .unwrap()
@@ -177,6 +187,7 @@ mod tests {
                 &ca,
                 "skupper-site-ca",
                 &hosts,
+                None,
                 at
             )
             .unwrap(),
@@ -191,6 +202,7 @@ mod tests {
                 &ca,
                 "skupper-site-ca",
                 &more,
+                None,
                 now
             )
             .unwrap(),
@@ -204,6 +216,7 @@ mod tests {
                 &ca,
                 "skupper-site-ca",
                 &hosts,
+                None,
                 now
             )
             .unwrap(),

@@ -79,13 +79,28 @@ pub async fn claim(resources: &ResourceService, token: &Resource) -> bool {
 }
 
 /// Redeems a claimed token and records the outcome. `subject` is this
-/// site's name (the CN of the client certificate the other site issues).
+/// site's name (the CN of the client certificate the other site issues);
+/// `router_id` is this site's id, which the other site names in that
+/// certificate so its router binds our router's hello to it.
 /// Returns whether the failure is worth a retry.
-pub async fn redeem(resources: &ResourceService, token: &Resource, subject: &str) -> bool {
+pub async fn redeem(
+    resources: &ResourceService,
+    token: &Resource,
+    subject: &str,
+    router_id: Option<&str>,
+) -> bool {
     let Some(spec) = token.spec.as_access_token() else {
         return false;
     };
-    let outcome = post_redemption(&spec.url, &spec.ca, &spec.code, token.name(), subject).await;
+    let outcome = post_redemption(
+        &spec.url,
+        &spec.ca,
+        &spec.code,
+        token.name(),
+        subject,
+        router_id,
+    )
+    .await;
     let (status, retry) = match outcome {
         Ok(yaml) => match store_documents(resources, &yaml, spec.link_cost()).await {
             Ok(stored) => (
