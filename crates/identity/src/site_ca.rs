@@ -149,6 +149,11 @@ impl SiteCa {
         self.signer.not_after
     }
 
+    /// The signer, for renewals (`site_renew`).
+    pub(crate) fn signer(&self) -> &CaSigner {
+        &self.signer
+    }
+
     fn issue(
         &self,
         spec: LeafSpec,
