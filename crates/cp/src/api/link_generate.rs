@@ -43,6 +43,7 @@ pub(super) async fn generate(
         &subject,
         None,
         None,
+        crate::grants::response::LINK_CERT_LIFETIME,
     )
         .await
         .map_err(|e| match e {

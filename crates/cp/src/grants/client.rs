@@ -53,6 +53,29 @@ pub async fn post_redemption(
     subject: &str,
     router_id: Option<&str>,
 ) -> Result<String, RedeemRequestError> {
+    let tls = tls13_client(url, ca_pem)?;
+    let mut headers = vec![("name", name), ("subject", subject)];
+    headers.extend(router_id.map(|id| (ROUTER_ID_HEADER, id)));
+    let (status, body) = exchange(
+        tls,
+        hyper::Method::POST,
+        url,
+        &headers,
+        code.as_bytes().to_vec(),
+    )
+    .await?;
+    if status == 200 {
+        Ok(body)
+    } else {
+        Err(RedeemRequestError::Refused {
+            status,
+            body: body.trim().to_owned(),
+        })
+    }
+}
+
+/// A TLS 1.3 client for https `url` trusting only `ca_pem`.
+fn tls13_client(url: &str, ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, RedeemRequestError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject as _;
     if !url.starts_with("https://") {
@@ -78,16 +101,19 @@ pub async fn post_redemption(
             .map_err(|e| RedeemRequestError::BadToken(e.to_string()))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-    let mut headers = vec![("name", name), ("subject", subject)];
-    headers.extend(router_id.map(|id| (ROUTER_ID_HEADER, id)));
-    let (status, body) = exchange(
-        Arc::new(tls),
-        hyper::Method::POST,
-        url,
-        &headers,
-        code.as_bytes().to_vec(),
-    )
-    .await?;
+    Ok(Arc::new(tls))
+}
+
+/// POSTs a link credential renewal (`body`: the current `tls.crt`, then a
+/// CSR signed with its key) to the grant server's `url` (`/renew`),
+/// trusting only `ca_pem`; returns the new `tls.crt` PEM.
+pub async fn post_renewal(
+    url: &str,
+    ca_pem: &str,
+    body: Vec<u8>,
+) -> Result<String, RedeemRequestError> {
+    let tls = tls13_client(url, ca_pem)?;
+    let (status, body) = exchange(tls, hyper::Method::POST, url, &[], body).await?;
     if status == 200 {
         Ok(body)
     } else {

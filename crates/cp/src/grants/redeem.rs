@@ -85,6 +85,11 @@ impl Redeemer {
         }
     }
 
+    /// The resources this redeemer reads.
+    pub fn resources(&self) -> &ResourceService {
+        &self.resources
+    }
+
     /// Checks and counts one redemption of grant `uid` with `code`; on
     /// success returns the YAML stream for the redeeming site. With
     /// `router_id` (the redeemer's site id) the client certificate names
@@ -135,6 +140,7 @@ impl Redeemer {
                 subject,
                 spec.issuer.as_deref(),
                 router_id,
+                super::response::link_cert_lifetime(&grant),
             )
             .await
             .map_err(|e| match e {

@@ -8,7 +8,8 @@
 //! compare-and-swap or a create-if-absent, so several control planes on one
 //! PostgreSQL converge: one site CA per issuer (never regenerated, I5), one
 //! issued Secret per renewal, one redemption per token. Redemptions run on
-//! the controller's own `JoinSet`, which ends with it.
+//! the controller's own `JoinSet`, which ends with it; so do the renewals of
+//! redeemed Link client credentials (`renewal`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use tokio::task::JoinSet;
 
 use super::ca_store;
 use super::grant_status::next_status;
+use super::renewal::Renewals;
 use super::router_access::{SecretPlan, hosts, plan};
 use super::site_status::{SiteFacts, next_router_access_status, next_site_status};
 use super::tokens;
@@ -59,6 +61,7 @@ pub struct SiteController {
     redemptions: JoinSet<(String, bool)>,
     in_flight: HashSet<String>,
     retry: HashMap<String, (u32, SystemTime)>,
+    renewals: Renewals,
 }
 
 fn is_watched(kind: &str) -> bool {
@@ -88,6 +91,7 @@ impl SiteController {
             redemptions: JoinSet::new(),
             in_flight: HashSet::new(),
             retry: HashMap::new(),
+            renewals: Renewals::default(),
         }
     }
 
@@ -131,10 +135,12 @@ impl SiteController {
                     }
                     dirty = true;
                 }
+                () = self.renewals.next_done(), if !self.renewals.is_idle() => dirty = true,
                 () = tokio::time::sleep(wait) => dirty = true,
             }
         }
         self.redemptions.shutdown().await;
+        self.renewals.shutdown().await;
     }
 
     fn finished(&mut self, name: String, retry: bool) {
@@ -270,6 +276,9 @@ impl SiteController {
             // The Site's id is written above; its feed event brings the
             // next reconcile, which redeems with the id.
             wake.at(now + Duration::from_secs(1));
+        }
+        if let Some(t) = self.renewals.reconcile(&r, now).await? {
+            wake.at(t);
         }
         Ok(wake.0)
     }

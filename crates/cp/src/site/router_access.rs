@@ -60,7 +60,7 @@ fn hash_hex(parts: &[&str]) -> String {
 
 /// A jitter in [-0.1, 0.1] derived from the certificate, so every control
 /// plane computes the same renewal time for it.
-fn jitter_of(cert_b64: &str) -> f64 {
+pub(crate) fn jitter_of(cert_b64: &str) -> f64 {
     let h = Sha256::digest(cert_b64.as_bytes());
     let n = u16::from_be_bytes([h[0], h[1]]) as f64 / u16::MAX as f64;
     (n - 0.5) * 0.2

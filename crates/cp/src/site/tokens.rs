@@ -102,7 +102,7 @@ pub async fn redeem(
     )
     .await;
     let (status, retry) = match outcome {
-        Ok(yaml) => match store_documents(resources, &yaml, spec.link_cost()).await {
+        Ok(yaml) => match store_documents(resources, &yaml, spec.link_cost(), token.name()).await {
             Ok(stored) => (
                 with(
                     token,
@@ -160,12 +160,14 @@ pub async fn redeem(
     retry
 }
 
-/// Applies the grant server's YAML stream; Links get `cost`. Returns
-/// `Kind/name` of everything stored.
+/// Applies the grant server's YAML stream; Links get `cost`; Secrets are
+/// labelled with the token's name, so their certificate is renewed at the
+/// same grant server (`renewal`). Returns `Kind/name` of everything stored.
 async fn store_documents(
     resources: &ResourceService,
     yaml: &str,
     cost: u64,
+    token: &str,
 ) -> Result<Vec<String>, String> {
     let mut parsed = Vec::new();
     for doc in parse_documents(yaml) {
@@ -187,6 +189,11 @@ async fn store_documents(
     for mut r in parsed {
         if let meshlink_api::spec::Spec::Link(l) = &mut r.spec {
             l.cost = Some(cost as i64);
+        }
+        if r.kind() == Kind::Secret {
+            r.metadata
+                .labels
+                .insert(super::renewal::RENEW_TOKEN.to_owned(), token.to_owned());
         }
         let what = format!("{}/{}", r.kind(), r.name());
         resources
