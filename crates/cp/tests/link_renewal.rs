@@ -8,7 +8,6 @@
 
 mod support;
 
-
 use base64::Engine as _;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
@@ -24,7 +23,9 @@ fn doc(kind: &str, name: &str, spec: Value) -> Value {
 type CertFacts = (String, i64, i64, String, Vec<String>, Vec<u8>);
 
 async fn secret_cert(cp: &TestCp, name: &str) -> Option<CertFacts> {
-    let (code, s) = cp.api("GET", &format!("/api/v1/secrets/{name}"), None).await;
+    let (code, s) = cp
+        .api("GET", &format!("/api/v1/secrets/{name}"), None)
+        .await;
     if code != 200 {
         return None;
     }
@@ -65,8 +66,11 @@ async fn secret_cert(cp: &TestCp, name: &str) -> Option<CertFacts> {
 async fn a_redeemed_link_credential_is_renewed_before_it_expires() {
     let a = TestCp::start().await;
     let b = TestCp::start().await;
-    a.must_apply("sites", &doc("Site", "dmz-a", json!({"linkAccess": "default"})))
-        .await;
+    a.must_apply(
+        "sites",
+        &doc("Site", "dmz-a", json!({"linkAccess": "default"})),
+    )
+    .await;
     let mut grant = doc(
         "AccessGrant",
         "short",
@@ -91,9 +95,16 @@ async fn a_redeemed_link_credential_is_renewed_before_it_expires() {
     b.wait_condition("/api/v1/accesstokens/to-a", "Redeemed", "True")
         .await;
     let first = secret_cert(&b, "to-a").await.expect("the redeemed Secret");
-    assert_eq!(first.2 - first.1, 20 + 60, "20 s lifetime, notBefore backdated 60 s");
+    assert_eq!(
+        first.2 - first.1,
+        20 + 60,
+        "20 s lifetime, notBefore backdated 60 s"
+    );
     let site_b = b.api("GET", "/api/v1/sites/dmz-b", None).await.1;
-    let b_id = site_b["status"]["siteId"].as_str().expect("siteId").to_owned();
+    let b_id = site_b["status"]["siteId"]
+        .as_str()
+        .expect("siteId")
+        .to_owned();
     assert_eq!(first.4, [format!("urn:meshlink:router:{b_id}")]);
 
     // Renewed (a new serial) before the first certificate expires.
@@ -130,8 +141,11 @@ async fn a_redeemed_link_credential_is_renewed_before_it_expires() {
 /// POSTs a link credential from B's own CA (as `link generate` prints it)
 /// to A's `/renew`.
 async fn renew_at(grant_status: &Value, b: &TestCp) -> (u16, String) {
-    b.must_apply("sites", &doc("Site", "dmz-b", json!({"linkAccess": "default"})))
-        .await;
+    b.must_apply(
+        "sites",
+        &doc("Site", "dmz-b", json!({"linkAccess": "default"})),
+    )
+    .await;
     let generated = eventually("B's link credential", || async {
         let (code, v) = b.api("POST", "/api/v1/link-generate", None).await;
         (code == 200).then_some(v)

@@ -270,7 +270,13 @@ mod tests {
         ));
         for bad in ["", "a b", "a/b", "é", &"x".repeat(129)] {
             assert!(
-                matches!(router_san(bad), Err(IssueError::BadName { what: "router id", .. })),
+                matches!(
+                    router_san(bad),
+                    Err(IssueError::BadName {
+                        what: "router id",
+                        ..
+                    })
+                ),
                 "{bad:?} should be rejected"
             );
         }

@@ -169,7 +169,10 @@ mod tests {
         assert_ne!(renewed.serial_hex, cert.serial_hex);
         assert!(renewed.not_after > cert.not_after);
         assert_eq!(
-            renewed.not_after.duration_since(renewed.not_before).unwrap(),
+            renewed
+                .not_after
+                .duration_since(renewed.not_before)
+                .unwrap(),
             cert.not_after.duration_since(cert.not_before).unwrap(),
             "same lifetime"
         );

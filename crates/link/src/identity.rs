@@ -116,7 +116,10 @@ mod tests {
 
     #[test]
     fn the_prefix_is_the_site_cas() {
-        assert_eq!(ROUTER_URI_PREFIX, meshlink_identity::site_ca::ROUTER_URI_PREFIX);
+        assert_eq!(
+            ROUTER_URI_PREFIX,
+            meshlink_identity::site_ca::ROUTER_URI_PREFIX
+        );
     }
 
     #[test]

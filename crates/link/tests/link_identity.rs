@@ -10,9 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use meshlink_link::metrics::{CredentialLabels, IdentityLabels};
-use meshlink_link::{
-    CredentialPem, LinkCredential, LinkMetrics, LinkState, Router, RouterOptions,
-};
+use meshlink_link::{CredentialPem, LinkCredential, LinkMetrics, LinkState, Router, RouterOptions};
 use support::*;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -98,7 +96,9 @@ async fn certificates_naming_the_routers_that_claim_them_link_up() {
     let expiry = LinkCredential::from_pem(&client).unwrap().not_after_unix();
     let [(a, am), (b, bm)] = pair(server, client).await;
     wait_status(&a, "to-b up", |s| {
-        s.links.get("to-b").is_some_and(|l| l.state == LinkState::Up)
+        s.links
+            .get("to-b")
+            .is_some_and(|l| l.state == LinkState::Up)
     })
     .await;
     wait_status(&b, "the accepted link up", |s| {
@@ -125,11 +125,8 @@ async fn certificates_naming_the_routers_that_claim_them_link_up() {
 async fn a_client_certificate_for_another_router_is_refused_by_the_acceptor() {
     let site = Site::new("b");
     // A (router id "a") dials with a certificate issued to router "x".
-    let [(a, _am), (b, bm)] = pair(
-        server_for(&site, Some("b")),
-        client_for(&site, Some("x")),
-    )
-    .await;
+    let [(a, _am), (b, bm)] =
+        pair(server_for(&site, Some("b")), client_for(&site, Some("x"))).await;
     until("the acceptor refuses the claim", || {
         identity(&bm, "refused") >= 1
     })
@@ -165,7 +162,9 @@ async fn certificates_naming_no_router_still_link_and_count_as_unbound() {
     let site = Site::new("b");
     let [(a, am), _b] = pair(server_for(&site, None), client_for(&site, None)).await;
     wait_status(&a, "to-b up", |s| {
-        s.links.get("to-b").is_some_and(|l| l.state == LinkState::Up)
+        s.links
+            .get("to-b")
+            .is_some_and(|l| l.state == LinkState::Up)
     })
     .await;
     until("an unbound peer counted", || identity(&am, "unbound") >= 1).await;

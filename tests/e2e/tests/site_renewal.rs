@@ -68,7 +68,10 @@ fn a_link_keeps_carrying_traffic_past_its_first_client_certificates_expiry() {
     let before = b.router().config_dump()["links"]["to-a"].clone();
     assert_eq!(before["state"], "up", "{before}");
     let first_expiry = b.router().metric(EXPIRY);
-    assert!(first_expiry > 0.0, "the router publishes the credential's notAfter");
+    assert!(
+        first_expiry > 0.0,
+        "the router publishes the credential's notAfter"
+    );
     // B's router holds a renewed certificate, then time passes the first
     // certificate's notAfter.
     meshlink_e2e::eventually("a renewed certificate at B's router", DEADLINE, || {
@@ -83,8 +86,14 @@ fn a_link_keeps_carrying_traffic_past_its_first_client_certificates_expiry() {
     assert_eq!(served, "in-a");
     let after = b.router().config_dump()["links"]["to-a"].clone();
     assert_eq!(after["state"], "up", "{after}");
-    assert_eq!(after["reconnects"], before["reconnects"], "{before} -> {after}");
-    assert_eq!(after["connection"], before["connection"], "{before} -> {after}");
+    assert_eq!(
+        after["reconnects"], before["reconnects"],
+        "{before} -> {after}"
+    );
+    assert_eq!(
+        after["connection"], before["connection"],
+        "{before} -> {after}"
+    );
     assert!(
         b.router().metric(EXPIRY) > unix_now(),
         "B's router holds an unexpired certificate"

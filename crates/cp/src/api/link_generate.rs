@@ -45,12 +45,12 @@ pub(super) async fn generate(
         None,
         crate::grants::response::LINK_CERT_LIFETIME,
     )
-        .await
-        .map_err(|e| match e {
-            LinkDocsError::NotReady(m) => ApiError::new(StatusCode::CONFLICT, "NotReady", m),
-            LinkDocsError::Internal(m) => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", m)
-            }
-        })?;
+    .await
+    .map_err(|e| match e {
+        LinkDocsError::NotReady(m) => ApiError::new(StatusCode::CONFLICT, "NotReady", m),
+        LinkDocsError::Internal(m) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", m)
+        }
+    })?;
     Ok(Json(json!({ "yaml": yaml })))
 }

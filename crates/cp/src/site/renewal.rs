@@ -12,7 +12,7 @@
 //! for new handshakes; links that are up stay up. Renewals run on this
 //! struct's `JoinSet`, owned by the site controller.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use meshlink_api::spec::{CA_CRT, SecretSpec, Spec, TLS_CRT, TLS_KEY};
@@ -36,8 +36,8 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 /// The renewals in flight and their retry times.
 #[derive(Default)]
 pub struct Renewals {
-    tasks: JoinSet<(String, Result<(), String>)>,
-    in_flight: HashSet<String>,
+    tasks: JoinSet<Result<(), String>>,
+    in_flight: HashMap<tokio::task::Id, String>,
     retry: HashMap<String, (u32, SystemTime)>,
 }
 
@@ -71,7 +71,7 @@ impl Renewals {
                 continue;
             }
             let name = secret.name().to_owned();
-            if self.in_flight.contains(&name) {
+            if self.in_flight.values().any(|n| *n == name) {
                 continue;
             }
             let Some(due) = due_at(&secret) else { continue };
@@ -83,12 +83,12 @@ impl Renewals {
                 at(due);
                 continue;
             }
-            self.in_flight.insert(name.clone());
             let r = resources.clone();
-            self.tasks.spawn(async move {
-                let outcome = renew(&r, &name).await;
-                (name, outcome)
-            });
+            let secret_name = name.clone();
+            let task = self
+                .tasks
+                .spawn(async move { renew(&r, &secret_name).await });
+            self.in_flight.insert(task.id(), name);
         }
         Ok(wake)
     }
@@ -96,10 +96,16 @@ impl Renewals {
     /// Waits for a renewal to end and records its outcome; pending forever
     /// when none runs.
     pub async fn next_done(&mut self) {
-        let Some(Ok((name, outcome))) = self.tasks.join_next().await else {
+        let Some(done) = self.tasks.join_next_with_id().await else {
             return std::future::pending().await;
         };
-        self.in_flight.remove(&name);
+        let (id, outcome) = match done {
+            Ok((id, outcome)) => (id, outcome),
+            Err(e) => (e.id(), Err(format!("the renewal task failed: {e}"))),
+        };
+        let Some(name) = self.in_flight.remove(&id) else {
+            return;
+        };
         match outcome {
             Ok(()) => {
                 self.retry.remove(&name);
@@ -115,8 +121,7 @@ impl Renewals {
                     error = %why,
                     "link credential renewal failed; the current certificate stays in use"
                 );
-                self.retry
-                    .insert(name, (n + 1, SystemTime::now() + delay));
+                self.retry.insert(name, (n + 1, SystemTime::now() + delay));
             }
         }
     }
@@ -147,7 +152,9 @@ async fn renew(resources: &ResourceService, name: &str) -> Result<(), String> {
     let token = resources
         .get(Kind::AccessToken, None, &token_name)
         .await
-        .map_err(|e| format!("AccessToken {token_name:?} (its url and ca reach the issuing site): {e}"))?;
+        .map_err(|e| {
+            format!("AccessToken {token_name:?} (its url and ca reach the issuing site): {e}")
+        })?;
     let spec = token
         .spec
         .as_access_token()

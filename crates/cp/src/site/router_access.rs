@@ -153,9 +153,17 @@ mod tests {
         let hosts = hosts("10.0.0.7", &["router.example".into(), "10.0.0.7".into()]);
         assert_eq!(hosts, ["10.0.0.7", "router.example"]);
         let now = SystemTime::now();
-        let SecretPlan::Write(secret, at) =
-            plan("ra", "creds", None, &ca, "skupper-site-ca", &hosts, None, now).unwrap()
-        else {
+        let SecretPlan::Write(secret, at) = plan(
+            "ra",
+            "creds",
+            None,
+            &ca,
+            "skupper-site-ca",
+            &hosts,
+            None,
+            now,
+        )
+        .unwrap() else {
             panic!("a missing Secret is issued")
         };
         let life = SERVER_CERT_LIFETIME.as_secs_f64();
