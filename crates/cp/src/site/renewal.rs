@@ -182,12 +182,22 @@ async fn renew(resources: &ResourceService, name: &str) -> Result<(), String> {
     check_tls_pair(&new_cert, &key).map_err(|e| format!("the renewed certificate: {e}"))?;
     let mut next = secret.clone();
     next.spec = Spec::Secret(SecretSpec::tls(&new_cert, &key, ca.as_deref()));
-    resources
-        .apply(next)
-        .await
-        .map_err(|e| format!("storing the renewed Secret: {e}"))?;
-    tracing::info!(secret = name, "link credential renewed");
-    Ok(())
+    match resources.apply(next).await {
+        Ok(_) => {
+            tracing::info!(secret = name, "link credential renewed");
+            Ok(())
+        }
+        // Another control plane on this store renewed it first; the feed
+        // brings its certificate, due later.
+        Err(ResourceError::Conflict(_)) => {
+            tracing::debug!(
+                secret = name,
+                "link credential renewed by another control plane"
+            );
+            Ok(())
+        }
+        Err(e) => Err(format!("storing the renewed Secret: {e}")),
+    }
 }
 
 /// `https://host:port/<uid>` → `https://host:port/renew`.
