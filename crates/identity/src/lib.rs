@@ -16,6 +16,7 @@ pub mod csr;
 pub mod issue;
 mod provided;
 pub mod site_ca;
+pub mod site_renew;
 pub mod spiffe;
 mod svid_verify;
 pub mod tls;
@@ -27,6 +28,7 @@ pub use ca::{CaError, CaMaterial, MeshCa};
 pub use csr::{CsrError, CsrInfo, inspect_csr};
 pub use issue::{IssueError, IssuedCert};
 pub use site_ca::SiteCa;
+pub use site_renew::RenewError;
 pub use spiffe::{SpiffeId, SpiffeIdError};
 pub use svid_verify::SvidError;
 pub use tls::{

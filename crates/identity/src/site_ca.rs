@@ -3,8 +3,11 @@
 //! Skupper's `skupper-site-ca` does.
 //!
 //! Owns the site CA's creation and its two leaf profiles (serverAuth with
-//! DNS/IP SANs; clientAuth with a CN subject). It never issues SPIFFE
-//! workload identities (that is `MeshCa`'s job) and never stores the key.
+//! DNS/IP SANs; clientAuth with a CN subject). Either may also name the
+//! router (site id) it belongs to as a URI SAN `urn:meshlink:router:<id>`,
+//! which the link crate binds to the router id the peer claims in its
+//! hello. It never issues SPIFFE workload identities (that is `MeshCa`'s
+//! job) and never stores the key.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -20,6 +23,17 @@ use crate::x509;
 
 /// Longest CommonName X.509 allows (RFC 5280 `ub-common-name`).
 const MAX_CN_LEN: usize = 64;
+/// Longest router id a certificate names.
+const MAX_ROUTER_ID_LEN: usize = 128;
+
+/// Prefix of the URI SAN that names the router a link certificate belongs
+/// to: `urn:meshlink:router:<router id>`.
+pub const ROUTER_URI_PREFIX: &str = "urn:meshlink:router:";
+
+/// The URI SAN naming router `id`.
+pub fn router_uri(id: &str) -> String {
+    format!("{ROUTER_URI_PREFIX}{id}")
+}
 
 /// A loaded site CA, ready to issue link certificates.
 pub struct SiteCa {
@@ -58,11 +72,24 @@ impl SiteCa {
         lifetime: Duration,
         now: SystemTime,
     ) -> Result<(IssuedCert, String), IssueError> {
+        self.issue_router_server_cert(hosts, None, lifetime, now)
+    }
+
+    /// As [`SiteCa::issue_server_cert`], and when `router_id` is given the
+    /// certificate also names that router (`urn:meshlink:router:<id>`).
+    pub fn issue_router_server_cert(
+        &self,
+        hosts: &[String],
+        router_id: Option<&str>,
+        lifetime: Duration,
+        now: SystemTime,
+    ) -> Result<(IssuedCert, String), IssueError> {
         let first = hosts.first().ok_or(IssueError::NoHosts)?;
-        let sans = hosts
+        let mut sans: Vec<SanType> = hosts
             .iter()
             .map(|h| host_san(h))
             .collect::<Result<_, _>>()?;
+        sans.extend(router_id.map(router_san).transpose()?);
         let spec = LeafSpec {
             subject: common_name(first)?,
             sans,
@@ -80,9 +107,22 @@ impl SiteCa {
         lifetime: Duration,
         now: SystemTime,
     ) -> Result<(IssuedCert, String), IssueError> {
+        self.issue_router_client_cert(subject, None, lifetime, now)
+    }
+
+    /// As [`SiteCa::issue_client_cert`], and when `router_id` is given the
+    /// certificate also names that router (`urn:meshlink:router:<id>`):
+    /// the peer then accepts only that router id in the link's hello.
+    pub fn issue_router_client_cert(
+        &self,
+        subject: &str,
+        router_id: Option<&str>,
+        lifetime: Duration,
+        now: SystemTime,
+    ) -> Result<(IssuedCert, String), IssueError> {
         let spec = LeafSpec {
             subject: common_name(subject)?,
-            sans: Vec::new(),
+            sans: router_id.map(router_san).transpose()?.into_iter().collect(),
             ekus: vec![ExtendedKeyUsagePurpose::ClientAuth],
             spiffe_id: String::new(),
         };
@@ -107,6 +147,11 @@ impl SiteCa {
     /// The site CA certificate's notAfter.
     pub fn not_after(&self) -> SystemTime {
         self.signer.not_after
+    }
+
+    /// The signer, for renewals (`site_renew`).
+    pub(crate) fn signer(&self) -> &CaSigner {
+        &self.signer
     }
 
     fn issue(
@@ -159,6 +204,31 @@ fn host_san(host: &str) -> Result<SanType, IssueError> {
     ))
 }
 
+/// The URI SAN naming router `id`: 1 to 128 ASCII letters, digits, `-`,
+/// `_` or `.` (a site id is a UUID).
+fn router_san(id: &str) -> Result<SanType, IssueError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_ROUTER_ID_LEN
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let bad = |reason: String| IssueError::BadName {
+        what: "router id",
+        value: id.to_owned(),
+        reason,
+    };
+    if !ok {
+        return Err(bad(format!(
+            "a router id must be 1 to {MAX_ROUTER_ID_LEN} ASCII letters, digits, '-', '_' or '.' (the Site's status.siteId)"
+        )));
+    }
+    Ok(SanType::URI(
+        router_uri(id)
+            .try_into()
+            .map_err(|e: rcgen::Error| bad(e.to_string()))?,
+    ))
+}
+
 /// `CN=<name>`, checked against the X.509 length limit.
 fn common_name(name: &str) -> Result<DistinguishedName, IssueError> {
     if name.is_empty() || name.chars().count() > MAX_CN_LEN {
@@ -194,5 +264,21 @@ mod tests {
         }
         assert!(common_name(&"x".repeat(65)).is_err());
         assert!(common_name("link-1").is_ok());
+        assert!(matches!(
+            router_san("5f0c6a2e-1b7d-4c1e-9f00-0a1b2c3d4e5f"),
+            Ok(SanType::URI(_))
+        ));
+        for bad in ["", "a b", "a/b", "é", &"x".repeat(129)] {
+            assert!(
+                matches!(
+                    router_san(bad),
+                    Err(IssueError::BadName {
+                        what: "router id",
+                        ..
+                    })
+                ),
+                "{bad:?} should be rejected"
+            );
+        }
     }
 }

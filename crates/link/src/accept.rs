@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::RoleConfig;
 use crate::core::{BindKind, Core};
 use crate::credentials::leaf_serial;
+use crate::identity::router_ids;
 use crate::session::{self, SessionInfo};
 use crate::status::{BindStatus, Direction, LinkState, LinkStatus};
 
@@ -119,12 +120,15 @@ async fn serve(
         Ok(Err(e)) => return tracing::info!(role, error = %e, "link handshake refused"),
         Err(_) => return tracing::info!(role, "link handshake timed out"),
     };
-    let serial = tls.get_ref().1.peer_certificates().and_then(leaf_serial);
+    let peer_certs = tls.get_ref().1.peer_certificates();
+    let serial = peer_certs.and_then(leaf_serial);
+    let peer_router_ids = peer_certs.map(router_ids).unwrap_or_default();
     let mut named: Option<(String, u64)> = None;
     let info = SessionInfo {
         dialer: false,
         cost: 1,
         name: role.clone(),
+        peer_router_ids,
     };
     let reason = session::run(core.clone(), tls, info, stop, |peer| {
         let name = format!("{role}/{}", peer.router);

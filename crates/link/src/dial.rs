@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::LinkConfig;
 use crate::core::Core;
 use crate::credentials::{LinkCredential, leaf_serial};
+use crate::identity::router_ids;
 use crate::session::{self, SessionInfo};
 use crate::status::{Direction, LinkState, LinkStatus};
 
@@ -70,12 +71,13 @@ pub(crate) async fn run_link(
         };
         let error = match connected {
             Err(e) => e,
-            Ok((tls, serial)) => {
+            Ok((tls, serial, peer_router_ids)) => {
                 let mut up = false;
                 let info = SessionInfo {
                     dialer: true,
                     cost: cfg.cost,
                     name: name.clone(),
+                    peer_router_ids,
                 };
                 let reason = session::run(core.clone(), tls, info, stop.clone(), |peer| {
                     up = true;
@@ -139,12 +141,12 @@ fn closed_before_hello(reason: String) -> String {
     }
 }
 
-/// TCP connect and TLS handshake; returns the stream and the serial of the
-/// server's certificate.
+/// TCP connect and TLS handshake; returns the stream, the serial of the
+/// server's certificate and the router ids it names.
 async fn connect(
     cfg: &LinkConfig,
     cred: &LinkCredential,
-) -> Result<(TlsStream<TcpStream>, Option<String>), String> {
+) -> Result<(TlsStream<TcpStream>, Option<String>, Vec<String>), String> {
     let at = format!("{}:{}", cfg.host, cfg.port);
     let server_name = ServerName::try_from(cfg.host.clone())
         .map_err(|e| format!("host {:?} is not a DNS name or IP address: {e}", cfg.host))?;
@@ -165,8 +167,10 @@ async fn connect(
         Ok(Err(e)) => return Err(format!("TLS handshake with {at}: {e}")),
         Err(_) => return Err(format!("TLS handshake with {at}: no answer within 5s")),
     };
-    let serial = tls.get_ref().1.peer_certificates().and_then(leaf_serial);
-    Ok((tls, serial))
+    let peer_certs = tls.get_ref().1.peer_certificates();
+    let serial = peer_certs.and_then(leaf_serial);
+    let ids = peer_certs.map(router_ids).unwrap_or_default();
+    Ok((tls, serial, ids))
 }
 
 #[cfg(test)]

@@ -3,8 +3,11 @@
 //! `meshlink_link_flows_opened_total{routing_key}`,
 //! `meshlink_link_flows_active{routing_key}`,
 //! `meshlink_link_flow_bytes_total{routing_key,direction}`,
-//! `meshlink_link_reconnects_total{link}` and
-//! `meshlink_link_route_changes_total`.
+//! `meshlink_link_reconnects_total{link}`,
+//! `meshlink_link_route_changes_total`,
+//! `meshlink_link_peer_identity_total{result}` (a peer's claimed router id
+//! `bound` to its certificate, `unbound`, or `refused`) and
+//! `meshlink_link_credential_expiration_timestamp_seconds{credential}`.
 //!
 //! Owns the metric families; never decides when to count.
 
@@ -38,6 +41,20 @@ pub struct BytesLabels {
     pub direction: &'static str,
 }
 
+/// Labels for the peer identity outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IdentityLabels {
+    /// `bound`, `unbound` or `refused`.
+    pub result: &'static str,
+}
+
+/// Labels naming a credential (the Secret's name).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CredentialLabels {
+    /// The credential's name.
+    pub credential: String,
+}
+
 /// The link transport's metrics.
 #[derive(Debug, Default)]
 pub struct LinkMetrics {
@@ -53,6 +70,10 @@ pub struct LinkMetrics {
     pub reconnects: Family<LinkLabels, Counter>,
     /// Times the route table changed.
     pub route_changes: Counter,
+    /// Peers whose claimed router id was checked against their certificate.
+    pub peer_identity: Family<IdentityLabels, Counter>,
+    /// notAfter of each credential in use (unix seconds).
+    pub credential_expiry: Family<CredentialLabels, Gauge>,
 }
 
 impl LinkMetrics {
@@ -83,6 +104,16 @@ impl LinkMetrics {
             "route_changes",
             "Times the route table changed",
             self.route_changes.clone(),
+        );
+        registry.register(
+            "peer_identity",
+            "Peers whose claimed router id was bound to their certificate, unbound (the certificate names no router) or refused",
+            self.peer_identity.clone(),
+        );
+        registry.register(
+            "credential_expiration_timestamp_seconds",
+            "notAfter of each link credential in use, unix seconds",
+            self.credential_expiry.clone(),
         );
     }
 

@@ -97,6 +97,7 @@ impl Router {
                 }
             }
         });
+        core.tasks.spawn(crate::expiry::watch_expiry(core.clone()));
         Ok(Router {
             core,
             running: std::sync::Mutex::new(Running::default()),
@@ -239,6 +240,7 @@ impl Router {
             }
         }
         running.pems.retain(|k, _| next.contains_key(k));
+        crate::expiry::publish(&self.core.metrics, &current, &next);
         self.core.credentials.send_if_modified(|m| {
             let same = m.len() == next.len()
                 && m.iter()

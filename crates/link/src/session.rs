@@ -2,6 +2,10 @@
 //! close: the control stream, hellos and liveness, the neighbour entry,
 //! and dispatching the peer's flow streams.
 //!
+//! The peer's first hello is checked against its verified certificate
+//! ([`crate::identity`]): a certificate that names routers admits only
+//! those router ids, and any other claim ends the link.
+//!
 //! The dialer opens the control stream first; the acceptor takes the
 //! first inbound stream as the control stream. Both send a hello at once
 //! and every [`HELLO_INTERVAL`]; a link whose control stream carried
@@ -19,7 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::Core;
 use crate::flows;
+use crate::identity;
 use crate::link_state::PeerConn;
+use crate::metrics::IdentityLabels;
 use crate::mux::{self, LinkStream};
 use crate::routing::LinkDirection;
 use crate::wire::{ControlMessage, StreamHeader, read_frame, write_frame};
@@ -38,6 +44,8 @@ pub(crate) struct SessionInfo {
     /// The Link's name when dialled; the role's when accepted (the link
     /// is then named `<role>/<peer router id>`).
     pub(crate) name: String,
+    /// The router ids the peer's verified certificate names (empty: none).
+    pub(crate) peer_router_ids: Vec<String>,
 }
 
 /// The peer, once its first hello arrived.
@@ -155,6 +163,20 @@ where
                                 break format!("the peer changed its id from {:?} to {router_id:?}", p.router);
                             }
                             continue;
+                        }
+                        match identity::check(&info.peer_router_ids, &router_id) {
+                            Ok(binding) => {
+                                core.metrics.peer_identity
+                                    .get_or_create(&IdentityLabels { result: binding.label() })
+                                    .inc();
+                            }
+                            Err(e) => {
+                                core.metrics.peer_identity
+                                    .get_or_create(&IdentityLabels { result: "refused" })
+                                    .inc();
+                                tracing::warn!(link = %info.name, error = %e, "link refused");
+                                break format!("link refused: {e}");
+                            }
                         }
                         let Some(routing) = routing else {
                             break format!("router {router_id:?} sent no routing hello; upgrade it");

@@ -118,6 +118,13 @@ fn routers_started_first_link_two_sites_from_the_seed_script() {
         b.router().metric("meshlink_link_up{link=\"token-dmz-a\"}"),
         1.0
     );
+    // dmz-b redeemed with its site id, so its client certificate names its
+    // router and dmz-a's router bound dmz-b's hello to it.
+    assert!(
+        a.router()
+            .metric("meshlink_link_peer_identity_total{result=\"bound\"}")
+            >= 1.0
+    );
     assert_running(&mut sites);
 }
 

@@ -36,13 +36,21 @@ pub(super) async fn generate(
         .unwrap_or_default();
     let name = p.name.unwrap_or_else(|| format!("link-{site}"));
     let subject = p.subject.unwrap_or_else(|| name.clone());
-    let yaml = link_documents(&st.resources, &st.advertised_host, &name, &subject, None)
-        .await
-        .map_err(|e| match e {
-            LinkDocsError::NotReady(m) => ApiError::new(StatusCode::CONFLICT, "NotReady", m),
-            LinkDocsError::Internal(m) => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", m)
-            }
-        })?;
+    let yaml = link_documents(
+        &st.resources,
+        &st.advertised_host,
+        &name,
+        &subject,
+        None,
+        None,
+        crate::grants::response::LINK_CERT_LIFETIME,
+    )
+    .await
+    .map_err(|e| match e {
+        LinkDocsError::NotReady(m) => ApiError::new(StatusCode::CONFLICT, "NotReady", m),
+        LinkDocsError::Internal(m) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", m)
+        }
+    })?;
     Ok(Json(json!({ "yaml": yaml })))
 }

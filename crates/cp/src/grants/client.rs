@@ -11,6 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The meshlink extension header naming the redeeming site's router id.
+pub const ROUTER_ID_HEADER: &str = "meshlink-router-id";
+
 /// The whole exchange may take this long.
 pub const REDEEM_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -39,14 +42,40 @@ pub enum RedeemRequestError {
 }
 
 /// POSTs `code` to `url`, trusting only `ca_pem`. Headers `name` and
-/// `subject` tell the grant server what to call the credentials.
+/// `subject` tell the grant server what to call the credentials; the
+/// meshlink extension header `meshlink-router-id` (when given) asks it to
+/// name this site's router in the client certificate.
 pub async fn post_redemption(
     url: &str,
     ca_pem: &str,
     code: &str,
     name: &str,
     subject: &str,
+    router_id: Option<&str>,
 ) -> Result<String, RedeemRequestError> {
+    let tls = tls13_client(url, ca_pem)?;
+    let mut headers = vec![("name", name), ("subject", subject)];
+    headers.extend(router_id.map(|id| (ROUTER_ID_HEADER, id)));
+    let (status, body) = exchange(
+        tls,
+        hyper::Method::POST,
+        url,
+        &headers,
+        code.as_bytes().to_vec(),
+    )
+    .await?;
+    if status == 200 {
+        Ok(body)
+    } else {
+        Err(RedeemRequestError::Refused {
+            status,
+            body: body.trim().to_owned(),
+        })
+    }
+}
+
+/// A TLS 1.3 client for https `url` trusting only `ca_pem`.
+fn tls13_client(url: &str, ca_pem: &str) -> Result<Arc<rustls::ClientConfig>, RedeemRequestError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject as _;
     if !url.starts_with("https://") {
@@ -72,15 +101,19 @@ pub async fn post_redemption(
             .map_err(|e| RedeemRequestError::BadToken(e.to_string()))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-    let headers = [("name", name), ("subject", subject)];
-    let (status, body) = exchange(
-        Arc::new(tls),
-        hyper::Method::POST,
-        url,
-        &headers,
-        code.as_bytes().to_vec(),
-    )
-    .await?;
+    Ok(Arc::new(tls))
+}
+
+/// POSTs a link credential renewal (`body`: the current `tls.crt`, then a
+/// CSR signed with its key) to the grant server's `url` (`/renew`),
+/// trusting only `ca_pem`; returns the new `tls.crt` PEM.
+pub async fn post_renewal(
+    url: &str,
+    ca_pem: &str,
+    body: Vec<u8>,
+) -> Result<String, RedeemRequestError> {
+    let tls = tls13_client(url, ca_pem)?;
+    let (status, body) = exchange(tls, hyper::Method::POST, url, &[], body).await?;
     if status == 200 {
         Ok(body)
     } else {

@@ -5,10 +5,12 @@
 //! - [`server`]: HTTPS on `--grant-addr`, TLS 1.3, the failure table;
 //! - [`redeem`]: the checks and the counting compare-and-swap;
 //! - [`response`]: the Secret + Links YAML stream (also `link generate`);
+//! - [`renew`]: `POST /renew`, renewing a link client certificate;
 //! - [`client`]: POSTing a token's code (TLS 1.3, only the token's CA).
 
 pub mod client;
 pub mod redeem;
+pub mod renew;
 pub mod response;
 pub mod server;
 

@@ -85,14 +85,22 @@ impl Redeemer {
         }
     }
 
+    /// The resources this redeemer reads.
+    pub fn resources(&self) -> &ResourceService {
+        &self.resources
+    }
+
     /// Checks and counts one redemption of grant `uid` with `code`; on
-    /// success returns the YAML stream for the redeeming site.
+    /// success returns the YAML stream for the redeeming site. With
+    /// `router_id` (the redeemer's site id) the client certificate names
+    /// that router.
     pub async fn redeem(
         &self,
         uid: &str,
         code: &[u8],
         name: Option<&str>,
         subject: Option<&str>,
+        router_id: Option<&str>,
     ) -> Result<String, RedeemError> {
         let internal = |e: &dyn std::fmt::Display| RedeemError::Internal(e.to_string());
         let code = trim_ascii(code);
@@ -131,6 +139,8 @@ impl Redeemer {
                 name,
                 subject,
                 spec.issuer.as_deref(),
+                router_id,
+                super::response::link_cert_lifetime(&grant),
             )
             .await
             .map_err(|e| match e {

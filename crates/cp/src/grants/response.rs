@@ -17,9 +17,36 @@ use serde_json::{Value, json};
 use crate::resources::ResourceService;
 use crate::site::ca_store;
 
-/// How long a link client certificate issued to another site is valid.
-/// The other site cannot renew it; a new token replaces it.
+/// How long a link client certificate issued to another site is valid by
+/// default. A meshlink site renews it at `POST /renew` at half its life.
 pub const LINK_CERT_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Shortest lifetime the grant label may ask for.
+pub const MIN_LINK_CERT_LIFETIME: Duration = Duration::from_secs(10);
+/// AccessGrant label (a meshlink extension) setting the lifetime of the
+/// link client certificates its redemptions issue, e.g. `720h`.
+pub const LINK_CERT_LIFETIME_LABEL: &str = "meshlink.dev/link-cert-lifetime";
+
+/// The lifetime a grant's label asks for: between
+/// [`MIN_LINK_CERT_LIFETIME`] and [`LINK_CERT_LIFETIME`]; missing or not a
+/// duration: the default (with a warning naming the label).
+pub fn link_cert_lifetime(grant: &Resource) -> Duration {
+    let Some(v) = grant.labels().get(LINK_CERT_LIFETIME_LABEL) else {
+        return LINK_CERT_LIFETIME;
+    };
+    match humantime::parse_duration(v) {
+        Ok(d) => d.clamp(MIN_LINK_CERT_LIFETIME, LINK_CERT_LIFETIME),
+        Err(e) => {
+            tracing::warn!(
+                grant = grant.name(),
+                label = LINK_CERT_LIFETIME_LABEL,
+                value = %v,
+                error = %e,
+                "not a duration (e.g. 720h); issuing with the default lifetime of one year"
+            );
+            LINK_CERT_LIFETIME
+        }
+    }
+}
 
 /// Why the documents could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -58,13 +85,18 @@ pub async fn the_site(resources: &ResourceService) -> Result<Option<Resource>, L
 
 /// Builds the Secret + Links stream. `name` names the Secret (and the Link
 /// when there is one group); `subject` is the client certificate's CN;
-/// `issuer` overrides the Site's default issuer.
+/// `issuer` overrides the Site's default issuer; `router_id` (the other
+/// site's id, when it said) is named in the certificate as
+/// `urn:meshlink:router:<id>`, binding the router id its router may claim;
+/// `lifetime` is the client certificate's.
 pub async fn link_documents(
     resources: &ResourceService,
     advertised_host: &str,
     name: &str,
     subject: &str,
     issuer: Option<&str>,
+    router_id: Option<&str>,
+    lifetime: Duration,
 ) -> Result<String, LinkDocsError> {
     let internal = |e: &dyn std::fmt::Display| LinkDocsError::Internal(e.to_string());
     let site = the_site(resources).await?.ok_or_else(|| {
@@ -109,7 +141,7 @@ pub async fn link_documents(
         .map_err(|e| internal(&e))?
         .ok_or_else(|| missing(server_issuer))?;
     let (cert, key) = client_ca
-        .issue_client_cert(subject, LINK_CERT_LIFETIME, SystemTime::now())
+        .issue_router_client_cert(subject, router_id, lifetime, SystemTime::now())
         .map_err(|e| LinkDocsError::NotReady(format!("subject {subject:?}: {e}")))?;
     let mut chain = cert.cert_pem.clone();
     for c in &cert.chain_pem {

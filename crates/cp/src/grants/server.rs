@@ -184,6 +184,7 @@ async fn handle(req: Request<Incoming>, redeemer: &Redeemer) -> Response<Full<By
     let uid = req.uri().path().trim_start_matches('/').to_owned();
     let name = header(&req, "name");
     let subject = header(&req, "subject");
+    let router_id = header(&req, super::client::ROUTER_ID_HEADER);
     let mut body = req.into_body();
     if too_long {
         drain(&mut body).await;
@@ -205,8 +206,17 @@ async fn handle(req: Request<Incoming>, redeemer: &Redeemer) -> Response<Full<By
             Some(Err(_)) => return text(StatusCode::BAD_REQUEST, bodies::BODY_NOT_VALID),
         }
     }
+    if uid == super::renew::RENEW_PATH {
+        return renew_response(redeemer, &code).await;
+    }
     match redeemer
-        .redeem(&uid, &code, name.as_deref(), subject.as_deref())
+        .redeem(
+            &uid,
+            &code,
+            name.as_deref(),
+            subject.as_deref(),
+            router_id.as_deref(),
+        )
         .await
     {
         Ok(yaml) => {
@@ -227,4 +237,26 @@ async fn handle(req: Request<Incoming>, redeemer: &Redeemer) -> Response<Full<By
             r
         }
     }
+}
+
+/// `POST /renew`: plain-text answers (see [`super::renew`]).
+async fn renew_response(redeemer: &Redeemer, body: &[u8]) -> Response<Full<Bytes>> {
+    use super::renew::{RenewRefused, renew};
+    let (status, text) = match renew(redeemer.resources(), body).await {
+        Ok(pem) => (StatusCode::OK, pem),
+        Err(e @ RenewRefused::NoSite) => (StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ RenewRefused::Forbidden(_)) => (StatusCode::FORBIDDEN, e.to_string()),
+        Err(e @ RenewRefused::BadRequest(_)) => (StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e @ RenewRefused::Internal(_)) => {
+            tracing::warn!(error = %e, "grant server: renewal failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        }
+    };
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }

@@ -8,7 +8,8 @@
 //! compare-and-swap or a create-if-absent, so several control planes on one
 //! PostgreSQL converge: one site CA per issuer (never regenerated, I5), one
 //! issued Secret per renewal, one redemption per token. Redemptions run on
-//! the controller's own `JoinSet`, which ends with it.
+//! the controller's own `JoinSet`, which ends with it; so do the renewals of
+//! redeemed Link client credentials (`renewal`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use tokio::task::JoinSet;
 
 use super::ca_store;
 use super::grant_status::next_status;
+use super::renewal::Renewals;
 use super::router_access::{SecretPlan, hosts, plan};
 use super::site_status::{SiteFacts, next_router_access_status, next_site_status};
 use super::tokens;
@@ -59,6 +61,7 @@ pub struct SiteController {
     redemptions: JoinSet<(String, bool)>,
     in_flight: HashSet<String>,
     retry: HashMap<String, (u32, SystemTime)>,
+    renewals: Renewals,
 }
 
 fn is_watched(kind: &str) -> bool {
@@ -88,6 +91,7 @@ impl SiteController {
             redemptions: JoinSet::new(),
             in_flight: HashSet::new(),
             retry: HashMap::new(),
+            renewals: Renewals::default(),
         }
     }
 
@@ -131,10 +135,12 @@ impl SiteController {
                     }
                     dirty = true;
                 }
+                () = self.renewals.next_done(), if !self.renewals.is_idle() => dirty = true,
                 () = tokio::time::sleep(wait) => dirty = true,
             }
         }
         self.redemptions.shutdown().await;
+        self.renewals.shutdown().await;
     }
 
     fn finished(&mut self, name: String, retry: bool) {
@@ -254,8 +260,26 @@ impl SiteController {
                 write_status(&r, Kind::AccessGrant, &g, status).await;
             }
         }
-        self.redeem_tokens(site.as_ref().map(|s| s.name().to_owned()), now, &mut wake)
+        let site_id = site
+            .as_ref()
+            .and_then(|s| s.status.details.as_site())
+            .and_then(|s| s.site_id.clone());
+        if site.is_none() || site_id.is_some() {
+            self.redeem_tokens(
+                site.as_ref().map(|s| s.name().to_owned()),
+                site_id,
+                now,
+                &mut wake,
+            )
             .await?;
+        } else {
+            // The Site's id is written above; its feed event brings the
+            // next reconcile, which redeems with the id.
+            wake.at(now + Duration::from_secs(1));
+        }
+        if let Some(t) = self.renewals.reconcile(&r, now).await? {
+            wake.at(t);
+        }
         Ok(wake.0)
     }
 
@@ -301,7 +325,21 @@ impl SiteController {
             Err(e) => return (Some(e.to_string()), eps),
         };
         let hosts = hosts(&self.ctx.advertised_host, &spec.subject_alternative_names);
-        match plan(ra.name(), name, existing.as_ref(), &ca, issuer, &hosts, now) {
+        let router_id = site
+            .status
+            .details
+            .as_site()
+            .and_then(|s| s.site_id.as_deref());
+        match plan(
+            ra.name(),
+            name,
+            existing.as_ref(),
+            &ca,
+            issuer,
+            &hosts,
+            router_id,
+            now,
+        ) {
             Ok(SecretPlan::Keep(at)) => {
                 wake.at(at);
                 (None, eps)
@@ -338,6 +376,7 @@ impl SiteController {
     async fn redeem_tokens(
         &mut self,
         site_name: Option<String>,
+        site_id: Option<String>,
         now: SystemTime,
         wake: &mut Wake,
     ) -> Result<(), ResourceError> {
@@ -364,8 +403,9 @@ impl SiteController {
             self.in_flight.insert(name.clone());
             let res = r.clone();
             let subject = subject.clone();
+            let site_id = site_id.clone();
             self.redemptions.spawn(async move {
-                let retry = tokens::redeem(&res, &claimed, &subject).await;
+                let retry = tokens::redeem(&res, &claimed, &subject, site_id.as_deref()).await;
                 (name, retry)
             });
         }

@@ -7,13 +7,15 @@
 //!   AccessGrant and AccessToken;
 //! - [`router_access`]: when a RouterAccess Secret is (re)issued;
 //! - [`grant_status`], [`site_status`]: the statuses, as pure functions;
-//! - [`tokens`]: the redemption state machine of an AccessToken.
+//! - [`tokens`]: the redemption state machine of an AccessToken;
+//! - [`renewal`]: renewing the Link client credentials redemptions stored.
 //!
 //! Router status (links, `Running`, `network`) is not written here.
 
 pub mod ca_store;
 pub mod controller;
 pub mod grant_status;
+pub mod renewal;
 pub mod router_access;
 pub mod site_status;
 pub mod tokens;

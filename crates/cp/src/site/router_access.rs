@@ -60,14 +60,18 @@ fn hash_hex(parts: &[&str]) -> String {
 
 /// A jitter in [-0.1, 0.1] derived from the certificate, so every control
 /// plane computes the same renewal time for it.
-fn jitter_of(cert_b64: &str) -> f64 {
+pub(crate) fn jitter_of(cert_b64: &str) -> f64 {
     let h = Sha256::digest(cert_b64.as_bytes());
     let n = u16::from_be_bytes([h[0], h[1]]) as f64 / u16::MAX as f64;
     (n - 0.5) * 0.2
 }
 
 /// Decides whether the Secret `name` (currently `existing`) for RouterAccess
-/// `ra_name` must be (re)issued from `ca` for `hosts`.
+/// `ra_name` must be (re)issued from `ca` for `hosts`. With `router_id` (the
+/// Site's id, once assigned) the certificate names this site's router, so
+/// peers bind the router id in its hello to it; the id is part of the hash,
+/// so a Secret issued before the id existed is reissued once it does.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     ra_name: &str,
     name: &str,
@@ -75,10 +79,15 @@ pub fn plan(
     ca: &SiteCa,
     issuer: &str,
     hosts: &[String],
+    router_id: Option<&str>,
     now: SystemTime,
 ) -> Result<SecretPlan, String> {
     let mut parts = vec![issuer, ca.cert_pem()];
     parts.extend(hosts.iter().map(String::as_str));
+    if let Some(id) = router_id {
+        parts.push("router");
+        parts.push(id);
+    }
     let want_hash = hash_hex(&parts);
     if let Some(r) = existing {
         if r.labels().get(GENERATED_FOR).map(String::as_str) != Some(ra_name) {
@@ -99,7 +108,7 @@ pub fn plan(
         }
     }
     let (cert, key) = ca
-        .issue_server_cert(hosts, SERVER_CERT_LIFETIME, now)
+        .issue_router_server_cert(hosts, router_id, SERVER_CERT_LIFETIME, now)
         .map_err(|e| format!("cannot issue the server certificate for {hosts:?}: {e}"))?;
     let mut chain = cert.cert_pem.clone();
     for c in &cert.chain_pem {
@@ -144,9 +153,17 @@ mod tests {
         let hosts = hosts("10.0.0.7", &["router.example".into(), "10.0.0.7".into()]);
         assert_eq!(hosts, ["10.0.0.7", "router.example"]);
         let now = SystemTime::now();
-        let SecretPlan::Write(secret, at) =
-            plan("ra", "creds", None, &ca, "skupper-site-ca", &hosts, now).unwrap()
-        else {
+        let SecretPlan::Write(secret, at) = plan(
+            "ra",
+            "creds",
+            None,
+            &ca,
+            "skupper-site-ca",
+            &hosts,
+            None,
+            now,
+        )
+        .unwrap() else {
             panic!("a missing Secret is issued")
         };
         let life = SERVER_CERT_LIFETIME.as_secs_f64();
@@ -162,6 +179,7 @@ mod tests {
             &ca,
             "skupper-site-ca",
             &hosts,
+            None,
             now,
         )
         .unwrap()
@@ -177,6 +195,7 @@ mod tests {
                 &ca,
                 "skupper-site-ca",
                 &hosts,
+                None,
                 at
             )
             .unwrap(),
@@ -191,6 +210,7 @@ mod tests {
                 &ca,
                 "skupper-site-ca",
                 &more,
+                None,
                 now
             )
             .unwrap(),
@@ -204,6 +224,7 @@ mod tests {
                 &ca,
                 "skupper-site-ca",
                 &hosts,
+                None,
                 now
             )
             .unwrap(),

@@ -79,15 +79,30 @@ pub async fn claim(resources: &ResourceService, token: &Resource) -> bool {
 }
 
 /// Redeems a claimed token and records the outcome. `subject` is this
-/// site's name (the CN of the client certificate the other site issues).
+/// site's name (the CN of the client certificate the other site issues);
+/// `router_id` is this site's id, which the other site names in that
+/// certificate so its router binds our router's hello to it.
 /// Returns whether the failure is worth a retry.
-pub async fn redeem(resources: &ResourceService, token: &Resource, subject: &str) -> bool {
+pub async fn redeem(
+    resources: &ResourceService,
+    token: &Resource,
+    subject: &str,
+    router_id: Option<&str>,
+) -> bool {
     let Some(spec) = token.spec.as_access_token() else {
         return false;
     };
-    let outcome = post_redemption(&spec.url, &spec.ca, &spec.code, token.name(), subject).await;
+    let outcome = post_redemption(
+        &spec.url,
+        &spec.ca,
+        &spec.code,
+        token.name(),
+        subject,
+        router_id,
+    )
+    .await;
     let (status, retry) = match outcome {
-        Ok(yaml) => match store_documents(resources, &yaml, spec.link_cost()).await {
+        Ok(yaml) => match store_documents(resources, &yaml, spec.link_cost(), token.name()).await {
             Ok(stored) => (
                 with(
                     token,
@@ -145,12 +160,14 @@ pub async fn redeem(resources: &ResourceService, token: &Resource, subject: &str
     retry
 }
 
-/// Applies the grant server's YAML stream; Links get `cost`. Returns
-/// `Kind/name` of everything stored.
+/// Applies the grant server's YAML stream; Links get `cost`; Secrets are
+/// labelled with the token's name, so their certificate is renewed at the
+/// same grant server (`renewal`). Returns `Kind/name` of everything stored.
 async fn store_documents(
     resources: &ResourceService,
     yaml: &str,
     cost: u64,
+    token: &str,
 ) -> Result<Vec<String>, String> {
     let mut parsed = Vec::new();
     for doc in parse_documents(yaml) {
@@ -172,6 +189,11 @@ async fn store_documents(
     for mut r in parsed {
         if let meshlink_api::spec::Spec::Link(l) = &mut r.spec {
             l.cost = Some(cost as i64);
+        }
+        if r.kind() == Kind::Secret {
+            r.metadata
+                .labels
+                .insert(super::renewal::RENEW_TOKEN.to_owned(), token.to_owned());
         }
         let what = format!("{}/{}", r.kind(), r.name());
         resources

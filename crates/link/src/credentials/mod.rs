@@ -96,6 +96,8 @@ pub struct LinkCredential {
     client: Arc<ClientConfig>,
     /// Serial number of the leaf certificate, lowercase hex.
     serial_hex: String,
+    /// The leaf certificate's notBefore and notAfter, unix seconds.
+    validity: (i64, i64),
 }
 
 impl std::fmt::Debug for LinkCredential {
@@ -116,7 +118,12 @@ impl LinkCredential {
         verify_chain(&chain, &cas)?;
         let key = PrivateKeyDer::from_pem_slice(pem.tls_key.as_bytes())
             .map_err(|e| CredentialError::Key(e.to_string()))?;
-        let serial_hex = parse("tls.crt", 0, &chain[0])?.raw_serial_as_string();
+        let leaf = parse("tls.crt", 0, &chain[0])?;
+        let serial_hex = leaf.raw_serial_as_string();
+        let validity = (
+            leaf.validity().not_before.timestamp(),
+            leaf.validity().not_after.timestamp(),
+        );
 
         let provider = crypto_provider();
         let mut roots = RootCertStore::empty();
@@ -153,7 +160,18 @@ impl LinkCredential {
             server: Arc::new(server),
             client: Arc::new(client),
             serial_hex: serial_hex.replace(':', "").to_ascii_lowercase(),
+            validity,
         })
+    }
+
+    /// The leaf certificate's notBefore, unix seconds.
+    pub fn not_before_unix(&self) -> i64 {
+        self.validity.0
+    }
+
+    /// The leaf certificate's notAfter, unix seconds.
+    pub fn not_after_unix(&self) -> i64 {
+        self.validity.1
     }
 
     /// The server config a RouterAccess role presents.
