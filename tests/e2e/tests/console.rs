@@ -150,7 +150,7 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
                     "type: MeshTrafficPermission\nname: backend-rules\nmesh: default\nspec:\n  \
                      targetRef: {kind: MeshService, name: backend}\n  rules:\n    - default:\n        \
                      deny: [{spiffeID: {type: Exact, value: 'spiffe://default/web'}}]\n        \
-                     allow: [{spiffeID: {type: Prefix, value: 'spiffe://default/'}}]\n",
+                     allow: [{spiffeID: {type: Prefix, value: 'spiffe://default'}}]\n",
                 );
             }
             "delete-dataplane" => {
