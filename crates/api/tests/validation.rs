@@ -371,6 +371,46 @@ fn multi_site_rules() {
     );
 }
 
+/// The errors of an AccessGrant whose `meshlink.dev/link-cert-lifetime`
+/// label is `lifetime`.
+fn grant_lifetime_errors(lifetime: &str) -> Vec<String> {
+    let doc = json!({
+        "apiVersion": "meshlink.dev/v1alpha1",
+        "kind": "AccessGrant",
+        "metadata": {"name": "g", "labels": {"meshlink.dev/link-cert-lifetime": lifetime}},
+        "spec": {},
+    });
+    match Resource::from_json(doc) {
+        Ok(_) => Vec::new(),
+        Err(errs) => errs.iter().map(FieldError::to_string).collect(),
+    }
+}
+
+#[test]
+fn grant_link_cert_lifetime_label_is_checked_at_apply() {
+    assert_eq!(grant_lifetime_errors("20s"), Vec::<String>::new());
+    assert_eq!(grant_lifetime_errors("8760h"), Vec::<String>::new());
+    assert_eq!(
+        grant_lifetime_errors("forever"),
+        [
+            r#"metadata.labels["meshlink.dev/link-cert-lifetime"]: unparsable duration "forever" (e.g. 24h, 30m, 10s)"#
+        ]
+    );
+    let short = grant_lifetime_errors("5s");
+    assert_eq!(short.len(), 1, "{short:?}");
+    assert!(
+        short[0].starts_with(r#"metadata.labels["meshlink.dev/link-cert-lifetime"]: "#)
+            && short[0].contains("10s"),
+        "{short:?}"
+    );
+    assert_eq!(
+        grant_lifetime_errors("2y"),
+        [
+            r#"metadata.labels["meshlink.dev/link-cert-lifetime"]: "2y" is longer than the longest link certificate lifetime, 8760h (one year)"#
+        ]
+    );
+}
+
 #[test]
 fn metadata_and_status_rules() {
     let doc = |kind: &str, metadata: Value, status: Value| {

@@ -6,6 +6,7 @@
 //! should go through the `redacted()` methods, which replace them with
 //! [`REDACTED`](super::REDACTED). This module must never log a code.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,30 @@ use crate::validate::{self, Errors, parse_duration};
 pub const DEFAULT_REDEMPTIONS_ALLOWED: u64 = 1;
 /// Grant lifetime when `expirationWindow` is unset.
 pub const DEFAULT_EXPIRATION_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// AccessGrant label (a meshlink extension) setting the lifetime of the
+/// link client certificates its redemptions issue, e.g. `720h`.
+pub const LINK_CERT_LIFETIME_LABEL: &str = "meshlink.dev/link-cert-lifetime";
+/// Shortest lifetime [`LINK_CERT_LIFETIME_LABEL`] may ask for.
+pub const MIN_LINK_CERT_LIFETIME: Duration = Duration::from_secs(10);
+/// Longest lifetime [`LINK_CERT_LIFETIME_LABEL`] may ask for (the default).
+pub const MAX_LINK_CERT_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Checks an AccessGrant's meshlink labels: [`LINK_CERT_LIFETIME_LABEL`]
+/// must be a duration from 10s to one year.
+pub(crate) fn validate_labels(labels: &BTreeMap<String, String>, errs: &mut Errors) {
+    let Some(v) = labels.get(LINK_CERT_LIFETIME_LABEL) else {
+        return;
+    };
+    let path = format!("metadata.labels[{LINK_CERT_LIFETIME_LABEL:?}]");
+    match parse_duration(v) {
+        Some(d) if d > MAX_LINK_CERT_LIFETIME => errs.add(
+            path,
+            format!("{v:?} is longer than the longest link certificate lifetime, 8760h (one year)"),
+        ),
+        _ => validate::duration(errs, &path, v, Some(MIN_LINK_CERT_LIFETIME)),
+    }
+}
 
 /// `spec` of an AccessGrant.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

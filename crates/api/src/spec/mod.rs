@@ -36,7 +36,8 @@ pub use dataplane::{
 pub use gateway::{Gateway, GatewayType, builtin_warning};
 pub use grant::{
     AccessGrantSpec, AccessGrantStatus, AccessTokenSpec, AccessTokenStatus,
-    DEFAULT_EXPIRATION_WINDOW, DEFAULT_REDEMPTIONS_ALLOWED,
+    DEFAULT_EXPIRATION_WINDOW, DEFAULT_REDEMPTIONS_ALLOWED, LINK_CERT_LIFETIME_LABEL,
+    MAX_LINK_CERT_LIFETIME, MIN_LINK_CERT_LIFETIME,
 };
 pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
 pub use mesh::{
@@ -186,7 +187,10 @@ impl Spec {
             Spec::MeshTrafficPermission(s) => s.validate(&mut errs),
             Spec::Site(s) => s.validate(&mut errs),
             Spec::RouterAccess(s) => s.validate(&mut errs),
-            Spec::AccessGrant(s) => s.validate(&mut errs),
+            Spec::AccessGrant(s) => {
+                s.validate(&mut errs);
+                grant::validate_labels(&meta.labels, &mut errs);
+            }
             Spec::AccessToken(s) => s.validate(&mut errs),
             Spec::Link(s) => s.validate(&mut errs),
             Spec::Listener(s) => s.validate(&mut errs),

@@ -18,17 +18,15 @@ use crate::resources::ResourceService;
 use crate::site::ca_store;
 
 /// How long a link client certificate issued to another site is valid by
-/// default. A meshlink site renews it at `POST /renew` at half its life.
-pub const LINK_CERT_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
-/// Shortest lifetime the grant label may ask for.
-pub const MIN_LINK_CERT_LIFETIME: Duration = Duration::from_secs(10);
-/// AccessGrant label (a meshlink extension) setting the lifetime of the
-/// link client certificates its redemptions issue, e.g. `720h`.
-pub const LINK_CERT_LIFETIME_LABEL: &str = "meshlink.dev/link-cert-lifetime";
+/// default (the longest the grant label may ask for). A meshlink site
+/// renews it at `POST /renew` at half its life.
+pub const LINK_CERT_LIFETIME: Duration = meshlink_api::spec::MAX_LINK_CERT_LIFETIME;
+pub use meshlink_api::spec::{LINK_CERT_LIFETIME_LABEL, MIN_LINK_CERT_LIFETIME};
 
 /// The lifetime a grant's label asks for: between
-/// [`MIN_LINK_CERT_LIFETIME`] and [`LINK_CERT_LIFETIME`]; missing or not a
-/// duration: the default (with a warning naming the label).
+/// [`MIN_LINK_CERT_LIFETIME`] and [`LINK_CERT_LIFETIME`]; missing: the
+/// default. Validation refuses other values at apply time; one stored
+/// before that check gets the default (with a warning naming the label).
 pub fn link_cert_lifetime(grant: &Resource) -> Duration {
     let Some(v) = grant.labels().get(LINK_CERT_LIFETIME_LABEL) else {
         return LINK_CERT_LIFETIME;
