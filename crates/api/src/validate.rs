@@ -149,6 +149,17 @@ fn label_chars(s: &str) -> bool {
         && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
+/// Whether `s` is a DNS label (RFC 1123): lowercase letters, digits and
+/// `-`, starting and ending with a letter or digit, at most 63 characters.
+pub(crate) fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
 /// A host: an IP address or a DNS hostname (letters, digits, `-`, dots).
 pub(crate) fn host(errs: &mut Errors, path: &str, host: &str) {
     if host.is_empty() {

@@ -307,13 +307,7 @@ impl DataplaneSpec {
 /// characters) with at least one letter or `-`, since a `sectionName` of
 /// digits only is an inbound's port. Returns whether it is valid.
 fn inbound_name(errs: &mut Errors, at: &str, name: &str) -> bool {
-    let label = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let label = validate::is_dns_label(name);
     if !label {
         errs.add(
             at,

@@ -448,13 +448,7 @@ impl BackendRef {
 /// A DNS label (RFC 1123): lowercase letters, digits and `-`, starting and
 /// ending with a letter or digit, at most 63 characters.
 fn dns_label(errs: &mut Errors, at: &str, name: &str) {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let ok = validate::is_dns_label(name);
     if !ok {
         errs.add(
             at,
