@@ -11,16 +11,19 @@ use serde_json::json;
 use crate::client::ApiClient;
 use crate::failure::Failure;
 
-/// `POST /api/v1/tokens/dataplane` with `body`; the response holds
-/// `token`, `id`, `services`, `expiresAt` (and `clientCertificate`).
-pub(crate) async fn request_dataplane_token(
+/// `POST /api/v1/tokens/{kind}` with `body`, for `kind` `dataplane` (the
+/// response holds `token`, `id`, `services`, `expiresAt` and maybe
+/// `clientCertificate`) or `router` (`token`, `id`, `site`, `nodeId`,
+/// `expiresAt`).
+pub(crate) async fn request_token(
     client: &ApiClient,
+    kind: &str,
     body: &serde_json::Value,
 ) -> Result<serde_json::Value, Failure> {
     client
         .call(
             Method::POST,
-            "/api/v1/tokens/dataplane",
+            &format!("/api/v1/tokens/{kind}"),
             &[],
             Some(body),
             Duration::from_secs(30),
@@ -42,7 +45,7 @@ pub(crate) async fn dataplane(
         .map_err(|e| Failure::BadInput(format!("--valid-for {valid_for:?}: {e} (e.g. 24h)")))?;
     let body = json!({ "mesh": mesh, "name": name, "services": services, "validFor": valid_for,
         "clientCertificate": cert_dir.is_some() });
-    let resp = request_dataplane_token(client, &body).await?;
+    let resp = request_token(client, "dataplane", &body).await?;
     let token = resp["token"].as_str().unwrap_or_default();
     if let Some(dir) = cert_dir {
         write_cert_dir(dir, &resp["clientCertificate"])?;
@@ -64,24 +67,6 @@ pub(crate) async fn dataplane(
     Ok(())
 }
 
-/// `POST /api/v1/tokens/router` with `body`; the response holds `token`,
-/// `id`, `site`, `nodeId` and `expiresAt`.
-pub(crate) async fn request_router_token(
-    client: &ApiClient,
-    body: &serde_json::Value,
-) -> Result<serde_json::Value, Failure> {
-    client
-        .call(
-            Method::POST,
-            "/api/v1/tokens/router",
-            &[],
-            Some(body),
-            Duration::from_secs(30),
-        )
-        .await
-        .map_err(|e| e.into_failure())
-}
-
 /// Prints the router token of this control plane's Site (or of `site`) to
 /// stdout (details to stderr).
 pub(crate) async fn router(
@@ -92,7 +77,7 @@ pub(crate) async fn router(
     humantime::parse_duration(valid_for)
         .map_err(|e| Failure::BadInput(format!("--valid-for {valid_for:?}: {e} (e.g. 24h)")))?;
     let body = json!({ "site": site, "validFor": valid_for });
-    let resp = request_router_token(client, &body).await?;
+    let resp = request_token(client, "router", &body).await?;
     println!("{}", resp["token"].as_str().unwrap_or_default());
     eprintln!(
         "token {} for the router of site {} (node.id {}), expires {}",

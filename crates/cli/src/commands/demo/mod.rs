@@ -391,7 +391,7 @@ impl Demo {
     /// Issues a proxy token for dataplane `name` and writes it (0600).
     async fn issue_token(&self, client: &ApiClient, name: &str) -> Result<PathBuf, Failure> {
         let body = json!({ "mesh": "default", "name": name, "validFor": "168h" });
-        let resp = super::token::request_dataplane_token(client, &body).await?;
+        let resp = super::token::request_token(client, "dataplane", &body).await?;
         let token = resp["token"].as_str().unwrap_or_default();
         let path = self.dir.join("tokens").join(format!("{name}.token"));
         write_private(&path, token)?;

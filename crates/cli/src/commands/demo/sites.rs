@@ -65,7 +65,7 @@ impl Demo {
         file: &str,
     ) -> Result<PathBuf, Failure> {
         let body = json!({ "validFor": "168h" });
-        let resp = super::super::token::request_router_token(client, &body).await?;
+        let resp = super::super::token::request_token(client, "router", &body).await?;
         let path = self.dir.join("tokens").join(file);
         write_private(&path, resp["token"].as_str().unwrap_or_default())?;
         Ok(path)
