@@ -17,10 +17,7 @@ use ads_support::{Harness, MESH, MemorySource, Stream, dataplane, mesh};
 use meshlink_api::Resource;
 use meshlink_xds::hub::Update;
 use meshlink_xds::owner::ProxyKey;
-use meshlink_xds::translate::{
-    CLUSTER_TYPE, ClientKind, ENDPOINT_TYPE, LISTENER_TYPE, MeshView, ProxyContext, SecretsInput,
-    translate,
-};
+use meshlink_xds::translate::{ENDPOINT_TYPE, MeshView};
 use serde_json::{Value, json};
 
 const ALL: [&str; 4] = ["x-1", "ref-1", "gw-1", "y-1"];
@@ -94,30 +91,6 @@ async fn recomputes(h: &Harness, r: Resource) -> u64 {
     h.hub.stats().await.expect("hub").recomputed - before
 }
 
-fn assert_current(h: &Harness) {
-    let view = h.source.view();
-    for name in ALL {
-        let published = h
-            .registry
-            .state(&ProxyKey::new(MESH, name))
-            .unwrap_or_else(|| panic!("{name}: nothing published"));
-        let proxy = ProxyContext {
-            mesh: MESH.into(),
-            name: name.into(),
-            client: ClientKind::Envoy,
-            secrets: SecretsInput::default(),
-        };
-        let full = translate(&proxy, &view);
-        for t in [LISTENER_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE] {
-            assert_eq!(
-                published.snapshot.versions(t),
-                full.versions(t),
-                "{name}: {t} differs from a full translation"
-            );
-        }
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_inbound_moving_to_its_own_address_recomputes_it_and_its_callers() {
     let h = harness();
@@ -126,7 +99,7 @@ async fn an_inbound_moving_to_its_own_address_recomputes_it_and_its_callers() {
     moved["spec"]["networking"]["inbound"][0]["address"] = json!("10.0.1.7");
     // x-1, ref-1 and the gateway gw-1; not y-1.
     assert_eq!(recomputes(&h, resource(moved)).await, 3);
-    assert_current(&h);
+    h.assert_current(&ALL);
     let gw = h
         .registry
         .state(&ProxyKey::new(MESH, "gw-1"))
@@ -147,5 +120,5 @@ async fn gateway_tags_a_meshsubset_source_matches_recompute_the_targets() {
     let _streams = connect_all(&h).await;
     // gw-1 joins team edge: itself and x-1 (whose RBAC gains edge).
     assert_eq!(recomputes(&h, gateway(json!({"team": "edge"}))).await, 2);
-    assert_current(&h);
+    h.assert_current(&ALL);
 }

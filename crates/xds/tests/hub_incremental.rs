@@ -14,11 +14,7 @@ use std::time::Duration;
 use ads_support::{Harness, MESH, MemorySource, Stream, dataplane, mesh, permission};
 use meshlink_api::{Condition, ConditionStatus};
 use meshlink_xds::hub::Update;
-use meshlink_xds::owner::ProxyKey;
-use meshlink_xds::translate::{
-    CLUSTER_TYPE, ClientKind, ENDPOINT_TYPE, LISTENER_TYPE, MeshView, ProxyContext, ROUTE_TYPE,
-    SecretsInput, translate,
-};
+use meshlink_xds::translate::MeshView;
 
 const ALL: [&str; 7] = ["x-1", "x-2", "ref-1", "ref-2", "o-1", "o-2", "y-1"];
 
@@ -70,30 +66,6 @@ async fn recomputes(h: &Harness, mesh: &str, update: Update) -> u64 {
 
 /// Every connected proxy holds what a full translation of the source's
 /// mesh gives (listeners, routes, clusters, endpoints).
-fn assert_current(h: &Harness) {
-    let view = h.source.view();
-    for name in ALL {
-        let published = h
-            .registry
-            .state(&ProxyKey::new(MESH, name))
-            .unwrap_or_else(|| panic!("{name}: nothing published"));
-        let proxy = ProxyContext {
-            mesh: MESH.into(),
-            name: name.into(),
-            client: ClientKind::Envoy,
-            secrets: SecretsInput::default(),
-        };
-        let full = translate(&proxy, &view);
-        for t in [LISTENER_TYPE, ROUTE_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE] {
-            assert_eq!(
-                published.snapshot.versions(t),
-                full.versions(t),
-                "{name}: {t} differs from a full translation"
-            );
-        }
-    }
-}
-
 fn harness() -> Harness {
     Harness::new(MemorySource::with_view(
         initial_view(),
@@ -135,7 +107,7 @@ async fn writes_that_change_nothing_a_proxy_receives_recompute_nobody() {
     let nobody = permission("to-nobody", "nobody", "x", "Allow");
     h.source.put(nobody.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(nobody)).await, 0);
-    assert_current(&h);
+    h.assert_current(&ALL);
 }
 
 #[tokio::test(start_paused = true)]
@@ -148,24 +120,24 @@ async fn a_change_to_a_service_recomputes_its_own_proxy_and_those_that_reference
     let moved = x_dataplane("x-1", "10.0.1.9");
     h.source.put(moved.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(moved)).await, 3);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // A new instance of x: itself is not connected; the two callers are.
     let added = x_dataplane("x-3", "10.0.1.3");
     h.source.put(added.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(added)).await, 2);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // It goes away again: the same two callers.
     let gone = h.source.delete_dataplane("x-3").unwrap();
     assert_eq!(recomputes(&h, MESH, Update::Deleted(gone)).await, 2);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // A permission into x: the proxies serving x (their inbound RBAC).
     let allow = permission("client-to-x", "x", "client", "Allow");
     h.source.put(allow.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(allow)).await, 2);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // ref-1 starts calling y as well: its own proxy only (y's endpoints
     // did not change, so o-* and y-1 are untouched).
@@ -178,14 +150,14 @@ async fn a_change_to_a_service_recomputes_its_own_proxy_and_those_that_reference
     );
     h.source.put(widened.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(widened)).await, 1);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // Now y-1 moves: its own proxy, o-1, o-2 and ref-1 (the index follows
     // ref-1's new outbound).
     let y_moved = dataplane("y-1", "10.0.4.9", "y", 8080, &[]);
     h.source.put(y_moved.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(y_moved)).await, 4);
-    assert_current(&h);
+    h.assert_current(&ALL);
 }
 
 #[tokio::test(start_paused = true)]
@@ -205,7 +177,7 @@ async fn mesh_wide_changes_recompute_every_proxy() {
     let plaintext = mesh(false);
     h.source.put(plaintext.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(plaintext)).await, n);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // A feed gap: the hub re-lists and finds nothing new.
     let before = recomputed(&h).await;
@@ -237,7 +209,7 @@ async fn dataplane_targets_recompute_the_dataplanes_they_select() {
     );
     h.source.put(x1.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(x1)).await, 1);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // A permission installed by those labels: x-1 only (x-2 serves x too
     // but carries no label).
@@ -254,11 +226,11 @@ async fn dataplane_targets_recompute_the_dataplanes_they_select() {
     .unwrap();
     h.source.put(by_labels.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(by_labels)).await, 1);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // x-1 loses the label: its own proxy, which no longer admits client.
     let plain = x_dataplane("x-1", "10.0.1.1");
     h.source.put(plain.clone());
     assert_eq!(recomputes(&h, MESH, Update::Upserted(plain)).await, 1);
-    assert_current(&h);
+    h.assert_current(&ALL);
 }

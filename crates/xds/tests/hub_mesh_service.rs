@@ -11,10 +11,7 @@ use ads_support::{Harness, MESH, MemorySource, dataplane, mesh};
 use meshlink_api::Resource;
 use meshlink_xds::hub::Update;
 use meshlink_xds::owner::ProxyKey;
-use meshlink_xds::translate::{
-    CLUSTER_TYPE, ClientKind, ENDPOINT_TYPE, LISTENER_TYPE, MeshView, ProxyContext, SecretsInput,
-    translate,
-};
+use meshlink_xds::translate::{ENDPOINT_TYPE, MeshView};
 use serde_json::json;
 
 const ALL: [&str; 4] = ["x-1", "x-2", "client", "other"];
@@ -67,27 +64,6 @@ async fn recomputes(h: &Harness, update: Update) -> u64 {
     h.hub.stats().await.unwrap().recomputed - before
 }
 
-fn assert_current(h: &Harness) {
-    let view = h.source.view();
-    for name in ALL {
-        let published = h.registry.state(&ProxyKey::new(MESH, name)).unwrap();
-        let proxy = ProxyContext {
-            mesh: MESH.into(),
-            name: name.into(),
-            client: ClientKind::Envoy,
-            secrets: SecretsInput::default(),
-        };
-        let full = translate(&proxy, &view);
-        for t in [LISTENER_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE] {
-            assert_eq!(
-                published.snapshot.versions(t),
-                full.versions(t),
-                "{name}: {t}"
-            );
-        }
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn mesh_service_changes_recompute_its_clients_only() {
     let h = harness();
@@ -104,19 +80,19 @@ async fn mesh_service_changes_recompute_its_clients_only() {
     // The MeshService arrives after its client (any order, I2).
     h.source.put(xs(8080));
     assert_eq!(recomputes(&h, Update::Upserted(xs(8080))).await, 1);
-    assert_current(&h);
+    h.assert_current(&ALL);
     let state = h.registry.state(&ProxyKey::new(MESH, "client")).unwrap();
     assert!(state.snapshot.get(ENDPOINT_TYPE, "xs_msvc_80").is_some());
 
     // Its port now targets 9090, which no inbound serves.
     h.source.put(xs(9090));
     assert_eq!(recomputes(&h, Update::Upserted(xs(9090))).await, 1);
-    assert_current(&h);
+    h.assert_current(&ALL);
 
     // A selected Dataplane moves: itself, the client and `other` (a tag
     // outbound to x) recompute.
     let moved = dataplane("x-2", "10.0.1.9", "x", 8080, &[]);
     h.source.put(moved.clone());
     assert_eq!(recomputes(&h, Update::Upserted(moved)).await, 3);
-    assert_current(&h);
+    h.assert_current(&ALL);
 }

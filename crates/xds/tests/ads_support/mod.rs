@@ -185,6 +185,37 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// Asserts that what the hub published to each of `names` (Envoy
+    /// proxies in [`MESH`]) has the versions a full translation of the
+    /// current view gives: incremental updates missed nothing.
+    pub fn assert_current(&self, names: &[&str]) {
+        use meshlink_xds::translate::{
+            CLUSTER_TYPE, ClientKind, ENDPOINT_TYPE, LISTENER_TYPE, ProxyContext, ROUTE_TYPE,
+            SecretsInput, translate,
+        };
+        let view = self.source.view();
+        for &name in names {
+            let published = self
+                .registry
+                .state(&ProxyKey::new(MESH, name))
+                .unwrap_or_else(|| panic!("{name}: nothing published"));
+            let proxy = ProxyContext {
+                mesh: MESH.into(),
+                name: name.into(),
+                client: ClientKind::Envoy,
+                secrets: SecretsInput::default(),
+            };
+            let full = translate(&proxy, &view);
+            for t in [LISTENER_TYPE, ROUTE_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE] {
+                assert_eq!(
+                    published.snapshot.versions(t),
+                    full.versions(t),
+                    "{name}: {t} differs from a full translation"
+                );
+            }
+        }
+    }
+
     pub fn new(source: MemorySource) -> Self {
         let source = Arc::new(source);
         let registry = OwnerRegistry::new();
