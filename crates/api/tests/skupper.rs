@@ -192,7 +192,7 @@ fn unknown_skupper_kinds_and_api_versions_list_what_is_accepted() {
     assert_eq!(
         errors("apiVersion: skupper.io/v2alpha1\nkind: Certificate\nmetadata: {name: c}\n"),
         [
-            r#"kind: unknown Skupper kind "Certificate"; meshlink accepts Site, RouterAccess, AccessGrant, AccessToken, Link, Listener or Connector"#
+            r#"kind: unknown Skupper kind "Certificate"; meshlink accepts Site, RouterAccess, AccessGrant, AccessToken, Link, Listener, MultiKeyListener or Connector"#
         ]
     );
     let errs = errors("apiVersion: skupper.io/v3\nkind: Site\n");
