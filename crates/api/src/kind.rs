@@ -27,6 +27,9 @@ pub enum Kind {
     Link,
     /// A local port that carries traffic to a routing key.
     Listener,
+    /// A local port whose flows go to one of several routing keys, by
+    /// priority (failover) or weight.
+    MultiKeyListener,
     /// A host:port that serves a routing key in this site.
     Connector,
     /// TLS credentials (`kubernetes.io/tls`) named by `tlsCredentials`, and
@@ -38,7 +41,7 @@ pub enum Kind {
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -48,6 +51,7 @@ impl Kind {
         Kind::AccessToken,
         Kind::Link,
         Kind::Listener,
+        Kind::MultiKeyListener,
         Kind::Connector,
         Kind::Secret,
         Kind::MeshService,
@@ -65,6 +69,7 @@ impl Kind {
             Kind::AccessToken => "AccessToken",
             Kind::Link => "Link",
             Kind::Listener => "Listener",
+            Kind::MultiKeyListener => "MultiKeyListener",
             Kind::Connector => "Connector",
             Kind::Secret => "Secret",
             Kind::MeshService => "MeshService",
@@ -83,6 +88,7 @@ impl Kind {
             Kind::AccessToken => "accesstokens",
             Kind::Link => "links",
             Kind::Listener => "listeners",
+            Kind::MultiKeyListener => "multikeylisteners",
             Kind::Connector => "connectors",
             Kind::Secret => "secrets",
             Kind::MeshService => "meshservices",
@@ -95,6 +101,7 @@ impl Kind {
             Kind::Dataplane => &["dp"],
             Kind::MeshTrafficPermission => &["mtp"],
             Kind::MeshService => &["msvc"],
+            Kind::MultiKeyListener => &["mkl"],
             _ => &[],
         }
     }

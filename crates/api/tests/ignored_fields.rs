@@ -37,6 +37,9 @@ fn spec(kind: Kind) -> Value {
             json!({"endpoints": [{"name": "inter-router", "host": "h", "port": "55671"}]})
         }
         Kind::Listener | Kind::Connector => json!({"routingKey": "k", "host": "h", "port": 1}),
+        Kind::MultiKeyListener => {
+            json!({"host": "h", "port": 1, "strategy": {"priority": {"routingKeys": ["k"]}}})
+        }
         other => panic!("no base spec for {other}"),
     }
 }
@@ -125,7 +128,11 @@ fn every_ignored_field_warns_and_is_dropped() {
             for &kind in &kinds {
                 let skupper_kind = matches!(
                     kind,
-                    Kind::Site | Kind::Link | Kind::Listener | Kind::Connector
+                    Kind::Site
+                        | Kind::Link
+                        | Kind::Listener
+                        | Kind::MultiKeyListener
+                        | Kind::Connector
                 );
                 if skupper_kind != matches!(format, Format::SkupperV2 | Format::SkupperV1) {
                     continue;

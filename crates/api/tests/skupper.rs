@@ -192,7 +192,7 @@ fn unknown_skupper_kinds_and_api_versions_list_what_is_accepted() {
     assert_eq!(
         errors("apiVersion: skupper.io/v2alpha1\nkind: Certificate\nmetadata: {name: c}\n"),
         [
-            r#"kind: unknown Skupper kind "Certificate"; meshlink accepts Site, RouterAccess, AccessGrant, AccessToken, Link, Listener or Connector"#
+            r#"kind: unknown Skupper kind "Certificate"; meshlink accepts Site, RouterAccess, AccessGrant, AccessToken, Link, Listener, MultiKeyListener or Connector"#
         ]
     );
     let errs = errors("apiVersion: skupper.io/v3\nkind: Site\n");
@@ -215,25 +215,49 @@ fn bad_ports_name_the_field() {
 }
 
 #[test]
-fn a_multi_key_listener_is_served_for_its_first_key_with_a_warning_naming_the_rest() {
+fn a_multi_key_listener_is_its_own_kind_with_skuppers_strategies() {
     let docs = parse_documents(
-        "apiVersion: skupper.io/v2alpha1\nkind: MultiKeyListener\nmetadata: {name: db}\nspec:\n  host: db\n  port: 5432\n  strategy:\n    priority:\n      routingKeys: [db-primary, db-secondary]\n",
+        "apiVersion: skupper.io/v2alpha1\nkind: MultiKeyListener\nmetadata: {name: db}\nspec:\n  host: db\n  port: \"5432\"\n  strategy:\n    priority:\n      routingKeys: [db-primary, db-secondary]\n",
     );
-    let listener = ok(&docs[0]);
-    assert_eq!(listener["kind"], "Listener");
+    let mkl = ok(&docs[0]);
+    assert_eq!(mkl["kind"], "MultiKeyListener");
     assert_eq!(
-        listener["spec"],
-        json!({"routingKey": "db-primary", "host": "db", "port": 5432})
+        mkl["spec"],
+        json!({"host": "db", "port": 5432,
+               "strategy": {"priority": {"routingKeys": ["db-primary", "db-secondary"]}}})
     );
-    let warning = docs[0].warnings.join("\n");
-    assert!(
-        warning.contains("\"db-primary\"") && warning.contains("\"db-secondary\" are ignored"),
-        "{warning}"
+    assert!(docs[0].warnings.is_empty(), "{:?}", docs[0].warnings);
+    let weighted = parse_documents(
+        "apiVersion: skupper.io/v2alpha1\nkind: MultiKeyListener\nmetadata: {name: db}\nspec:\n  host: db\n  port: 5432\n  strategy:\n    weighted:\n      routingKeys: {a: 3, b: 1}\n",
     );
-    // Without a routing key it is refused, naming the field.
-    let e = errors(
-        "apiVersion: skupper.io/v2alpha1\nkind: MultiKeyListener\nmetadata: {name: db}\nspec: {host: db, port: 5432, strategy: {priority: {}}}\n",
-    )
-    .join("\n");
-    assert!(e.contains("spec.strategy.priority.routingKeys"), "{e}");
+    assert_eq!(
+        ok(&weighted[0])["spec"]["strategy"],
+        json!({"weighted": {"routingKeys": {"a": 3, "b": 1}}})
+    );
+    // Each wrong shape is refused, naming the field.
+    for (strategy, field) in [
+        (
+            "{priority: {}}",
+            "spec.strategy.priority.routingKeys: needs at least one",
+        ),
+        ("{}", "spec.strategy: set one of priority"),
+        (
+            "{priority: {routingKeys: [a]}, weighted: {routingKeys: {a: 1}}}",
+            "spec.strategy: priority and weighted are both set",
+        ),
+        (
+            "{priority: {routingKeys: [a, a]}}",
+            "spec.strategy.priority.routingKeys[1]: routing key \"a\" appears twice",
+        ),
+        (
+            "{weighted: {routingKeys: {a: 0}}}",
+            "spec.strategy.weighted.routingKeys.a: weight must be at least 1",
+        ),
+    ] {
+        let e = errors(&format!(
+            "apiVersion: skupper.io/v2alpha1\nkind: MultiKeyListener\nmetadata: {{name: db}}\nspec: {{host: db, port: 5432, strategy: {strategy}}}\n"
+        ))
+        .join("\n");
+        assert!(e.contains(field), "{strategy}: {e}");
+    }
 }

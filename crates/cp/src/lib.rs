@@ -248,8 +248,12 @@ impl ControlPlane {
         ));
         let (router_status, router_inbox) = router::status::channel();
         let (res, cfg, sd) = (resources.clone(), xds.routers.config(), shutdown.clone());
+        let holder = router::holder::Holder {
+            store: store.clone(),
+            replica: replica.clone(),
+        };
         tasks.spawn(async move {
-            router::status::run(res, cfg, router_inbox, sd).await;
+            router::status::run(res, cfg, router_inbox, holder, sd).await;
             Ok(())
         });
         let router_rpc = router::rpc::RouterStatusService {

@@ -24,6 +24,9 @@ pub struct RouterConfig {
     pub links: Vec<LinkConfig>,
     /// Local TCP listeners, each opening a flow per connection.
     pub listeners: Vec<ListenerConfig>,
+    /// Local TCP listeners whose flows go to one of several routing keys
+    /// (Skupper's MultiKeyListener).
+    pub multi_key_listeners: Vec<MultiKeyListenerConfig>,
     /// Local targets for flows that arrive for a routing key.
     pub connectors: Vec<ConnectorConfig>,
 }
@@ -72,6 +75,43 @@ pub struct ListenerConfig {
     pub host: String,
     /// Port to bind; 0 picks a free one (see the router status).
     pub port: u16,
+}
+
+/// A local TCP listener over several routing keys: each new flow goes to
+/// a key chosen by `strategy` among those with a reachable connector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MultiKeyListenerConfig {
+    /// Listener name; unique among multi-key listeners.
+    pub name: String,
+    /// Address to bind.
+    pub host: String,
+    /// Port to bind; 0 picks a free one (see the router status).
+    pub port: u16,
+    /// How each new flow's routing key is chosen.
+    pub strategy: KeyStrategy,
+}
+
+/// How a multi-key listener chooses a routing key for a new flow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum KeyStrategy {
+    /// The first key (in this order) with a reachable connector; when the
+    /// chosen key's flow cannot be opened, the next reachable one.
+    Priority(Vec<String>),
+    /// Among the keys with a reachable connector, in proportion to their
+    /// weights (smooth weighted round robin); weights are at least 1.
+    Weighted(Vec<(String, u32)>),
+}
+
+impl KeyStrategy {
+    /// The routing keys, in the order given.
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            KeyStrategy::Priority(keys) => keys.iter().map(String::as_str).collect(),
+            KeyStrategy::Weighted(keys) => keys.iter().map(|(k, _)| k.as_str()).collect(),
+        }
+    }
 }
 
 /// A local target for a routing key.
@@ -148,6 +188,26 @@ impl RouterConfig {
             names.check(&mut err, &at, "listener", &l.name);
             check_key(&mut err, &at, &l.routing_key);
             check_host(&mut err, &at, &l.host);
+        }
+        for (i, l) in self.multi_key_listeners.iter().enumerate() {
+            let at = format!("multiKeyListeners[{i}]");
+            names.check(&mut err, &at, "multi-key listener", &l.name);
+            check_host(&mut err, &at, &l.host);
+            let keys = l.strategy.keys();
+            if keys.is_empty() {
+                err(
+                    format!("{at}.strategy"),
+                    "has no routing key; name at least one",
+                );
+            }
+            for (j, key) in keys.iter().enumerate() {
+                check_key(&mut err, &format!("{at}.strategy[{j}]"), key);
+            }
+            if let KeyStrategy::Weighted(w) = &l.strategy
+                && let Some(j) = w.iter().position(|(_, weight)| *weight == 0)
+            {
+                err(format!("{at}.strategy[{j}].weight"), "must be at least 1");
+            }
         }
         for (i, c) in self.connectors.iter().enumerate() {
             let at = format!("connectors[{i}]");

@@ -31,6 +31,7 @@ pub mod identity;
 mod link_state;
 mod listener;
 pub mod metrics;
+mod multikey;
 pub mod mux;
 mod router;
 pub mod routes;
@@ -40,8 +41,8 @@ pub mod status;
 pub mod wire;
 
 pub use config::{
-    ConfigError, ConnectorConfig, ConnectorTarget, LinkConfig, ListenerConfig, RoleConfig,
-    RouterConfig,
+    ConfigError, ConnectorConfig, ConnectorTarget, KeyStrategy, LinkConfig, ListenerConfig,
+    MultiKeyListenerConfig, RoleConfig, RouterConfig,
 };
 pub use credentials::{CredentialError, CredentialPem, LinkCredential};
 pub use flows::{Flow, FlowError};

@@ -160,6 +160,12 @@ impl Routing {
         self.lock().lsr.pick_excluding(key, excluded)
     }
 
+    /// Whether some reachable router (this one included) has a connector
+    /// for `key`.
+    pub(crate) fn has_destination(&self, key: &str) -> bool {
+        !self.lock().lsr.destinations(key).is_empty()
+    }
+
     /// The connection to the next hop towards router `dest`.
     pub(crate) fn next_hop(&self, dest: &str) -> Option<PeerConn> {
         let inner = self.lock();

@@ -1,8 +1,10 @@
 //! A Listener: a local TCP port whose every connection becomes a flow to
-//! the listener's routing key.
+//! the listener's routing key, or, for a multi-key listener, to the key
+//! its strategy chooses ([`crate::multikey`]; the next candidate is tried
+//! when a flow cannot be opened).
 //!
 //! Owns the accept loop and the per-connection splice, and counts flows
-//! and bytes by routing key. A bind error is retried every second and
+//! and bytes by routing key (the key the flow went to). A bind error is retried every second and
 //! shown in the status; a connection for which no flow can be opened is
 //! closed (the client sees a reset-free close, as with a refused backend).
 
@@ -12,15 +14,41 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ListenerConfig;
+use crate::config::{ListenerConfig, MultiKeyListenerConfig};
 use crate::core::{BindKind, Core};
 use crate::counted::Counted;
 use crate::flows;
 use crate::metrics::BytesLabels;
+use crate::multikey::KeyChooser;
 use crate::status::BindStatus;
 
 /// Wait between bind attempts.
 const BIND_RETRY: Duration = Duration::from_secs(1);
+
+/// Where a listener's flows go.
+enum Target {
+    /// One routing key.
+    Key(String),
+    /// A key chosen per flow.
+    Keys(KeyChooser),
+}
+
+impl Target {
+    /// The routing keys to try for a new flow, in order.
+    fn candidates(&self, core: &Core) -> Vec<String> {
+        match self {
+            Target::Key(key) => vec![key.clone()],
+            Target::Keys(chooser) => chooser.candidates(|k| core.routing.has_destination(k)),
+        }
+    }
+}
+
+/// What a listener binds.
+struct Bind {
+    name: String,
+    host: String,
+    port: u16,
+}
 
 /// Runs listener `cfg` until `stop` is cancelled.
 pub(crate) async fn run_listener(
@@ -29,6 +57,33 @@ pub(crate) async fn run_listener(
     generation: u64,
     stop: CancellationToken,
 ) {
+    let bind = Bind {
+        name: cfg.name,
+        host: cfg.host,
+        port: cfg.port,
+    };
+    run(core, bind, Target::Key(cfg.routing_key), generation, stop).await;
+}
+
+/// Runs multi-key listener `cfg` until `stop` is cancelled. Its bind
+/// status is reported under its name among the listeners.
+pub(crate) async fn run_multi_key_listener(
+    core: Arc<Core>,
+    cfg: MultiKeyListenerConfig,
+    generation: u64,
+    stop: CancellationToken,
+) {
+    let bind = Bind {
+        name: cfg.name,
+        host: cfg.host,
+        port: cfg.port,
+    };
+    let target = Target::Keys(KeyChooser::new(cfg.strategy));
+    run(core, bind, target, generation, stop).await;
+}
+
+async fn run(core: Arc<Core>, cfg: Bind, target: Target, generation: u64, stop: CancellationToken) {
+    let target = Arc::new(target);
     let set = |status: Option<BindStatus>| {
         core.update_bind(BindKind::Listener, &cfg.name, generation, status)
     };
@@ -56,7 +111,7 @@ pub(crate) async fn run_listener(
         match accepted {
             Ok((tcp, _)) => {
                 core.tasks
-                    .spawn(serve_client(core.clone(), tcp, cfg.routing_key.clone()));
+                    .spawn(serve_client(core.clone(), tcp, target.clone()));
             }
             Err(e) => {
                 tracing::warn!(listener = %cfg.name, error = %e, "accept failed");
@@ -69,11 +124,20 @@ pub(crate) async fn run_listener(
 
 /// One client connection: open a flow and splice until both sides closed.
 /// Bytes are counted as they pass, whatever way the flow ends.
-async fn serve_client(core: Arc<Core>, tcp: TcpStream, routing_key: String) {
+async fn serve_client(core: Arc<Core>, tcp: TcpStream, target: Arc<Target>) {
     let _ = tcp.set_nodelay(true);
-    let mut flow = match flows::open(&core, &routing_key).await {
-        Ok(f) => f,
-        Err(e) => return tracing::debug!(routing_key, error = %e, "flow refused"),
+    let mut opened = None;
+    for routing_key in target.candidates(&core) {
+        match flows::open(&core, &routing_key).await {
+            Ok(f) => {
+                opened = Some((f, routing_key));
+                break;
+            }
+            Err(e) => tracing::debug!(routing_key, error = %e, "flow refused"),
+        }
+    }
+    let Some((mut flow, routing_key)) = opened else {
+        return;
     };
     let m = &core.metrics;
     let labels = m.key(&routing_key);

@@ -18,7 +18,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::accept;
-use crate::config::{ConfigError, LinkConfig, ListenerConfig, RoleConfig, RouterConfig};
+use crate::config::{
+    ConfigError, LinkConfig, ListenerConfig, MultiKeyListenerConfig, RoleConfig, RouterConfig,
+};
 use crate::core::{ConnectorTargets, Core};
 use crate::credentials::{CredentialPem, LinkCredential};
 use crate::dial;
@@ -56,6 +58,7 @@ struct Running {
     roles: HashMap<String, Item<RoleConfig>>,
     links: HashMap<String, Item<LinkConfig>>,
     listeners: HashMap<String, Item<ListenerConfig>>,
+    multi_key_listeners: HashMap<String, Item<MultiKeyListenerConfig>>,
 }
 
 struct Item<C> {
@@ -171,6 +174,23 @@ impl Router {
             },
             &core.shutdown,
         );
+        reconcile(
+            &mut running.multi_key_listeners,
+            &config.multi_key_listeners,
+            "multiKeyListeners",
+            &bad,
+            |c| &c.name,
+            |cfg, stop| {
+                let generation = core.next_id();
+                core.tasks.spawn(listener::run_multi_key_listener(
+                    core.clone(),
+                    cfg,
+                    generation,
+                    stop,
+                ));
+            },
+            &core.shutdown,
+        );
         errors
     }
 
@@ -273,6 +293,13 @@ fn services(config: &RouterConfig, bad: &HashSet<String>) -> Vec<ServiceAdvert> 
             service(&mut by_key, &l.routing_key)
                 .listeners
                 .push(l.name.clone());
+        }
+    }
+    for (i, l) in config.multi_key_listeners.iter().enumerate() {
+        if !bad.contains(&format!("multiKeyListeners[{i}]")) {
+            for key in l.strategy.keys() {
+                service(&mut by_key, key).listeners.push(l.name.clone());
+            }
         }
     }
     by_key.into_values().collect()

@@ -121,9 +121,15 @@ pub const IGNORED_FIELDS: &[IgnoredField] = &[
     ),
     f(
         Skupper,
-        &[Kind::Connector, Kind::Listener],
+        &[Kind::Connector, Kind::Listener, Kind::MultiKeyListener],
         Spec,
         "tlsCredentials",
+    ),
+    f(
+        Skupper,
+        &[Kind::MultiKeyListener],
+        Spec,
+        "requireClientCert",
     ),
     f(Skupper, &[Kind::Link], Spec, "noClientAuth"),
 ];

@@ -11,19 +11,20 @@ use super::{Family, Scope, Translated, canonical, kubernetes_metadata, strip_ign
 use crate::{FieldError, Kind};
 
 /// The Skupper kinds meshlink implements.
-const SKUPPER_KINDS: [Kind; 7] = [
+const SKUPPER_KINDS: [Kind; 8] = [
     Kind::Site,
     Kind::RouterAccess,
     Kind::AccessGrant,
     Kind::AccessToken,
     Kind::Link,
     Kind::Listener,
+    Kind::MultiKeyListener,
     Kind::Connector,
 ];
 
 fn skupper_kind(v: Option<Value>) -> Result<Kind, FieldError> {
     let accepted = "meshlink accepts Site, RouterAccess, AccessGrant, AccessToken, Link, \
-                    Listener or Connector";
+                    Listener, MultiKeyListener or Connector";
     match v {
         Some(Value::String(s)) => SKUPPER_KINDS
             .into_iter()
@@ -46,10 +47,6 @@ pub(crate) fn translate(
 ) -> Result<Translated, Vec<FieldError>> {
     doc.remove("apiVersion");
     let mut warnings = Vec::new();
-    let multi_key = doc.get("kind") == Some(&Value::String("MultiKeyListener".into()));
-    if multi_key {
-        doc.insert("kind".into(), Value::String("Listener".into()));
-    }
     let kind = skupper_kind(doc.remove("kind")).map_err(|e| vec![e])?;
     let mut errors = Vec::new();
     let mut path_map = Vec::new();
@@ -58,17 +55,11 @@ pub(crate) fn translate(
         kubernetes_metadata(&mut doc, kind, &families, &mut warnings).map_err(|e| vec![e])?;
     let mut spec = doc.remove("spec").unwrap_or(Value::Object(Map::new()));
     if let Value::Object(s) = &mut spec {
-        if multi_key {
-            match multi_key_listener(s) {
-                Ok(w) => warnings.push(w),
-                Err(e) => return Err(vec![e]),
-            }
-        }
         strip_ignored(s, &families, kind, Scope::Spec, "spec", &mut warnings);
         match kind {
             Kind::Link => each_port(s, "endpoints"),
             Kind::RouterAccess => each_port(s, "roles"),
-            Kind::Listener => port_to_int(s),
+            Kind::Listener | Kind::MultiKeyListener => port_to_int(s),
             Kind::Connector => {
                 port_to_int(s);
                 // v2alpha1 names it includeNotReadyPods; canonical form
@@ -99,47 +90,6 @@ pub(crate) fn translate(
         errors,
         path_map,
     })
-}
-
-/// A v2alpha1 MultiKeyListener (`host`, `port`, `strategy.priority.routingKeys`)
-/// is served as a Listener for its first routing key: failover between
-/// routing keys is not implemented. Returns the warning that says so and
-/// names the keys that are ignored.
-fn multi_key_listener(spec: &mut Map<String, Value>) -> Result<String, FieldError> {
-    let strategy = spec.remove("strategy").unwrap_or(Value::Null);
-    let keys: Vec<String> = strategy["priority"]["routingKeys"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|k| k.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let Some(first) = keys.first() else {
-        return Err(FieldError::new(
-            "spec.strategy.priority.routingKeys",
-            "a MultiKeyListener needs at least one routing key in strategy.priority.routingKeys",
-        ));
-    };
-    spec.insert("routingKey".into(), Value::String(first.clone()));
-    let mut ignored: Vec<String> = keys[1..].iter().map(|k| format!("{k:?}")).collect();
-    if let Some(other) = strategy.as_object().map(|o| {
-        o.keys()
-            .filter(|k| *k != "priority")
-            .map(|k| format!("strategy.{k}"))
-            .collect::<Vec<_>>()
-    }) {
-        ignored.extend(other);
-    }
-    Ok(format!(
-        "MultiKeyListener: served as a Listener for its first routing key {first:?}; \
-         failover to the other routing keys is not implemented, so {} ignored",
-        if ignored.is_empty() {
-            "nothing else is".to_owned()
-        } else {
-            format!("{} are", ignored.join(", "))
-        }
-    ))
 }
 
 /// Converts `routerMode` to `edge`; returns whether it did.

@@ -20,6 +20,7 @@ mod grant;
 mod link;
 mod mesh;
 mod mesh_service;
+mod multi_key;
 mod permission_rules;
 mod port;
 mod secret;
@@ -49,6 +50,10 @@ pub use mesh_service::{
     BackendRef, DataplaneProxies, DataplaneRef, IdentityType, LabelSelector, MeshServiceIdentity,
     MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, MeshServices,
     MeshServicesMode, TargetPort,
+};
+pub use multi_key::{
+    MAX_ROUTING_KEYS, MultiKeyListenerSpec, MultiKeyListenerStatus, MultiKeyStrategy,
+    PriorityStatus, PriorityStrategy, StrategyStatus, WeightedStatus, WeightedStrategy,
 };
 pub use permission_rules::{
     ClientMatch, PermissionRule, RuleConf, SpiffeIdMatch, SpiffeIdMatchType,
@@ -97,6 +102,8 @@ pub enum Spec {
     Link(LinkSpec),
     /// A [`ListenerSpec`].
     Listener(ListenerSpec),
+    /// A [`MultiKeyListenerSpec`].
+    MultiKeyListener(MultiKeyListenerSpec),
     /// A [`ConnectorSpec`].
     Connector(ConnectorSpec),
     /// A [`SecretSpec`].
@@ -118,6 +125,7 @@ macro_rules! each_spec {
             Spec::AccessToken($inner) => $body,
             Spec::Link($inner) => $body,
             Spec::Listener($inner) => $body,
+            Spec::MultiKeyListener($inner) => $body,
             Spec::Connector($inner) => $body,
             Spec::Secret($inner) => $body,
             Spec::MeshService($inner) => $body,
@@ -140,6 +148,7 @@ impl Spec {
             Spec::AccessToken(_) => Kind::AccessToken,
             Spec::Link(_) => Kind::Link,
             Spec::Listener(_) => Kind::Listener,
+            Spec::MultiKeyListener(_) => Kind::MultiKeyListener,
             Spec::Connector(_) => Kind::Connector,
             Spec::Secret(_) => Kind::Secret,
             Spec::MeshService(_) => Kind::MeshService,
@@ -165,6 +174,7 @@ impl Spec {
             Kind::AccessToken => parse(value).map(Spec::AccessToken),
             Kind::Link => parse(value).map(Spec::Link),
             Kind::Listener => parse(value).map(Spec::Listener),
+            Kind::MultiKeyListener => parse(value).map(Spec::MultiKeyListener),
             Kind::Connector => parse(value).map(Spec::Connector),
             Kind::Secret => parse(value).map(Spec::Secret),
             Kind::MeshService => parse(value).map(Spec::MeshService),
@@ -194,6 +204,7 @@ impl Spec {
             Spec::AccessToken(s) => s.validate(&mut errs),
             Spec::Link(s) => s.validate(&mut errs),
             Spec::Listener(s) => s.validate(&mut errs),
+            Spec::MultiKeyListener(s) => s.validate(&mut errs),
             Spec::Connector(s) => s.validate(&mut errs),
             Spec::Secret(s) => s.validate(meta, &mut errs),
             Spec::MeshService(s) => s.validate(&mut errs),
@@ -295,6 +306,14 @@ impl Spec {
         }
     }
 
+    /// The MultiKeyListener spec, if this is one.
+    pub fn as_multi_key_listener(&self) -> Option<&MultiKeyListenerSpec> {
+        match self {
+            Spec::MultiKeyListener(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The Connector spec, if this is one.
     pub fn as_connector(&self) -> Option<&ConnectorSpec> {
         match self {
@@ -357,6 +376,8 @@ pub enum StatusDetails {
     Dataplane(DataplaneStatus),
     /// Listener: whether a Connector serves its key.
     Listener(ListenerStatus),
+    /// MultiKeyListener: which of its keys are reachable.
+    MultiKeyListener(MultiKeyListenerStatus),
     /// Connector: whether a Listener uses its key; selected Dataplanes.
     Connector(ConnectorStatus),
     /// MeshService: the Dataplanes it selects.
@@ -380,6 +401,7 @@ impl StatusDetails {
             Kind::Link => parse_status(value).map(StatusDetails::Link),
             Kind::Dataplane => parse_status(value).map(StatusDetails::Dataplane),
             Kind::Listener => parse_status(value).map(StatusDetails::Listener),
+            Kind::MultiKeyListener => parse_status(value).map(StatusDetails::MultiKeyListener),
             Kind::Connector => parse_status(value).map(StatusDetails::Connector),
             Kind::MeshService => parse_status(value).map(StatusDetails::MeshService),
             _ => {
@@ -410,6 +432,7 @@ impl StatusDetails {
             StatusDetails::Link(s) => to_value(s),
             StatusDetails::Dataplane(s) => to_value(s),
             StatusDetails::Listener(s) => to_value(s),
+            StatusDetails::MultiKeyListener(s) => to_value(s),
             StatusDetails::Connector(s) => to_value(s),
             StatusDetails::MeshService(s) => to_value(s),
         }

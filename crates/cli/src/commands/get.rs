@@ -213,6 +213,15 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 ("MESSAGE", skupper_message(status)),
             ]
         }
+        Kind::MultiKeyListener => vec![
+            ("STATUS", skupper_status(status)),
+            ("HOST", s(&spec["host"])),
+            ("PORT", s(&spec["port"])),
+            ("STRATEGY", key_strategy(&spec["strategy"])),
+            ("REACHABLE", key_strategy(&status["strategy"])),
+            ("HAS DESTINATION", or(s(&status["hasDestination"]), "false")),
+            ("MESSAGE", skupper_message(status)),
+        ],
         Kind::MeshService => {
             let ports: Vec<String> = spec["ports"]
                 .as_array()
@@ -235,6 +244,32 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                     .unwrap_or_default(),
             ),
         ],
+    }
+}
+
+/// A MultiKeyListener's strategy, in its spec (`routingKeys`) or status
+/// (`routingKeysReachable`): `priority a,b` or `weighted a:3,b:1`.
+fn key_strategy(strategy: &Value) -> String {
+    let keys = |v: &Value| -> Value {
+        let o = v.as_object();
+        o.and_then(|o| o.get("routingKeys").or(o.get("routingKeysReachable")))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    if let Some(p) = strategy.get("priority") {
+        let list: Vec<String> = keys(p)
+            .as_array()
+            .map(|a| a.iter().map(s).collect())
+            .unwrap_or_default();
+        format!("priority {}", or(list.join(","), "-"))
+    } else if let Some(w) = strategy.get("weighted") {
+        let list: Vec<String> = keys(w)
+            .as_object()
+            .map(|o| o.iter().map(|(k, v)| format!("{k}:{}", s(v))).collect())
+            .unwrap_or_default();
+        format!("weighted {}", or(list.join(","), "-"))
+    } else {
+        "-".to_owned()
     }
 }
 
@@ -338,7 +373,7 @@ fn table(kind: Kind, items: &[Value]) -> String {
     // Skupper's kinds show Skupper's columns (STATUS, MATCHED) instead of READY.
     let ready_column = !matches!(
         kind,
-        Kind::Site | Kind::Link | Kind::Listener | Kind::Connector
+        Kind::Site | Kind::Link | Kind::Listener | Kind::MultiKeyListener | Kind::Connector
     );
     if ready_column {
         header.push("READY");

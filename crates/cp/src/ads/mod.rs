@@ -48,7 +48,13 @@ fn listener_target(body: &serde_json::Value) -> Option<(String, String, u16)> {
 fn router_kind(kind: &str) -> bool {
     matches!(
         kind,
-        "Site" | "RouterAccess" | "Link" | "Listener" | "Connector" | "Dataplane"
+        "Site"
+            | "RouterAccess"
+            | "Link"
+            | "Listener"
+            | "MultiKeyListener"
+            | "Connector"
+            | "Dataplane"
     )
 }
 

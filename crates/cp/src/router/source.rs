@@ -33,6 +33,7 @@ impl SiteSource for StoreSiteSource {
             Kind::RouterAccess,
             Kind::Link,
             Kind::Listener,
+            Kind::MultiKeyListener,
             Kind::Connector,
             Kind::Dataplane,
         ] {

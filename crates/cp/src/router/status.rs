@@ -1,7 +1,8 @@
 //! The one task that writes what a site's router reports: Link status
 //! (`remoteSiteId`, `remoteSiteName`, Operational, Ready, Configured), Site
 //! status (`siteId`, `network`, `sitesInNetwork`, Running, Ready), Listener
-//! `hasMatchingConnector`/`matchingConnectorCount` and Connector
+//! `hasMatchingConnector`/`matchingConnectorCount`, MultiKeyListener status
+//! ([`super::multi_key_status`]) and Connector
 //! `hasMatchingListener`/`matchingListenerCount`/`selectedPods`.
 //!
 //! Inputs: reports from the RouterStatus RPC (the newest stream wins; a
@@ -20,8 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meshlink_api::spec::{
-    ConnectorStatus, LinkStatus, ListenerStatus, NetworkLink, NetworkService, NetworkSite, Spec,
-    StatusDetails,
+    ConnectorStatus, LinkStatus, ListenerStatus, NetworkSite, Spec, StatusDetails,
 };
 use meshlink_api::{Condition, ConditionStatus, Kind, Resource};
 use meshlink_runtime::Shutdown;
@@ -30,6 +30,8 @@ use meshlink_xds::router::RouterConfig;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use super::holder::{Claims, Holder};
+use super::network_status::{local_services, network, non_empty};
 use crate::resources::ResourceService;
 use crate::status::writer::merge;
 
@@ -38,6 +40,12 @@ pub(crate) const COALESCE: Duration = Duration::from_millis(200);
 
 /// How long a failed flush waits before it is retried.
 const RETRY: Duration = Duration::from_secs(1);
+
+/// With several replicas (not SQLite), how often status is recomputed even
+/// without a change: the holder of the router's stream rewrites what a
+/// racing replica may have written, and the others notice a holder that
+/// went away.
+const RESYNC: Duration = Duration::from_secs(2);
 
 /// What the RouterStatus RPC tells the task.
 #[derive(Debug)]
@@ -77,16 +85,26 @@ struct Current {
     report: RouterReport,
 }
 
-/// Runs until shutdown.
+/// Runs until shutdown. `holder` records which replica holds the router's
+/// stream ([`super::holder`]).
 pub(crate) async fn run(
     resources: ResourceService,
     mut config: watch::Receiver<Arc<RouterConfig>>,
     mut rx: mpsc::UnboundedReceiver<Event>,
+    holder: Holder,
     shutdown: Shutdown,
 ) {
     let mut current: Option<Current> = None;
+    let mut claims = Claims::default();
     // Flush once at start: statuses left by a previous run are stale.
     let mut due: Option<Instant> = Some(Instant::now());
+    let resync = if holder.store.backend() == "sqlite" {
+        Duration::from_secs(24 * 3600)
+    } else {
+        RESYNC
+    };
+    let mut tick = tokio::time::interval(resync);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             () = shutdown.wait() => return,
@@ -109,9 +127,18 @@ pub(crate) async fn run(
                 }
                 due.get_or_insert(Instant::now() + COALESCE);
             }
+            _ = tick.tick() => {
+                due.get_or_insert(Instant::now());
+            }
             () = sleep_until(due) => {
                 let cfg = config.borrow().clone();
-                match flush(&resources, &cfg, current.as_ref()).await {
+                let flushed = async {
+                    if !claims.settle(&holder, cfg.site.as_deref(), current.as_ref().map(|c| (c.site.as_str(), c.stream))).await? {
+                        return Ok(());
+                    }
+                    flush(&resources, &cfg, current.as_ref()).await
+                };
+                match flushed.await {
                     Ok(()) => due = None,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot write router status; retrying");
@@ -139,6 +166,7 @@ async fn flush(
     let sites = resources.list(Kind::Site, None, None).await?;
     let links = resources.list(Kind::Link, None, None).await?;
     let listeners = resources.list(Kind::Listener, None, None).await?;
+    let multi_key = resources.list(Kind::MultiKeyListener, None, None).await?;
     let connectors = resources.list(Kind::Connector, None, None).await?;
     let site = sites
         .iter()
@@ -148,7 +176,7 @@ async fn flush(
     let report = current
         .filter(|c| site.is_some_and(|s| s.name() == c.site))
         .map(|c| &c.report);
-    let local = local_services(&listeners, &connectors);
+    let local = local_services(&[&listeners, &multi_key], &connectors);
     if let Some(site) = site {
         let network = network(site, report, &links, &local);
         let running = report.is_some();
@@ -207,6 +235,7 @@ async fn flush(
         })
         .await?;
     }
+    super::multi_key_status::write(resources, &multi_key, &|key| count(key, true)).await?;
     for c in &connectors {
         let Spec::Connector(spec) = &c.spec else {
             continue;
@@ -224,109 +253,6 @@ async fn flush(
         .await?;
     }
     Ok(())
-}
-
-/// Routing key → (Connector names, Listener names) of this site.
-type Local = BTreeMap<String, (Vec<String>, Vec<String>)>;
-
-fn local_services(listeners: &[Resource], connectors: &[Resource]) -> Local {
-    let mut out = Local::new();
-    for c in connectors {
-        if let Spec::Connector(s) = &c.spec {
-            out.entry(s.routing_key.clone())
-                .or_default()
-                .0
-                .push(c.name().to_owned());
-        }
-    }
-    for l in listeners {
-        if let Spec::Listener(s) = &l.spec {
-            out.entry(s.routing_key.clone())
-                .or_default()
-                .1
-                .push(l.name().to_owned());
-        }
-    }
-    out
-}
-
-/// `network`: the router's view when it reports, else this site alone
-/// (its links down, its own services).
-fn network(
-    site: &Resource,
-    report: Option<&RouterReport>,
-    links: &[Resource],
-    local: &Local,
-) -> Vec<NetworkSite> {
-    let site_id = site
-        .status
-        .details
-        .as_site()
-        .and_then(|s| s.site_id.clone());
-    if let Some(report) = report {
-        let mut out: Vec<NetworkSite> = report
-            .network
-            .iter()
-            .map(|s| NetworkSite {
-                name: s.name.clone(),
-                id: non_empty(&s.id),
-                namespace: non_empty(&s.namespace),
-                platform: non_empty(&s.platform),
-                version: non_empty(&s.version),
-                links: s
-                    .links
-                    .iter()
-                    .map(|l| NetworkLink {
-                        name: l.name.clone(),
-                        remote_site_name: non_empty(&l.remote_site_name),
-                        remote_site_id: non_empty(&l.remote_site_id),
-                        operational: Some(l.operational),
-                    })
-                    .collect(),
-                services: s
-                    .services
-                    .iter()
-                    .map(|v| NetworkService {
-                        routing_key: v.routing_key.clone(),
-                        connectors: v.connectors.clone(),
-                        listeners: v.listeners.clone(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        if !out.is_empty() {
-            out.sort_by(|a, b| a.name.cmp(&b.name));
-            return out;
-        }
-    }
-    vec![NetworkSite {
-        name: site.name().to_owned(),
-        id: site_id,
-        namespace: None,
-        platform: Some("meshlink".into()),
-        version: None,
-        links: links
-            .iter()
-            .map(|l| NetworkLink {
-                name: l.name().to_owned(),
-                remote_site_name: None,
-                remote_site_id: None,
-                operational: Some(false),
-            })
-            .collect(),
-        services: local
-            .iter()
-            .map(|(k, (c, l))| NetworkService {
-                routing_key: k.clone(),
-                connectors: c.clone(),
-                listeners: l.clone(),
-            })
-            .collect(),
-    }]
-}
-
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_owned())
 }
 
 /// A new site id: 128 random bits in UUID form.

@@ -12,8 +12,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, sec
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
 use envoy_types::pb::google::protobuf::Any;
 use meshlink_link::{
-    ConnectorConfig, ConnectorTarget, CredentialPem, LinkConfig, ListenerConfig, RoleConfig,
-    RouterConfig,
+    ConnectorConfig, ConnectorTarget, CredentialPem, KeyStrategy, LinkConfig, ListenerConfig,
+    MultiKeyListenerConfig, RoleConfig, RouterConfig,
 };
 use meshlink_xds::certify as pb;
 use meshlink_xds::translate::{
@@ -247,12 +247,22 @@ impl RouterResources {
             } else {
                 bind_host.to_owned()
             };
-            config.listeners.push(ListenerConfig {
-                name: l.name.clone(),
-                routing_key: l.routing_key.clone(),
-                host,
-                port: u16::try_from(l.port).unwrap_or(0),
-            });
+            let port = u16::try_from(l.port).unwrap_or(0);
+            if l.keys.is_empty() {
+                config.listeners.push(ListenerConfig {
+                    name: l.name.clone(),
+                    routing_key: l.routing_key.clone(),
+                    host,
+                    port,
+                });
+            } else {
+                config.multi_key_listeners.push(MultiKeyListenerConfig {
+                    name: l.name.clone(),
+                    host,
+                    port,
+                    strategy: key_strategy(l),
+                });
+            }
         }
         for connector in self.connectors.values() {
             let c = &connector.value;
@@ -366,10 +376,28 @@ fn check_listener(l: pb::Listener) -> Result<pb::Listener, Invalid> {
     if l.port > u32::from(u16::MAX) {
         return Err(invalid("port", format!("{} is not a port", l.port)));
     }
-    if l.routing_key.is_empty() {
-        return Err(invalid("routing_key", "is empty"));
+    if l.routing_key.is_empty() && l.keys.is_empty() {
+        return Err(invalid("routing_key", "is empty and no keys are given"));
+    }
+    for (i, k) in l.keys.iter().enumerate() {
+        if k.routing_key.is_empty() {
+            return Err(invalid(&format!("keys[{i}].routing_key"), "is empty"));
+        }
+        if l.weighted && k.weight == 0 {
+            return Err(invalid(&format!("keys[{i}].weight"), "must be at least 1"));
+        }
     }
     Ok(l)
+}
+
+/// A MultiKeyListener's strategy.
+fn key_strategy(l: &pb::Listener) -> KeyStrategy {
+    let keys = l.keys.iter().map(|k| k.routing_key.clone());
+    if l.weighted {
+        KeyStrategy::Weighted(keys.zip(l.keys.iter().map(|k| k.weight)).collect())
+    } else {
+        KeyStrategy::Priority(keys.collect())
+    }
 }
 
 fn check_connector(c: pb::Connector) -> Result<pb::Connector, Invalid> {

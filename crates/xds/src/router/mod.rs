@@ -18,6 +18,7 @@ mod view;
 
 pub use hub::{DEBOUNCE, RouterHub, SiteSource};
 pub use translate::{
-    RouterConfig, Withheld, ca_secret_name, certificate_secret_name, translate_router,
+    RouterConfig, Withheld, ca_secret_name, certificate_secret_name, multi_key_listener_name,
+    translate_router,
 };
 pub use view::{SiteChange, SiteView, TlsMaterial};

@@ -1,6 +1,7 @@
 //! The pure router translator: `SiteView -> RouterConfig`.
 //!
-//! Owns how a site's Site, RouterAccesses, Links, Listeners and Connectors
+//! Owns how a site's Site, RouterAccesses, Links, Listeners,
+//! MultiKeyListeners and Connectors
 //! become `meshlink.v1` resources for its router, how their credentials
 //! become SDS Secrets, and how a Connector `selector` resolves to mesh
 //! Dataplanes.
@@ -34,6 +35,12 @@ pub fn certificate_secret_name(secret: &str) -> String {
 /// Name of the SDS Secret with a credential's CA (`ca.crt`).
 pub fn ca_secret_name(secret: &str) -> String {
     format!("ca:{secret}")
+}
+
+/// The router listener name of MultiKeyListener `name`: a resource name
+/// has no `/`, so it never collides with a Listener's.
+pub fn multi_key_listener_name(name: &str) -> String {
+    format!("multikeylistener/{name}")
 }
 
 /// A resource the translator did not send, and why.
@@ -182,6 +189,31 @@ pub fn translate_router(view: &SiteView) -> RouterConfig {
                 routing_key: spec.routing_key.clone(),
                 host: spec.host.clone(),
                 port: u32::from(spec.port.get()),
+                ..Default::default()
+            },
+        );
+    }
+    for (name, l) in &view.multi_key_listeners {
+        let Spec::MultiKeyListener(spec) = &l.spec else {
+            continue;
+        };
+        let name = multi_key_listener_name(name);
+        out.snapshot.insert(
+            name.clone(),
+            &pb::Listener {
+                name,
+                routing_key: String::new(),
+                host: spec.host.clone(),
+                port: u32::from(spec.port.get()),
+                keys: spec
+                    .routing_keys()
+                    .into_iter()
+                    .map(|(routing_key, weight)| pb::RoutingKeyWeight {
+                        routing_key,
+                        weight,
+                    })
+                    .collect(),
+                weighted: spec.is_weighted(),
             },
         );
     }

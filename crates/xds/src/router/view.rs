@@ -35,7 +35,8 @@ impl std::fmt::Debug for TlsMaterial {
 /// One changed object of a site, as the change feed carries it.
 #[derive(Debug, Clone)]
 pub enum SiteChange {
-    /// A Site, RouterAccess, Link, Listener, Connector or Dataplane.
+    /// A Site, RouterAccess, Link, Listener, MultiKeyListener, Connector
+    /// or Dataplane.
     Resource(Box<Update>),
     /// A Secret was created or updated (`Some`) or deleted (`None`), at
     /// store revision `revision`.
@@ -61,6 +62,8 @@ pub struct SiteView {
     pub links: BTreeMap<String, Resource>,
     /// Listeners by name.
     pub listeners: BTreeMap<String, Resource>,
+    /// MultiKeyListeners by name.
+    pub multi_key_listeners: BTreeMap<String, Resource>,
     /// Connectors by name.
     pub connectors: BTreeMap<String, Resource>,
     /// Mesh Dataplanes by `(mesh, name)`, for Connector selectors.
@@ -187,6 +190,9 @@ impl SiteView {
                     Kind::RouterAccess => patch(&mut self.router_accesses, name, r, deleted),
                     Kind::Link => patch(&mut self.links, name, r, deleted),
                     Kind::Listener => patch(&mut self.listeners, name, r, deleted),
+                    Kind::MultiKeyListener => {
+                        patch(&mut self.multi_key_listeners, name, r, deleted)
+                    }
                     Kind::Connector => patch(&mut self.connectors, name, r, deleted),
                     Kind::Dataplane => patch(&mut self.dataplanes, (mesh, name), r, deleted),
                     _ => false,

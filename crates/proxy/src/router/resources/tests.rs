@@ -118,6 +118,20 @@ fn credentials_links_roles_listeners_and_connectors_map_to_the_link_config() {
         routing_key: "db".into(),
         host: host.into(),
         port: 5432,
+        ..Default::default()
+    };
+    let weighted = pb::Listener {
+        name: "multikeylistener/db".into(),
+        host: "db".into(),
+        port: 5433,
+        keys: [("db-a", 3), ("db-b", 1)]
+            .map(|(k, w)| pb::RoutingKeyWeight {
+                routing_key: k.into(),
+                weight: w,
+            })
+            .to_vec(),
+        weighted: true,
+        ..Default::default()
     };
     let connector = pb::Connector {
         name: "db".into(),
@@ -140,6 +154,7 @@ fn credentials_links_roles_listeners_and_connectors_map_to_the_link_config() {
             vec![
                 ("by-ip", "1", any(&listener("by-ip", "127.0.0.9"))),
                 ("by-name", "1", any(&listener("by-name", "backend"))),
+                ("multikeylistener/db", "1", any(&weighted)),
             ],
             &[],
         ),
@@ -183,6 +198,16 @@ fn credentials_links_roles_listeners_and_connectors_map_to_the_link_config() {
     assert_eq!(
         listeners,
         [("by-ip", "127.0.0.9"), ("by-name", "127.0.0.2")]
+    );
+    // A MultiKeyListener becomes a multi-key listener with its weights.
+    let mkl = &c.multi_key_listeners[0];
+    assert_eq!(
+        (mkl.name.as_str(), mkl.host.as_str(), mkl.port),
+        ("multikeylistener/db", "127.0.0.2", 5433)
+    );
+    assert_eq!(
+        mkl.strategy,
+        meshlink_link::KeyStrategy::Weighted(vec![("db-a".into(), 3), ("db-b".into(), 1)])
     );
     let targets: Vec<_> = c.connectors[0]
         .targets
