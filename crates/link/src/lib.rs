@@ -32,6 +32,7 @@ mod link_state;
 mod listener;
 pub mod metrics;
 pub mod mux;
+pub mod peer_policy;
 mod router;
 pub mod routes;
 pub mod routing;

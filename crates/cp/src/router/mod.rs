@@ -2,8 +2,10 @@
 //! [`SiteSource`](meshlink_xds::router::SiteSource) their configuration is
 //! translated from, the `RouterStatus` RPC they report on, and the task
 //! that writes their reports into Link, Site, Listener and Connector
-//! status.
+//! status, with each Link's `CredentialsValid` condition.
 
+pub(crate) mod credentials;
+pub(crate) mod link_status;
 pub(crate) mod rpc;
 pub(crate) mod source;
 pub(crate) mod status;
