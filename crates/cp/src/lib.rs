@@ -286,6 +286,7 @@ impl ControlPlane {
         let grant =
             grants::start(config.grant_addr, &resources, &advertised, shutdown.clone()).await?;
         let grant_addr = grant.addr;
+        let renew_at = Arc::new(grant.renew_at);
         let sd = shutdown.clone();
         let grant_server = grant.server;
         tasks.spawn(async move {
@@ -327,6 +328,7 @@ impl ControlPlane {
             xds,
             ca,
             advertised_host: Arc::from(advertised.as_str()),
+            renew_at,
             incarnation: Arc::from(replica.incarnation.as_str()),
         };
         let app = api::router(state);

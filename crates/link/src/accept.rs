@@ -93,7 +93,14 @@ pub(crate) async fn run_role(
         let Some(cred) = creds.borrow().get(&cfg.credential).cloned() else {
             continue;
         };
-        let acceptor = TlsAcceptor::from(cred.server_config());
+        let strict = core
+            .require_router_identity
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let acceptor = TlsAcceptor::from(if strict {
+            cred.server_config_strict()
+        } else {
+            cred.server_config()
+        });
         core.tasks.spawn(serve(
             core.clone(),
             tcp,
@@ -117,6 +124,17 @@ async fn serve(
     let _ = tcp.set_nodelay(true);
     let tls = match timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => tls,
+        Ok(Err(e)) if crate::peer_policy::is_unbound_refusal(&e) => {
+            core.metrics
+                .peer_identity
+                .get_or_create(&crate::metrics::IdentityLabels { result: "refused" })
+                .inc();
+            return tracing::warn!(
+                role,
+                "link refused: the client certificate names no router and this site requires \
+                 one (meshlink.dev/require-router-identity)"
+            );
+        }
         Ok(Err(e)) => return tracing::info!(role, error = %e, "link handshake refused"),
         Err(_) => return tracing::info!(role, "link handshake timed out"),
     };

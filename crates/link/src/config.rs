@@ -29,6 +29,10 @@ pub struct RouterConfig {
     pub multi_key_listeners: Vec<MultiKeyListenerConfig>,
     /// Local targets for flows that arrive for a routing key.
     pub connectors: Vec<ConnectorConfig>,
+    /// Refuse, in the TLS handshake, a dialling router whose client
+    /// certificate names no router ([`crate::peer_policy`]); by default
+    /// such a peer is accepted as `unbound`.
+    pub require_router_identity: bool,
 }
 
 /// A RouterAccess role: where links are accepted and with which server

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -52,6 +52,8 @@ pub(crate) struct Core {
     /// Sessions, flows and accept loops; drained on shutdown.
     pub(crate) tasks: TaskTracker,
     pub(crate) shutdown: CancellationToken,
+    /// [`crate::RouterConfig::require_router_identity`], read at each accept.
+    pub(crate) require_router_identity: AtomicBool,
     bind_owners: std::sync::Mutex<std::collections::HashMap<(BindKind, String), u64>>,
     next_id: AtomicU64,
     connector_turn: AtomicUsize,
@@ -78,6 +80,7 @@ impl Core {
             routing,
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
+            require_router_identity: AtomicBool::new(false),
             bind_owners: std::sync::Mutex::new(std::collections::HashMap::new()),
             next_id: AtomicU64::new(1),
             connector_turn: AtomicUsize::new(0),

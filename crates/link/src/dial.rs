@@ -129,6 +129,9 @@ pub(crate) async fn run_link(
 /// the client's side of the handshake is done, so a refused certificate
 /// can reach the dialer as a closed connection instead of an alert.
 fn closed_before_hello(reason: String) -> String {
+    if let Some(why) = crate::peer_policy::explain_dialer_error(&reason) {
+        return why;
+    }
     let lower = reason.to_ascii_lowercase();
     if lower.contains("broken pipe") || lower.contains("connection reset") {
         format!(

@@ -33,6 +33,7 @@ mod listener;
 pub mod metrics;
 mod multikey;
 pub mod mux;
+pub mod peer_policy;
 mod router;
 pub mod routes;
 pub mod routing;

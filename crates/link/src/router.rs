@@ -123,6 +123,10 @@ impl Router {
             .collect();
         let mut running = self.running.lock().expect("router lock poisoned");
         self.apply_credentials(&mut running, config, &mut errors);
+        self.core.require_router_identity.store(
+            config.require_router_identity,
+            std::sync::atomic::Ordering::Relaxed,
+        );
 
         let mut targets = ConnectorTargets::new();
         for (i, c) in config.connectors.iter().enumerate() {

@@ -1,8 +1,10 @@
 //! A peer router's claimed id is bound to its certificate: when the site
 //! CA names the router in a link certificate (`urn:meshlink:router:<id>`),
 //! the id in the peer's hello must be that one, on both sides of the link;
-//! any other claim is refused and counted. Also: each credential's notAfter
-//! is published as a metric.
+//! any other claim is refused and counted. A router that requires router
+//! identity refuses a certificate naming no router in the handshake, and
+//! the dialer's Link says why and how to fix it. Also: each credential's
+//! notAfter is published as a metric.
 
 mod support;
 
@@ -168,4 +170,78 @@ async fn certificates_naming_no_router_still_link_and_count_as_unbound() {
     })
     .await;
     until("an unbound peer counted", || identity(&am, "unbound") >= 1).await;
+}
+
+/// Like [`pair`], with the acceptor requiring router identity.
+async fn strict_pair(
+    server: CredentialPem,
+    client: CredentialPem,
+) -> ([(Router, Arc<LinkMetrics>); 2], meshlink_link::RouterConfig) {
+    let (b, bm) = router_with("b");
+    let mut b_cfg = acceptor_config(&Site::new("unused"), 0);
+    b_cfg
+        .credentials
+        .insert("skupper-site-server".into(), server);
+    b_cfg.require_router_identity = true;
+    assert!(b.apply(&b_cfg).is_empty());
+    let addr = role_addr(&b, "inter-router").await;
+    let (a, am) = router_with("a");
+    let mut a_cfg = meshlink_link::RouterConfig::default();
+    add_link(&mut a_cfg, "to-b", addr, client);
+    assert!(a.apply(&a_cfg).is_empty());
+    ([(a, am), (b, bm)], b_cfg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_requiring_identity_refuses_a_certificate_naming_no_router_with_the_reason() {
+    let site = Site::new("b");
+    let ([(a, _am), (b, bm)], mut b_cfg) =
+        strict_pair(server_for(&site, Some("b")), client_for(&site, None)).await;
+    let s = wait_status(&a, "to-b refused with the reason and the fix", |s| {
+        s.links.get("to-b").is_some_and(|l| {
+            l.last_error.as_deref().is_some_and(|e| {
+                e.contains("requires link certificates that name a router")
+                    && e.contains("meshlink.dev/require-router-identity")
+            })
+        })
+    })
+    .await;
+    assert_ne!(s.links["to-b"].state, LinkState::Up, "{s:#?}");
+    until("the acceptor counts the refusal", || {
+        identity(&bm, "refused") >= 1
+    })
+    .await;
+    assert_eq!(identity(&bm, "unbound"), 0, "never accepted as unbound");
+    assert!(
+        !b.status()
+            .borrow()
+            .links
+            .values()
+            .any(|l| l.state == LinkState::Up)
+    );
+    // Opt-in: without the requirement the same certificate links.
+    b_cfg.require_router_identity = false;
+    assert!(b.apply(&b_cfg).is_empty());
+    wait_status(&a, "to-b up once the requirement is off", |s| {
+        s.links
+            .get("to-b")
+            .is_some_and(|l| l.state == LinkState::Up)
+    })
+    .await;
+    until("counted as unbound", || identity(&bm, "unbound") >= 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_requiring_identity_accepts_a_certificate_naming_the_router() {
+    let site = Site::new("b");
+    let ([(a, _am), (_b, bm)], _) =
+        strict_pair(server_for(&site, Some("b")), client_for(&site, Some("a"))).await;
+    wait_status(&a, "to-b up", |s| {
+        s.links
+            .get("to-b")
+            .is_some_and(|l| l.state == LinkState::Up)
+    })
+    .await;
+    until("counted as bound", || identity(&bm, "bound") >= 1).await;
+    assert_eq!(identity(&bm, "refused"), 0);
 }

@@ -69,8 +69,8 @@ pub use service::{
 };
 pub use site::{
     DEFAULT_ISSUER, EDGE_PORT, Endpoint, INTER_ROUTER_PORT, NetworkLink, NetworkService,
-    NetworkSite, RouterAccessSpec, RouterAccessStatus, RouterRole, RouterRoleName, SiteSpec,
-    SiteStatus,
+    NetworkSite, REQUIRE_ROUTER_IDENTITY_LABEL, RouterAccessSpec, RouterAccessStatus, RouterRole,
+    RouterRoleName, SiteSpec, SiteStatus, requires_router_identity,
 };
 pub use target_ref::{InboundTarget, NAMESPACE_LABEL, ProxyType, TargetRef, TargetRefKind};
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
@@ -195,7 +195,10 @@ impl Spec {
             Spec::Mesh(s) => s.validate(&mut errs),
             Spec::Dataplane(s) => s.validate(&mut errs),
             Spec::MeshTrafficPermission(s) => s.validate(&mut errs),
-            Spec::Site(s) => s.validate(&mut errs),
+            Spec::Site(s) => {
+                s.validate(&mut errs);
+                site::validate_labels(&meta.labels, &mut errs);
+            }
             Spec::RouterAccess(s) => s.validate(&mut errs),
             Spec::AccessGrant(s) => {
                 s.validate(&mut errs);

@@ -17,6 +17,35 @@ pub const DEFAULT_ISSUER: &str = "skupper-site-ca";
 pub const INTER_ROUTER_PORT: u16 = 55671;
 /// Default edge port.
 pub const EDGE_PORT: u16 = 45671;
+/// Site label (a meshlink extension): `"true"` makes this site's router
+/// refuse links whose client certificate names no router
+/// (`urn:meshlink:router:<id>`); by default such peers are accepted as
+/// `unbound`.
+pub const REQUIRE_ROUTER_IDENTITY_LABEL: &str = "meshlink.dev/require-router-identity";
+
+/// Checks a Site's meshlink labels: [`REQUIRE_ROUTER_IDENTITY_LABEL`] is
+/// `"true"` or `"false"`.
+pub(crate) fn validate_labels(
+    labels: &std::collections::BTreeMap<String, String>,
+    errs: &mut Errors,
+) {
+    if let Some(v) = labels.get(REQUIRE_ROUTER_IDENTITY_LABEL)
+        && v != "true"
+        && v != "false"
+    {
+        errs.add(
+            format!("metadata.labels[{REQUIRE_ROUTER_IDENTITY_LABEL:?}]"),
+            format!("{v:?} is not \"true\" or \"false\""),
+        );
+    }
+}
+
+/// Whether a Site with these labels requires router identity of its peers.
+pub fn requires_router_identity(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels
+        .get(REQUIRE_ROUTER_IDENTITY_LABEL)
+        .is_some_and(|v| v == "true")
+}
 
 /// `spec` of a Site.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

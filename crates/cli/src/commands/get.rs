@@ -197,7 +197,7 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
             ("STATUS", skupper_status(status)),
             ("REMOTE SITE", s(&status["remoteSiteName"])),
             ("COST", or(s(&spec["cost"]), "1")),
-            ("MESSAGE", skupper_message(status)),
+            ("MESSAGE", link_message(status)),
         ],
         Kind::Listener | Kind::Connector => {
             let matched = if kind == Kind::Listener {
@@ -297,6 +297,17 @@ fn skupper_message(status: &Value) -> String {
         Some(c) => s(&c["message"]),
         None if conditions.is_some() => "OK".into(),
         None => String::new(),
+    }
+}
+
+/// A Link's `MESSAGE`: while `Ready` is False its message (why the link is
+/// down: the router's last error, a missing Secret, an expired
+/// certificate), else as [`skupper_message`] (e.g. `CredentialsValid`
+/// `Expiring`).
+fn link_message(status: &Value) -> String {
+    match condition(status, "Ready") {
+        Some(c) if c["status"] == "False" && status["message"].is_null() => s(&c["message"]),
+        _ => skupper_message(status),
     }
 }
 
@@ -457,6 +468,37 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("Ready") && out.contains(" 2 "), "{out}");
+    }
+
+    #[test]
+    fn a_links_message_shows_credential_expiry_and_why_it_is_down() {
+        let link = |conditions: Value| {
+            json!({"metadata": {"name": "to-a", "resourceVersion": "7"}, "spec": {},
+                "status": {"conditions": conditions}})
+        };
+        // Up, certificate expiring: STATUS Ready, MESSAGE the expiry.
+        let expiring = link(json!([
+            {"type": "CredentialsValid", "status": "False", "reason": "Expiring",
+             "message": "the certificate in Secret \"to-a\" expires at 2030-01-01T00:00:00Z"},
+            {"type": "Operational", "status": "True", "message": "OK (remote site a)"},
+            {"type": "Ready", "status": "True", "message": "OK (remote site a)"}]));
+        let out = table(Kind::Link, &[expiring]);
+        assert!(
+            out.contains("Ready") && out.contains("expires at 2030"),
+            "{out}"
+        );
+        // Down: the Ready message (the router's last error), not just
+        // `Not operational`.
+        let down = link(json!([
+            {"type": "CredentialsValid", "status": "True", "reason": "Valid", "message": "valid"},
+            {"type": "Operational", "status": "False", "message": "Not operational"},
+            {"type": "Ready", "status": "False",
+             "message": "Not operational: the other site requires link certificates that name a router"}]));
+        let out = table(Kind::Link, &[down]);
+        assert!(
+            out.contains("Pending") && out.contains("requires link certificates"),
+            "{out}"
+        );
     }
 
     #[test]

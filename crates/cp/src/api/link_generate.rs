@@ -4,7 +4,8 @@
 //! group, as one YAML stream (`{"yaml": "..."}`).
 //!
 //! It issues a certificate and writes nothing; the documents are built by
-//! the same code as a grant redemption's answer.
+//! the same code as a grant redemption's answer, so the Secret names this
+//! site's grant server and the other site's control plane renews it.
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -44,6 +45,7 @@ pub(super) async fn generate(
         None,
         None,
         crate::grants::response::LINK_CERT_LIFETIME,
+        &st.renew_at,
     )
     .await
     .map_err(|e| match e {

@@ -64,6 +64,8 @@ pub struct ApiState {
     pub ca: crate::identity::CaHandle,
     /// The host other sites dial (`--advertised-host`), for `link-generate`.
     pub advertised_host: Arc<str>,
+    /// Where the link credentials `link-generate` issues are renewed.
+    pub renew_at: Arc<crate::grants::response::RenewAt>,
     /// This process's incarnation (`get controlplanes` shows it live).
     pub incarnation: Arc<str>,
 }

@@ -36,6 +36,8 @@ pub struct GrantParts {
     pub server: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
     /// The site controller.
     pub controller: SiteController,
+    /// Where the link credentials this site issues are renewed.
+    pub renew_at: response::RenewAt,
 }
 
 /// Binds `--grant-addr`, prepares the grant server's TLS (its CA from the
@@ -68,14 +70,20 @@ pub async fn start(
     let mut chain = cert.cert_pem.clone();
     chain.extend(cert.chain_pem.iter().map(String::as_str));
     let tls = server::tls13_server_config(&chain, &key).map_err(CpError::Serve)?;
+    let grant_base_url = crate::site::grant_status::grant_base_url(advertised_host, addr.port());
+    let renew_at = response::RenewAt {
+        url: format!("{grant_base_url}/{}", renew::RENEW_PATH),
+        ca_pem: ca.cert_pem().to_owned(),
+    };
     let redeemer = Arc::new(redeem::Redeemer::new(
         resources.clone(),
         advertised_host.to_owned(),
+        renew_at.clone(),
     ));
     let controller = SiteController::new(SiteContext {
         resources: resources.clone(),
         advertised_host: advertised_host.to_owned(),
-        grant_base_url: crate::site::grant_status::grant_base_url(advertised_host, addr.port()),
+        grant_base_url,
         grant_ca_pem: ca.cert_pem().to_owned(),
     });
     tracing::info!(%addr, "grant server listening (HTTPS, TLS 1.3)");
@@ -83,5 +91,6 @@ pub async fn start(
         addr,
         server: Box::pin(server::serve(listener, tls, redeemer, shutdown)),
         controller,
+        renew_at,
     })
 }

@@ -41,6 +41,7 @@ const MAX_ATTEMPTS: usize = 200;
 pub struct Redeemer {
     resources: ResourceService,
     advertised_host: String,
+    renew_at: super::response::RenewAt,
 }
 
 /// The grant whose `status.url` ends with `/<uid>`, if any.
@@ -77,11 +78,17 @@ pub fn expired(expiration: Option<&str>, now: SystemTime) -> bool {
 // === impl Redeemer ===
 
 impl Redeemer {
-    /// A redeemer issuing Links that point at `advertised_host`.
-    pub fn new(resources: ResourceService, advertised_host: String) -> Self {
+    /// A redeemer issuing Links that point at `advertised_host`, with
+    /// credentials renewed at `renew_at`.
+    pub fn new(
+        resources: ResourceService,
+        advertised_host: String,
+        renew_at: super::response::RenewAt,
+    ) -> Self {
         Redeemer {
             resources,
             advertised_host,
+            renew_at,
         }
     }
 
@@ -141,6 +148,7 @@ impl Redeemer {
                 spec.issuer.as_deref(),
                 router_id,
                 super::response::link_cert_lifetime(&grant),
+                &self.renew_at,
             )
             .await
             .map_err(|e| match e {

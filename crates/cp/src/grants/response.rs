@@ -46,6 +46,18 @@ pub fn link_cert_lifetime(grant: &Resource) -> Duration {
     }
 }
 
+/// Where the certificates this site issues are renewed: its grant server's
+/// `POST /renew` and the CA that verifies that server. Written into every
+/// link Secret (data keys `renew-url` and `renew-ca.crt`), so whoever
+/// applies it, by a token, `curl` or `meshlink link generate`, can renew it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenewAt {
+    /// `https://<advertised host>:<grant port>/renew`.
+    pub url: String,
+    /// The grant server CA's PEM.
+    pub ca_pem: String,
+}
+
 /// Why the documents could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkDocsError {
@@ -86,7 +98,8 @@ pub async fn the_site(resources: &ResourceService) -> Result<Option<Resource>, L
 /// `issuer` overrides the Site's default issuer; `router_id` (the other
 /// site's id, when it said) is named in the certificate as
 /// `urn:meshlink:router:<id>`, binding the router id its router may claim;
-/// `lifetime` is the client certificate's.
+/// `lifetime` is the client certificate's; `renew_at`, where it is renewed.
+#[allow(clippy::too_many_arguments)]
 pub async fn link_documents(
     resources: &ResourceService,
     advertised_host: &str,
@@ -95,6 +108,7 @@ pub async fn link_documents(
     issuer: Option<&str>,
     router_id: Option<&str>,
     lifetime: Duration,
+    renew_at: &RenewAt,
 ) -> Result<String, LinkDocsError> {
     let internal = |e: &dyn std::fmt::Display| LinkDocsError::Internal(e.to_string());
     let site = the_site(resources).await?.ok_or_else(|| {
@@ -154,6 +168,8 @@ pub async fn link_documents(
             "tls.crt": STANDARD.encode(&chain),
             "tls.key": STANDARD.encode(&key),
             "ca.crt": STANDARD.encode(server_ca.cert_pem()),
+            (crate::site::renewal::RENEW_URL): STANDARD.encode(&renew_at.url),
+            (crate::site::renewal::RENEW_CA): STANDARD.encode(&renew_at.ca_pem),
         },
     });
     let mut docs = vec![secret];

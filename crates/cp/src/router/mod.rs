@@ -2,9 +2,11 @@
 //! [`SiteSource`](meshlink_xds::router::SiteSource) their configuration is
 //! translated from, the `RouterStatus` RPC they report on, and the task
 //! that writes their reports into Link, Site, Listener, MultiKeyListener
-//! and Connector status.
+//! and Connector status, with each Link's `CredentialsValid` condition.
 
+pub(crate) mod credentials;
 pub(crate) mod holder;
+pub(crate) mod link_status;
 pub(crate) mod multi_key_status;
 mod network_status;
 pub(crate) mod rpc;

@@ -18,11 +18,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use meshlink_api::spec::{
-    ConnectorStatus, LinkStatus, ListenerStatus, NetworkSite, Spec, StatusDetails,
-};
+use meshlink_api::spec::{ConnectorStatus, ListenerStatus, NetworkSite, Spec, StatusDetails};
 use meshlink_api::{Condition, ConditionStatus, Kind, Resource};
 use meshlink_runtime::Shutdown;
 use meshlink_xds::certify::RouterReport;
@@ -31,7 +29,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::holder::{Claims, Holder};
-use super::network_status::{local_services, network, non_empty};
+use super::network_status::{local_services, network};
 use crate::resources::ResourceService;
 use crate::status::writer::merge;
 
@@ -96,6 +94,7 @@ pub(crate) async fn run(
 ) {
     let mut current: Option<Current> = None;
     let mut claims = Claims::default();
+    let mut warned = super::credentials::Warned::default();
     // Flush once at start: statuses left by a previous run are stale.
     let mut due: Option<Instant> = Some(Instant::now());
     let resync = if holder.store.backend() == "sqlite" {
@@ -112,12 +111,12 @@ pub(crate) async fn run(
                 None => return,
                 Some(Event::Report { stream, site, report }) => {
                     current = Some(Current { stream, site, report });
-                    due.get_or_insert(Instant::now() + COALESCE);
+                    soon(&mut due);
                 }
                 Some(Event::Ended { stream }) => {
                     if current.as_ref().is_some_and(|c| c.stream == stream) {
                         current = None;
-                        due.get_or_insert(Instant::now() + COALESCE);
+                        soon(&mut due);
                     }
                 }
             },
@@ -125,7 +124,7 @@ pub(crate) async fn run(
                 if changed.is_err() {
                     return;
                 }
-                due.get_or_insert(Instant::now() + COALESCE);
+                soon(&mut due);
             }
             _ = tick.tick() => {
                 due.get_or_insert(Instant::now());
@@ -134,12 +133,16 @@ pub(crate) async fn run(
                 let cfg = config.borrow().clone();
                 let flushed = async {
                     if !claims.settle(&holder, cfg.site.as_deref(), current.as_ref().map(|c| (c.site.as_str(), c.stream))).await? {
-                        return Ok(());
+                        return Ok(None);
                     }
-                    flush(&resources, &cfg, current.as_ref()).await
+                    flush(&resources, &cfg, current.as_ref(), &mut warned).await
                 };
                 match flushed.await {
-                    Ok(()) => due = None,
+                    // Wake again when a link credential's verdict changes.
+                    Ok(next) => due = next.map(|t| {
+                        let left = t.duration_since(SystemTime::now()).unwrap_or_default();
+                        Instant::now() + left + COALESCE
+                    }),
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot write router status; retrying");
                         due = Some(Instant::now() + RETRY);
@@ -150,6 +153,13 @@ pub(crate) async fn run(
     }
 }
 
+/// A flush within [`COALESCE`], unless one is due sooner (a wake-up set
+/// for a credential's expiry must not delay it).
+fn soon(due: &mut Option<Instant>) {
+    let at = Instant::now() + COALESCE;
+    *due = Some(due.map_or(at, |d| d.min(at)));
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -157,14 +167,17 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Computes and writes every status this task owns.
+/// Computes and writes every status this task owns; returns when a Link's
+/// `CredentialsValid` changes next by the clock alone.
 async fn flush(
     resources: &ResourceService,
     config: &RouterConfig,
     current: Option<&Current>,
-) -> Result<(), crate::status::StatusError> {
+    warned: &mut super::credentials::Warned,
+) -> Result<Option<SystemTime>, crate::status::StatusError> {
     let sites = resources.list(Kind::Site, None, None).await?;
     let links = resources.list(Kind::Link, None, None).await?;
+    let creds = super::credentials::verdicts(resources, &links, warned, SystemTime::now()).await?;
     let listeners = resources.list(Kind::Listener, None, None).await?;
     let multi_key = resources.list(Kind::MultiKeyListener, None, None).await?;
     let connectors = resources.list(Kind::Connector, None, None).await?;
@@ -196,7 +209,10 @@ async fn flush(
             .find(|w| w.kind == "Link" && w.name == link.name())
             .map(|w| w.reason.clone());
         merge(resources, Kind::Link, None, link.name(), |r| {
-            link_status(r, state, withheld.as_deref());
+            super::link_status::link_status(r, state, withheld.as_deref());
+            if let Some(v) = creds.by_link.get(r.name()) {
+                super::credentials::apply(r, v);
+            }
         })
         .await?;
     }
@@ -252,7 +268,7 @@ async fn flush(
         })
         .await?;
     }
-    Ok(())
+    Ok(creds.next)
 }
 
 /// A new site id: 128 random bits in UUID form.
@@ -315,56 +331,6 @@ fn site_status(r: &mut Resource, network: &[NetworkSite], running: bool) {
         )),
         _ => r.set_condition(Condition::now("Ready", status, reason, message)),
     }
-}
-
-fn link_status(
-    r: &mut Resource,
-    state: Option<&meshlink_xds::certify::LinkState>,
-    withheld: Option<&str>,
-) {
-    let up = state.filter(|s| s.operational);
-    r.status.details = StatusDetails::Link(LinkStatus {
-        remote_site_id: up.and_then(|s| non_empty(&s.remote_site_id)),
-        remote_site_name: up.and_then(|s| non_empty(&s.remote_site_name)),
-    });
-    let configured = match withheld {
-        Some(why) => Condition::now(
-            "Configured",
-            ConditionStatus::False,
-            "CredentialsMissing",
-            why,
-        ),
-        None => Condition::now(
-            "Configured",
-            ConditionStatus::True,
-            "Sent",
-            "sent to the site's router",
-        ),
-    };
-    r.set_condition(configured);
-    let (status, reason, message) = match up {
-        Some(s) => (
-            ConditionStatus::True,
-            "Operational",
-            format!("OK (remote site {})", s.remote_site_name),
-        ),
-        None => (
-            ConditionStatus::False,
-            "NotOperational",
-            "Not operational".to_owned(),
-        ),
-    };
-    r.set_condition(Condition::now(
-        "Operational",
-        status,
-        reason,
-        message.clone(),
-    ));
-    let ready_message = match (up, withheld) {
-        (None, Some(why)) => why.to_owned(),
-        _ => message,
-    };
-    r.set_condition(Condition::now("Ready", status, reason, ready_message));
 }
 
 fn matched_condition(n: u32, other: &str) -> Condition {

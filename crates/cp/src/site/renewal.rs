@@ -1,21 +1,26 @@
-//! Renewing the Link client credentials a redemption stored: a Secret
-//! labelled [`RENEW_TOKEN`] (the AccessToken that brought it) is renewed at
-//! the granting site's `POST /renew` at 50 % ± 10 % of its certificate's
+//! Renewing Link client credentials: a Secret whose data names the grant
+//! server that issued it ([`RENEW_URL`] and [`RENEW_CA`], put there by every
+//! grant redemption and `meshlink link generate`, so a Secret applied by
+//! hand renews too) or, for Secrets stored before that, labelled
+//! [`RENEW_TOKEN`] (the AccessToken that brought it), is renewed at the
+//! issuing site's `POST /renew` at 50 % ± 10 % of its certificate's
 //! lifetime (the workload schedule; the jitter is derived from the
 //! certificate, so control planes sharing a store agree), authenticated by
 //! a CSR signed with the Secret's key next to the current certificate.
 //!
 //! Owns the schedule, the retries (backoff 0.5 s doubling to 30 s, with
 //! jitter; the still-valid certificate stays in use) and the Secret write
-//! (a compare-and-swap on the version read, keeping `tls.key` and
-//! `ca.crt`). The router picks the new certificate up over SDS and uses it
+//! (a compare-and-swap on the version read, keeping every other data key).
+//! A Secret with neither is not renewed; the Link's `CredentialsValid`
+//! condition says so (`crate::router::credentials`). The router picks the new certificate up over SDS and uses it
 //! for new handshakes; links that are up stay up. Renewals run on this
 //! struct's `JoinSet`, owned by the site controller.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use meshlink_api::spec::{CA_CRT, SecretSpec, Spec, TLS_CRT, TLS_KEY};
+use base64::Engine as _;
+use meshlink_api::spec::{Spec, TLS_CRT, TLS_KEY};
 use meshlink_api::{Kind, Resource};
 use meshlink_identity::check_tls_pair;
 use meshlink_identity::renewal::renewal_time_from;
@@ -28,6 +33,12 @@ use crate::resources::{ResourceError, ResourceService};
 /// Label on a Secret stored by a redemption: the AccessToken's name, whose
 /// `url` and `ca` reach the site that issued it.
 pub const RENEW_TOKEN: &str = "meshlink.dev/renew-token";
+/// Data key of a link Secret: base64 of the issuing site's renewal URL,
+/// `https://<advertised host>:<grant port>/renew`.
+pub const RENEW_URL: &str = "renew-url";
+/// Data key of a link Secret: base64 of the PEM CA that verifies the
+/// issuing site's grant server (the grants' `ca`).
+pub const RENEW_CA: &str = "renew-ca.crt";
 /// How far the site CA backdates notBefore.
 const BACKDATE: Duration = Duration::from_secs(60);
 /// Longest wait between failed attempts.
@@ -49,12 +60,62 @@ pub fn due_at(secret: &Resource) -> Option<SystemTime> {
     let s = secret.spec.as_secret()?;
     let (cert, key) = (s.decoded(TLS_CRT)?, s.decoded(TLS_KEY)?);
     let info = check_tls_pair(&cert, &key).ok()?;
+    due_from(secret, info.not_before, info.not_after)
+}
+
+/// When a certificate valid from `not_before` to `not_after`, the one in
+/// the Secret's `tls.crt`, is due for renewal (see [`due_at`]).
+pub fn due_from(
+    secret: &Resource,
+    not_before: SystemTime,
+    not_after: SystemTime,
+) -> Option<SystemTime> {
+    let crt = secret.spec.as_secret()?.data.get(TLS_CRT)?;
     Some(renewal_time_from(
-        info.not_before + BACKDATE,
-        info.not_before,
-        info.not_after,
-        jitter_of(&s.data[TLS_CRT]),
+        not_before + BACKDATE,
+        not_before,
+        not_after,
+        jitter_of(crt),
     ))
+}
+
+/// Whether this control plane renews the Secret: it names its issuing
+/// grant server, or the AccessToken that brought it.
+pub fn renewable(secret: &Resource) -> bool {
+    renew_at(secret).is_some() || secret.labels().contains_key(RENEW_TOKEN)
+}
+
+/// The renewal URL and grant server CA the Secret's data names.
+fn renew_at(secret: &Resource) -> Option<(String, String)> {
+    let s = secret.spec.as_secret()?;
+    Some((s.decoded(RENEW_URL)?, s.decoded(RENEW_CA)?))
+}
+
+/// The renewal URL and grant server CA of Secret `secret`: from its data,
+/// else from the AccessToken its [`RENEW_TOKEN`] label names.
+async fn renewal_target(
+    resources: &ResourceService,
+    secret: &Resource,
+) -> Result<(String, String), String> {
+    if let Some(at) = renew_at(secret) {
+        return Ok(at);
+    }
+    let token_name = secret
+        .labels()
+        .get(RENEW_TOKEN)
+        .cloned()
+        .unwrap_or_default();
+    let token = resources
+        .get(Kind::AccessToken, None, &token_name)
+        .await
+        .map_err(|e| {
+            format!("AccessToken {token_name:?} (its url and ca reach the issuing site): {e}")
+        })?;
+    let spec = token
+        .spec
+        .as_access_token()
+        .ok_or_else(|| format!("{token_name:?} is not an AccessToken"))?;
+    Ok((renew_url(&spec.url), spec.ca.clone()))
 }
 
 impl Renewals {
@@ -67,7 +128,7 @@ impl Renewals {
         let mut wake: Option<SystemTime> = None;
         let mut at = |t: SystemTime| wake = Some(wake.map_or(t, |w: SystemTime| w.min(t)));
         for secret in resources.list(Kind::Secret, None, None).await? {
-            if !secret.labels().contains_key(RENEW_TOKEN) {
+            if !renewable(&secret) {
                 continue;
             }
             let name = secret.name().to_owned();
@@ -144,21 +205,7 @@ async fn renew(resources: &ResourceService, name: &str) -> Result<(), String> {
         .get(Kind::Secret, None, name)
         .await
         .map_err(|e| e.to_string())?;
-    let token_name = secret
-        .labels()
-        .get(RENEW_TOKEN)
-        .cloned()
-        .unwrap_or_default();
-    let token = resources
-        .get(Kind::AccessToken, None, &token_name)
-        .await
-        .map_err(|e| {
-            format!("AccessToken {token_name:?} (its url and ca reach the issuing site): {e}")
-        })?;
-    let spec = token
-        .spec
-        .as_access_token()
-        .ok_or_else(|| format!("{token_name:?} is not an AccessToken"))?;
+    let (url, ca) = renewal_target(resources, &secret).await?;
     let s = secret
         .spec
         .as_secret()
@@ -167,21 +214,24 @@ async fn renew(resources: &ResourceService, name: &str) -> Result<(), String> {
         .decoded(TLS_CRT)
         .zip(s.decoded(TLS_KEY))
         .ok_or("the Secret has no tls.crt or tls.key")?;
-    let ca = s.decoded(CA_CRT);
     let key_pair = rcgen::KeyPair::from_pem(&key).map_err(|e| format!("tls.key: {e}"))?;
     let csr = rcgen::CertificateParams::new(Vec::<String>::new())
         .and_then(|p| p.serialize_request(&key_pair))
         .and_then(|c| c.pem())
         .map_err(|e| format!("building the CSR: {e}"))?;
-    let url = renew_url(&spec.url);
     tracing::info!(secret = name, %url, "renewing link credential");
     let body = format!("{cert}{csr}");
-    let new_cert = post_renewal(&url, &spec.ca, body.into_bytes())
+    let new_cert = post_renewal(&url, &ca, body.into_bytes())
         .await
         .map_err(|e| e.to_string())?;
     check_tls_pair(&new_cert, &key).map_err(|e| format!("the renewed certificate: {e}"))?;
     let mut next = secret.clone();
-    next.spec = Spec::Secret(SecretSpec::tls(&new_cert, &key, ca.as_deref()));
+    let mut data = s.clone();
+    data.data.insert(
+        TLS_CRT.to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(&new_cert),
+    );
+    next.spec = Spec::Secret(data);
     match resources.apply(next).await {
         Ok(_) => {
             tracing::info!(secret = name, "link credential renewed");

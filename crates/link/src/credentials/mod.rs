@@ -93,6 +93,8 @@ pub enum CredentialError {
 /// clone; swap the whole `Arc` to rotate.
 pub struct LinkCredential {
     server: Arc<ServerConfig>,
+    /// The same, refusing client certificates that name no router.
+    server_strict: Arc<ServerConfig>,
     client: Arc<ClientConfig>,
     /// Serial number of the leaf certificate, lowercase hex.
     serial_hex: String,
@@ -141,11 +143,16 @@ impl LinkCredential {
             WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
                 .build()
                 .map_err(|e| CredentialError::Verifier(e.to_string()))?;
-        let server = ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_client_cert_verifier(client_verifier)
-            .with_single_cert(chain.clone(), key.clone_key())
-            .map_err(key_error)?;
+        let server_with = |verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>| {
+            ServerConfig::builder_with_provider(provider.clone())
+                .with_protocol_versions(&[&rustls::version::TLS13])?
+                .with_client_cert_verifier(verifier)
+                .with_single_cert(chain.clone(), key.clone_key())
+                .map_err(key_error)
+        };
+        let server = server_with(client_verifier.clone())?;
+        let server_strict =
+            server_with(Arc::new(crate::peer_policy::RequireRouter(client_verifier)))?;
 
         let server_verifier = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
             .build()
@@ -158,6 +165,7 @@ impl LinkCredential {
 
         Ok(LinkCredential {
             server: Arc::new(server),
+            server_strict: Arc::new(server_strict),
             client: Arc::new(client),
             serial_hex: serial_hex.replace(':', "").to_ascii_lowercase(),
             validity,
@@ -177,6 +185,12 @@ impl LinkCredential {
     /// The server config a RouterAccess role presents.
     pub fn server_config(&self) -> Arc<ServerConfig> {
         self.server.clone()
+    }
+
+    /// The server config of a role that refuses client certificates naming
+    /// no router ([`crate::peer_policy`]).
+    pub fn server_config_strict(&self) -> Arc<ServerConfig> {
+        self.server_strict.clone()
     }
 
     /// The client config a Link dials with.

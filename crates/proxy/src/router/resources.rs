@@ -201,6 +201,11 @@ impl RouterResources {
     pub fn link_config(&self, bind_host: &str, edge: bool) -> RouterConfig {
         let mut config = RouterConfig {
             credentials: self.credentials(),
+            require_router_identity: self
+                .sites
+                .values()
+                .next()
+                .is_some_and(|s| s.value.require_router_identity),
             ..Default::default()
         };
         for access in self.accesses.values() {

@@ -92,6 +92,9 @@ pub fn translate_router(view: &SiteView) -> RouterConfig {
                 id,
                 name: site.name().to_owned(),
                 edge,
+                require_router_identity: meshlink_api::spec::requires_router_identity(
+                    site.labels(),
+                ),
             },
         );
     }

@@ -288,6 +288,7 @@ fn the_site_says_what_the_router_waits_for() {
         id: id.into(),
         name: "west".into(),
         edge: false,
+        require_router_identity: false,
     };
     r.apply(&response(
         SITE_TYPE,
