@@ -21,14 +21,18 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
 # PROFILE=debug measures the debug binaries instead (quicker to build; not
 # the figures to quote).
 PROFILE="${PROFILE:-release}"
-if [[ "$PROFILE" == release ]]; then
+# BIN_DIR=DIR uses the binaries in DIR as they are (no build), e.g. to
+# measure an older meshlink-cp against the same tools.
+if [[ -n "${BIN_DIR:-}" ]]; then
+    :
+elif [[ "$PROFILE" == release ]]; then
     cargo build --release -q -p meshlink-cp -p meshlink -p meshlink-bench \
         --bin meshlink-cp --bin meshlink --bin xds-load
 else
     cargo build -q -p meshlink-cp -p meshlink -p meshlink-bench \
         --bin meshlink-cp --bin meshlink --bin xds-load
 fi
-BIN="$CARGO_TARGET_DIR/$PROFILE"
+BIN="${BIN_DIR:-$CARGO_TARGET_DIR/$PROFILE}"
 API_PORT=56830
 XDS_PORT=56831
 # shellcheck source=bench/lib/cp.sh
@@ -55,7 +59,7 @@ start_cp "$DIR" "$LOG"
 TOKEN="$(cat "$DIR/admin-token")"
 sleep 5 # let start-up work (status load, CA controller) finish before the baseline
 IDLE=$(rss_kb "$CP_PID")
-echo "cp idle RSS after a restart with $N Dataplanes stored: $(mib "$IDLE") MiB"
+echo "cp idle RSS after a restart with $N Dataplanes stored: $(mib "$IDLE") MiB (peak during start-up $(mib "$(peak_rss_kb "$CP_PID")") MiB)"
 echo
 echo "| list | cp peak RSS | peak / idle | cp RSS after | cp CPU | wall | CLI peak RSS | output |"
 echo "|---|---|---|---|---|---|---|---|"

@@ -18,15 +18,20 @@
 # now patches its view from the change feed); "cp CPU in the 10 s after
 # setup" shows that it is idle again.
 # RUST_LOG (default warn) sets the cp's log level; its log is checked for
-# errors after each run. After each run the cp's RSS is read again
-# RSS_SETTLE_SECS (default 60; 0 skips it) after the storms.
+# errors after each run. RSS_SETTLE_SECS (default 60; 0 skips it): after
+# each storm, with every proxy still connected, the cp's RSS is read again
+# that long after all were current ("cp RSS after --rss-settle"), and once
+# more that long after the run (no proxy connected).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=("$@")
 [[ ${#RUNS[@]} -eq 0 ]] && RUNS=(1000 10000 1000:1000 10000:10000)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
-cargo build --release -q -p meshlink-cp -p meshlink-bench --bin meshlink-cp --bin xds-load
-BIN="$CARGO_TARGET_DIR/release"
+# BIN_DIR=DIR uses the binaries in DIR as they are (no build).
+if [[ -z "${BIN_DIR:-}" ]]; then
+    cargo build --release -q -p meshlink-cp -p meshlink-bench --bin meshlink-cp --bin xds-load
+fi
+BIN="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
 API_PORT=56820
 XDS_PORT=56821
 
@@ -55,7 +60,7 @@ run_one() {
     local t0; t0=$(cpu_ticks "$CP_PID")
     sleep 10
     echo "cp CPU in the 10 s after setup: $(( $(cpu_ticks "$CP_PID") - t0 )) centiseconds"
-    local args=("${common[@]}" --phase xds --cp-pid "$CP_PID")
+    local args=("${common[@]}" --phase xds --cp-pid "$CP_PID" --rss-settle "${RSS_SETTLE_SECS:-60}s")
     [[ -n "$c" ]] && args+=(--connections "$c")
     local status=0 drops; drops=$(listen_overflows)
     "$BIN/xds-load" "${args[@]}" >"$WORK/out-$1.txt" || status=$?

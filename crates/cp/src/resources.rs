@@ -125,6 +125,9 @@ fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
 
 /// The kinds that live inside a Mesh, deleted by a cascade (Secrets: the
 /// mesh-scoped Kuma ones).
+/// Resources per store page in [`ResourceService::for_each`].
+pub const WALK_PAGE: NonZeroUsize = NonZeroUsize::new(500).expect("500 is not zero");
+
 const MESH_CONTENTS: [Kind; 4] = [
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -265,6 +268,28 @@ impl ResourceService {
             .map(Self::decode)
             .collect::<Result<_, _>>()?;
         Ok((items, page.next))
+    }
+
+    /// Calls `f` with every resource of a kind (optionally in one mesh),
+    /// one store page of [`WALK_PAGE`] at a time, so a walk over 10,000
+    /// Dataplanes never holds more than one page of rows and decoded
+    /// resources (start-up loads and periodic sweeps use it instead of
+    /// [`ResourceService::list`]).
+    pub async fn for_each(
+        &self,
+        kind: Kind,
+        mesh: Option<&str>,
+        mut f: impl FnMut(Resource),
+    ) -> Result<(), ResourceError> {
+        let mut after = None;
+        loop {
+            let (items, next) = self.list_page(kind, mesh, None, after, WALK_PAGE).await?;
+            items.into_iter().for_each(&mut f);
+            match next {
+                Some(n) => after = Some(n),
+                None => return Ok(()),
+            }
+        }
     }
 
     async fn check_references(

@@ -97,6 +97,12 @@ struct Args {
     /// Control-plane pid, to read its RSS and CPU time from /proc.
     #[arg(long)]
     cp_pid: Option<String>,
+    /// After each storm, with every proxy still connected, wait this long
+    /// and read the control plane's RSS again (`cp_rss_kib_settled`), so
+    /// what the allocator returns after a storm is measured against "all
+    /// connected" with the same proxies connected. 0 skips it.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    rss_settle: Duration,
     /// Dataplane certificate lifetime for the Mesh (default: the Mesh default).
     #[arg(long)]
     dp_cert_expiration: Option<String>,
@@ -174,6 +180,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         mesh: &args.mesh,
         cp_pid: args.cp_pid.as_deref(),
         timeout: args.timeout,
+        rss_settle: args.rss_settle,
         round: 0,
     };
     let idle = phases.sample();
@@ -300,6 +307,13 @@ fn print_table(r: &Value) {
                 "",
             ),
             ("stale certificates", "/certificates/stale", ""),
+            ("cp CPU until all current", "/cpu/cp_cpu_s", "s"),
+            ("cp RSS when all current", "/cp_rss_kib_after", "KiB"),
+            (
+                "cp RSS after --rss-settle, all connected",
+                "/cp_rss_kib_settled",
+                "KiB",
+            ),
         ] {
             rows.push((
                 format!("storm ({mode}): {label}"),

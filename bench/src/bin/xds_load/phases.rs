@@ -42,6 +42,9 @@ pub(crate) struct Phases<'a> {
     pub(crate) cp_pid: Option<&'a str>,
     /// Deadline of each phase.
     pub(crate) timeout: Duration,
+    /// How long to wait after a storm, all proxies connected, before
+    /// reading the control plane's RSS again (zero: not read).
+    pub(crate) rss_settle: Duration,
     /// Next round number.
     pub(crate) round: u32,
 }
@@ -202,6 +205,12 @@ impl Phases<'_> {
         let own = Latencies::since_each(self.fleet.starts(), &at);
         let s1 = self.sample();
         let counters = self.fleet.counters().since(c0);
+        let settled = if self.rss_settle.is_zero() {
+            None
+        } else {
+            tokio::time::sleep(self.rss_settle).await;
+            self.sample().cp_rss_kib
+        };
         self.fleet.stop().await;
         // meshlink-proxy takes its identity through a CSR, which this
         // generator does not send: there is no certificate to check.
@@ -226,6 +235,8 @@ impl Phases<'_> {
             "certificates": certificates,
             "per_proxy": per_proxy(counters, self.fleet.len()),
             "cp_rss_kib_after": s1.cp_rss_kib,
+            "cp_rss_kib_settled": settled,
+            "rss_settle_s": self.rss_settle.as_secs_f64(),
             "cpu": s1.cpu_since(&s0),
         }))
     }

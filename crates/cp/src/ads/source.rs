@@ -92,9 +92,11 @@ impl MeshSource for StoreSource {
             Err(ResourceError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(source_error(e)),
         };
-        let dataplanes = self
-            .resources
-            .list(Kind::Dataplane, Some(mesh), None)
+        // Page by page: only the decoded Dataplanes are kept, not every
+        // store row of the mesh at once.
+        let mut dataplanes = Vec::new();
+        self.resources
+            .for_each(Kind::Dataplane, Some(mesh), |d| dataplanes.push(d))
             .await
             .map_err(source_error)?;
         let permissions = self

@@ -175,20 +175,29 @@ impl Controller {
 
     /// Seeds the tracker from the stored issuance records: once, at start.
     async fn seed(&mut self) {
-        let q = ListQuery {
+        // A page at a time: there is one record per dataplane.
+        let mut q = ListQuery {
             kind: ISSUED_CERT.to_string(),
+            limit: Some(crate::resources::WALK_PAGE),
             ..ListQuery::default()
         };
-        match self.store.list(&q).await {
-            Ok(objs) => {
-                for o in objs {
-                    if let Ok(rec) = serde_json::from_value::<IssuedRecord>(o.body) {
-                        self.tracker.record(&o.key.mesh, &o.key.name, &rec);
+        loop {
+            match self.store.list_page(&q).await {
+                Ok(page) => {
+                    for o in page.objects {
+                        if let Ok(rec) = serde_json::from_value::<IssuedRecord>(o.body) {
+                            self.tracker.record(&o.key.mesh, &o.key.name, &rec);
+                        }
+                    }
+                    match page.next {
+                        Some(next) => q.after = Some(next),
+                        None => return,
                     }
                 }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "mesh CA controller: cannot read issued certificates; rotation progress starts empty")
+                Err(e) => {
+                    tracing::warn!(error = %e, "mesh CA controller: cannot read issued certificates; rotation progress starts incomplete");
+                    return;
+                }
             }
         }
     }

@@ -93,48 +93,58 @@ pub async fn sweep(
         .into_iter()
         .map(|(r, _)| (r.instance.clone(), r))
         .collect();
-    let dataplanes = resources
-        .list(Kind::Dataplane, None, None)
+    // The store is walked a page at a time and only the Dataplanes to act
+    // on are kept (a whole list of 10,000 held them all, every period).
+    let mut offline: Vec<(Resource, String)> = Vec::new();
+    let mut expired: Vec<Resource> = Vec::new();
+    resources
+        .for_each(Kind::Dataplane, None, |dp| {
+            let Some(s) = dp.status.details.as_dataplane() else {
+                return;
+            };
+            if s.online {
+                if !judge_departures {
+                    return;
+                }
+                let Some(instance) = s.control_plane_instance.as_deref() else {
+                    return;
+                };
+                if instance == own {
+                    return;
+                }
+                let last = s.last_connected.as_deref().and_then(parse_time);
+                if let Some(why) = departed(instance, last, &records, now) {
+                    offline.push((dp, why));
+                }
+                return;
+            }
+            let ephemeral = dp.labels().get(LIFECYCLE_LABEL).map(String::as_str) == Some(EPHEMERAL);
+            let since = s.last_disconnected.as_deref().and_then(parse_time);
+            if ephemeral && since.is_some_and(|t| now.duration_since(t).is_ok_and(|d| d > gc_grace))
+            {
+                expired.push(dp);
+            }
+        })
         .await
         .map_err(|e| e.to_string())?;
-    for dp in dataplanes {
-        let Some(s) = dp.status.details.as_dataplane() else {
-            continue;
-        };
-        if s.online {
-            if !judge_departures {
-                continue;
-            }
-            let Some(instance) = s.control_plane_instance.as_deref() else {
-                continue;
-            };
-            if instance == own {
-                continue;
-            }
-            let last = s.last_connected.as_deref().and_then(parse_time);
-            if let Some(why) = departed(instance, last, &records, now)
-                && mark_offline(resources, &dp, &why, now).await?
-            {
-                swept.marked_offline += 1;
-            }
-            continue;
+    for (dp, why) in offline {
+        if mark_offline(resources, &dp, &why, now).await? {
+            swept.marked_offline += 1;
         }
-        let ephemeral = dp.labels().get(LIFECYCLE_LABEL).map(String::as_str) == Some(EPHEMERAL);
-        let since = s.last_disconnected.as_deref().and_then(parse_time);
-        if ephemeral && since.is_some_and(|t| now.duration_since(t).is_ok_and(|d| d > gc_grace)) {
-            let expected = dp.resource_version().and_then(|v| v.parse().ok());
-            match resources
-                .delete(Kind::Dataplane, dp.mesh(), dp.name(), expected)
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(mesh = ?dp.mesh(), dataplane = dp.name(), grace = ?gc_grace,
-                        "deleted an ephemeral Dataplane offline longer than --dataplane-gc-grace");
-                    swept.deleted += 1;
-                }
-                Err(ResourceError::Conflict(_) | ResourceError::NotFound(_)) => {}
-                Err(e) => return Err(e.to_string()),
+    }
+    for dp in expired {
+        let expected = dp.resource_version().and_then(|v| v.parse().ok());
+        match resources
+            .delete(Kind::Dataplane, dp.mesh(), dp.name(), expected)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(mesh = ?dp.mesh(), dataplane = dp.name(), grace = ?gc_grace,
+                    "deleted an ephemeral Dataplane offline longer than --dataplane-gc-grace");
+                swept.deleted += 1;
             }
+            Err(ResourceError::Conflict(_) | ResourceError::NotFound(_)) => {}
+            Err(e) => return Err(e.to_string()),
         }
     }
     for (instance, r) in &records {

@@ -231,15 +231,20 @@ impl State {
                 },
             );
         }
-        for d in self.resources.list(Kind::Dataplane, None, None).await? {
-            let key = ProxyKey::new(d.mesh().unwrap_or_default(), d.name());
-            let stored = d.status.details.as_dataplane();
-            let mut p = Proxy::from_stored(stored, &self.instance, now);
-            if d.condition("Ready").is_none() {
-                p.dirty = true;
-            }
-            self.proxies.entry(key).or_insert(p);
-        }
+        // Page by page: with 10,000 Dataplanes a single list held every
+        // row and decoded resource at once (about 100 MiB at start-up).
+        let (instance, proxies) = (&self.instance, &mut self.proxies);
+        self.resources
+            .for_each(Kind::Dataplane, None, |d| {
+                let key = ProxyKey::new(d.mesh().unwrap_or_default(), d.name());
+                let stored = d.status.details.as_dataplane();
+                let mut p = Proxy::from_stored(stored, instance, now);
+                if d.condition("Ready").is_none() {
+                    p.dirty = true;
+                }
+                proxies.entry(key).or_insert(p);
+            })
+            .await?;
         for r in self
             .resources
             .list(Kind::MeshTrafficPermission, None, None)
