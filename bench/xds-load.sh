@@ -27,8 +27,9 @@ RUNS=("$@")
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
 cargo build --release -q -p meshlink-cp -p meshlink-bench --bin meshlink-cp --bin xds-load
 BIN="$CARGO_TARGET_DIR/release"
-API_PORT=56820
-XDS_PORT=56821
+# Override the ports to run beside another copy of this script.
+API_PORT="${API_PORT:-56820}"
+XDS_PORT="${XDS_PORT:-56821}"
 
 WORK="$(mktemp -d)"
 cleanup() {
