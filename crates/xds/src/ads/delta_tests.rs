@@ -241,10 +241,12 @@ fn a_type_shared_with_the_last_state_is_skipped_and_only_the_patched_one_is_sent
         e.on_request(&ack(&r[0]), Some(&v1)).unwrap();
     }
     // Only `db`'s load assignment is replaced; every other set is shared.
-    let db = state(&[], &[], &[], &["db"], "v2")
-        .snapshot
-        .resources(ENDPOINT_TYPE)["db"]
-        .clone();
+    let db = std::sync::Arc::new(crate::translate::Versioned::encode(
+        &envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment {
+            cluster_name: "db-moved".into(),
+            ..Default::default()
+        },
+    ));
     let mut v2 = state(&[], &[], &[], &[], "v2");
     v2.snapshot = v1.snapshot.with_resource("db", db.clone());
     assert!(v2.snapshot.shares_type(&v1.snapshot, CLUSTER_TYPE));
