@@ -32,8 +32,9 @@ if [[ -z "${BIN_DIR:-}" ]]; then
     cargo build --release -q -p meshlink-cp -p meshlink-bench --bin meshlink-cp --bin xds-load
 fi
 BIN="${BIN_DIR:-$CARGO_TARGET_DIR/release}"
-API_PORT=56820
-XDS_PORT=56821
+# Override the ports to run beside another copy of this script.
+API_PORT="${API_PORT:-56820}"
+XDS_PORT="${XDS_PORT:-56821}"
 
 WORK="$(mktemp -d)"
 cleanup() {

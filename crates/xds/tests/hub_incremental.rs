@@ -116,16 +116,22 @@ async fn a_change_to_a_service_recomputes_its_own_proxy_and_those_that_reference
     let _streams = connect_all(&h).await;
 
     // x-1 moves: its own proxy and the two callers of x, nobody else
-    // (not x-2, which does not call x; not o-*, y-1).
+    // (not x-2, which does not call x; not o-*, y-1). The callers' only
+    // change is x's endpoints: they are patched, not translated again.
+    let patched = || h.hub.metrics().patched();
     let moved = x_dataplane("x-1", "10.0.1.9");
     h.source.put(moved.clone());
+    let p0 = patched();
     assert_eq!(recomputes(&h, MESH, Update::Upserted(moved)).await, 3);
+    assert_eq!(patched() - p0, 2, "ref-1 and ref-2 are patched");
     h.assert_current(&ALL);
 
     // A new instance of x: itself is not connected; the two callers are.
     let added = x_dataplane("x-3", "10.0.1.3");
     h.source.put(added.clone());
+    let p0 = patched();
     assert_eq!(recomputes(&h, MESH, Update::Upserted(added)).await, 2);
+    assert_eq!(patched() - p0, 2);
     h.assert_current(&ALL);
 
     // It goes away again: the same two callers.
@@ -156,7 +162,9 @@ async fn a_change_to_a_service_recomputes_its_own_proxy_and_those_that_reference
     // ref-1's new outbound).
     let y_moved = dataplane("y-1", "10.0.4.9", "y", 8080, &[]);
     h.source.put(y_moved.clone());
+    let p0 = patched();
     assert_eq!(recomputes(&h, MESH, Update::Upserted(y_moved)).await, 4);
+    assert_eq!(patched() - p0, 3, "o-1, o-2 and ref-1 are patched");
     h.assert_current(&ALL);
 }
 

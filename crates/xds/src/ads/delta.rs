@@ -54,8 +54,14 @@ impl DeltaEngine {
     }
 
     /// Per-type state, for reports.
+    #[cfg(test)]
     pub(crate) fn types(&self) -> &BTreeMap<&'static str, TypeState> {
         &self.types
+    }
+
+    /// Per-type state, for taking the reports that changed.
+    pub(crate) fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+        &mut self.types
     }
 
     /// Handles one request against the owner's current state (if any).
@@ -99,25 +105,44 @@ impl DeltaEngine {
         for name in &req.resource_names_unsubscribe {
             ts.sent.remove(name);
         }
-        if let Some(state) = state
-            && (changed || first)
-        {
-            match self.respond(t, &state.snapshot, Part::Both, None) {
-                Some(r) => out.responses.push(r),
-                None if self.never_answered(t) => {
-                    out.responses.push(self.empty(t, &state.snapshot))
+        if changed || first {
+            match state {
+                Some(state) => {
+                    match self.respond(t, &state.snapshot, Part::Both, None) {
+                        Some(r) => out.responses.push(r),
+                        None if self.never_answered(t) => {
+                            out.responses.push(self.empty(t, &state.snapshot))
+                        }
+                        None => {}
+                    }
+                    self.synced(t, true);
                 }
-                None => {}
+                None => self.synced(t, false),
             }
         }
         Ok(out)
     }
 
-    /// Pushes what changed: updates in [`TYPE_ORDER`], then removals in
-    /// reverse order.
-    pub(crate) fn on_state(&mut self, state: &ProxyState) -> Vec<DeltaDiscoveryResponse> {
+    /// Pushes what changed between `prev` (the state this engine last
+    /// handled, if any) and `state`: updates in [`TYPE_ORDER`], then
+    /// removals in reverse order. A type whose set `state` shares with
+    /// `prev` is skipped without comparing it, unless a request changed
+    /// what the client holds or wants since `prev`.
+    pub(crate) fn on_state(
+        &mut self,
+        prev: Option<&ProxyState>,
+        state: &ProxyState,
+    ) -> Vec<DeltaDiscoveryResponse> {
         let mut out = Vec::new();
+        let mut diff = Vec::with_capacity(TYPE_ORDER.len());
         for t in TYPE_ORDER {
+            let unchanged = self.types.get(t).is_some_and(|ts| ts.synced)
+                && prev.is_some_and(|p| p.snapshot.shares_type(&state.snapshot, t));
+            if !unchanged {
+                diff.push(t);
+            }
+        }
+        for &t in &diff {
             if let Some(r) = self.respond(t, &state.snapshot, Part::Updates, Some(state)) {
                 out.push(r);
             } else if self.never_answered(t) {
@@ -125,12 +150,22 @@ impl DeltaEngine {
                 out.push(self.empty(t, &state.snapshot));
             }
         }
-        for t in TYPE_ORDER.iter().rev() {
+        for &t in diff.iter().rev() {
             if let Some(r) = self.respond(t, &state.snapshot, Part::Removals, Some(state)) {
                 out.push(r);
             }
         }
+        for t in diff {
+            self.synced(t, true);
+        }
         out
+    }
+
+    /// Records whether what type `t` sent matches the state last handled.
+    fn synced(&mut self, t: &'static str, synced: bool) {
+        if let Some(ts) = self.types.get_mut(t) {
+            ts.synced = synced && ts.sub.requested();
+        }
     }
 
     fn respond(
@@ -174,10 +209,10 @@ impl DeltaEngine {
         }
         let version = snap.version_of(t);
         let nonce = self.nonces.next();
-        ts.sent_response(&nonce, &version, state.map(|s| s.changed_at));
-        self.remember(&nonce, &version);
+        ts.sent_response(&nonce, version, state.map(|s| s.changed_at));
+        self.remember(&nonce, version);
         Some(DeltaDiscoveryResponse {
-            system_version_info: version,
+            system_version_info: version.to_owned(),
             resources: updates,
             type_url: t.to_owned(),
             removed_resources: removed,
@@ -211,11 +246,11 @@ impl DeltaEngine {
         let version = snap.version_of(t);
         let nonce = self.nonces.next();
         if let Some(ts) = self.types.get_mut(t) {
-            ts.sent_response(&nonce, &version, None);
+            ts.sent_response(&nonce, version, None);
         }
-        self.remember(&nonce, &version);
+        self.remember(&nonce, version);
         DeltaDiscoveryResponse {
-            system_version_info: version,
+            system_version_info: version.to_owned(),
             type_url: t.to_owned(),
             nonce,
             control_plane: Some(ControlPlane {

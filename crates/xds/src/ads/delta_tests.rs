@@ -80,11 +80,18 @@ fn wildcard_subscription_gets_everything_then_only_changes() {
             ..Default::default()
         },
     );
-    let pushed = e.on_state(&v2);
+    let pushed = e.on_state(Some(&v1), &v2);
     assert_eq!(pushed.len(), 1);
     assert_eq!(names(&pushed[0]), ["b"]);
     // Nothing changed: nothing sent.
-    assert!(e.on_state(&v2).is_empty());
+    assert!(e.on_state(Some(&v2), &v2).is_empty());
+    // Equal content in new sets (a full recompute): nothing sent either.
+    let again = state(&[], &["a"], &[], &[], "v1");
+    let mut v3 = state(&[], &[], &[], &[], "v1");
+    v3.snapshot = again
+        .snapshot
+        .with_resource("b", v2.snapshot.resources(CLUSTER_TYPE)["b"].clone());
+    assert!(e.on_state(Some(&v2), &v3).is_empty());
 }
 
 #[test]
@@ -125,7 +132,7 @@ fn unsubscribed_names_are_no_longer_pushed() {
     // y disappears from the snapshot: the client no longer cares, so no
     // removal is sent for it.
     let v2 = state(&[], &[], &[], &["x"], "v1");
-    assert!(e.on_state(&v2).is_empty());
+    assert!(e.on_state(Some(&v1), &v2).is_empty());
 }
 
 #[test]
@@ -144,7 +151,7 @@ fn a_type_with_nothing_yet_gets_an_empty_first_answer_then_the_resource() {
     assert_eq!(named.responses.len(), 1);
     assert!(named.responses[0].resources.is_empty());
     let with = state(&[], &[], &[], &["db"], "v1");
-    let pushed = e.on_state(&with);
+    let pushed = e.on_state(Some(&without), &with);
     assert_eq!(pushed.len(), 1);
     assert_eq!(names(&pushed[0]), ["db"]);
 }
@@ -158,7 +165,7 @@ fn a_request_before_any_state_is_answered_when_it_arrives() {
             .responses
             .is_empty()
     );
-    let pushed = e.on_state(&state(&[], &["a"], &[], &[], "v1"));
+    let pushed = e.on_state(None, &state(&[], &["a"], &[], &[], "v1"));
     assert_eq!(pushed.len(), 1);
     assert_eq!(names(&pushed[0]), ["a"]);
 }
@@ -200,7 +207,11 @@ fn updates_go_in_type_order_and_removals_last_in_reverse() {
     }
     // The secret and `a`/`la` change; `b` and `lb` go.
     let after = state(&["s"], &["a"], &["la"], &[], "v2");
-    let pushed: Vec<String> = e.on_state(&after).iter().map(summary).collect();
+    let pushed: Vec<String> = e
+        .on_state(Some(&before), &after)
+        .iter()
+        .map(summary)
+        .collect();
     assert_eq!(
         pushed,
         [
@@ -210,5 +221,42 @@ fn updates_go_in_type_order_and_removals_last_in_reverse() {
             "Listener +[] -[lb]",
             "Cluster +[] -[b]",
         ]
+    );
+}
+
+#[test]
+fn a_type_shared_with_the_last_state_is_skipped_and_only_the_patched_one_is_sent() {
+    let mut e = engine();
+    let v1 = state(&["s"], &["a"], &[], &["db", "web"], "v1");
+    for t in [SECRET_TYPE, CLUSTER_TYPE, ENDPOINT_TYPE] {
+        let names: &[&str] = if t == ENDPOINT_TYPE {
+            &["db", "web"]
+        } else {
+            &[]
+        };
+        let r = e
+            .on_request(&subscribe(t, names), Some(&v1))
+            .unwrap()
+            .responses;
+        e.on_request(&ack(&r[0]), Some(&v1)).unwrap();
+    }
+    // Only `db`'s load assignment is replaced; every other set is shared.
+    let db = std::sync::Arc::new(crate::translate::Versioned::encode(
+        &envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment {
+            cluster_name: "db-moved".into(),
+            ..Default::default()
+        },
+    ));
+    let mut v2 = state(&[], &[], &[], &[], "v2");
+    v2.snapshot = v1.snapshot.with_resource("db", db.clone());
+    assert!(v2.snapshot.shares_type(&v1.snapshot, CLUSTER_TYPE));
+    assert!(!v2.snapshot.shares_type(&v1.snapshot, ENDPOINT_TYPE));
+    let pushed = e.on_state(Some(&v1), &v2);
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(names(&pushed[0]), ["db"]);
+    assert_eq!(pushed[0].resources[0].version, db.version);
+    assert_eq!(
+        pushed[0].system_version_info,
+        v2.snapshot.version_of(ENDPOINT_TYPE)
     );
 }

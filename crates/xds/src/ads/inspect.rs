@@ -128,14 +128,30 @@ fn at_unix(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-/// The status-relevant part of `r`.
-fn view_of(key: &ProxyKey, r: &StreamReport) -> StreamView {
-    let rejected = r.types.iter().find_map(|(t, tr)| {
+/// An outstanding NACK of the latest version sent, as `StreamView`
+/// holds it (allocates only when there is one).
+fn rejected_of(r: &StreamReport) -> Option<String> {
+    r.types.iter().find_map(|(t, tr)| {
         let nack = tr.last_nack.as_ref()?;
         let latest = tr.last_sent_version.as_deref() == Some(nack.version.as_str())
             && tr.last_acked_version.as_deref() != Some(nack.version.as_str());
         latest.then(|| format!("{t}: {}", nack.detail))
-    });
+    })
+}
+
+/// Whether `view` is what [`view_of`] gives for `r`, without building it.
+fn same_view(view: &StreamView, r: &StreamReport) -> bool {
+    view.connected == r.connected
+        && view.connected_at == at_unix(r.connected_at)
+        && view.disconnected_at == r.disconnected_at.map(at_unix)
+        && view.control_plane == r.control_plane
+        && view.certificate == r.certificate
+        && view.rejected == rejected_of(r)
+}
+
+/// The status-relevant part of `r`.
+fn view_of(key: &ProxyKey, r: &StreamReport) -> StreamView {
+    let rejected = rejected_of(r);
     StreamView {
         key: key.clone(),
         connected: r.connected,
@@ -263,11 +279,12 @@ impl Inspector {
         let Some(r) = inner.reports.get(key) else {
             return;
         };
-        let view = view_of(key, r);
-        if inner.views.get(key) != Some(&view) {
-            inner.views.insert(key.clone(), view.clone());
-            observer(view);
+        if inner.views.get(key).is_some_and(|v| same_view(v, r)) {
+            return;
         }
+        let view = view_of(key, r);
+        inner.views.insert(key.clone(), view.clone());
+        observer(view);
     }
 
     pub(crate) fn closed(&self, key: &ProxyKey, id: OwnerId, reason: Option<String>) {
@@ -278,16 +295,19 @@ impl Inspector {
         });
     }
 
-    /// Copies per-type reports from an engine's state.
-    pub(crate) fn set_types<'a>(
+    /// Records the per-type reports that changed (by type URL); the
+    /// other types' reports stay as they are.
+    pub(crate) fn set_types(
         &self,
         key: &ProxyKey,
         id: OwnerId,
-        types: impl Iterator<Item = (&'a &'static str, &'a TypeReport)>,
+        changed: impl Iterator<Item = (&'static str, TypeReport)>,
     ) {
-        let types: BTreeMap<&'static str, TypeReport> =
-            types.map(|(t, r)| (short_type(t), r.clone())).collect();
-        self.update(key, id, |r| r.types = types);
+        self.update(key, id, |r| {
+            for (t, report) in changed {
+                r.types.insert(short_type(t), report);
+            }
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -335,7 +355,7 @@ mod tests {
         insp.set_types(
             &key,
             id(1),
-            [(&crate::translate::LISTENER_TYPE, &nacked)].into_iter(),
+            [(crate::translate::LISTENER_TYPE, nacked.clone())].into_iter(),
         );
         let mut fixed = nacked.clone();
         fixed.last_sent_version = Some("v3".into());
@@ -343,7 +363,7 @@ mod tests {
         insp.set_types(
             &key,
             id(1),
-            [(&crate::translate::LISTENER_TYPE, &fixed)].into_iter(),
+            [(crate::translate::LISTENER_TYPE, fixed)].into_iter(),
         );
         // A stale stream cannot close the report.
         insp.closed(&key, id(0), None);

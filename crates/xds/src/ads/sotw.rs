@@ -37,8 +37,14 @@ impl SotwEngine {
     }
 
     /// Per-type state, for reports.
+    #[cfg(test)]
     pub(crate) fn types(&self) -> &BTreeMap<&'static str, TypeState> {
         &self.types
+    }
+
+    /// Per-type state, for taking the reports that changed.
+    pub(crate) fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+        &mut self.types
     }
 
     /// Handles one request against the owner's current state (if any).
@@ -71,19 +77,33 @@ impl SotwEngine {
             }
         }
         let changed = ts.sub.replace(&req.resource_names);
-        if let Some(state) = state
-            && (changed || first)
-            && let Some(resp) = self.respond(t, &state.snapshot, None, None)
-        {
-            out.responses.push(resp);
+        if changed || first {
+            match state {
+                Some(state) => {
+                    if let Some(resp) = self.respond(t, &state.snapshot, None, None) {
+                        out.responses.push(resp);
+                    }
+                    self.synced(t, true);
+                }
+                None => self.synced(t, false),
+            }
         }
         Ok(out)
+    }
+
+    /// Records whether type `t`'s response was worked out against the
+    /// state last handled (see `TypeState::synced`).
+    fn synced(&mut self, t: &'static str, synced: bool) {
+        if let Some(ts) = self.types.get_mut(t) {
+            ts.synced = synced && ts.sub.requested();
+        }
     }
 
     /// Pushes what changed between the previous state and `state`, in
     /// make-before-break order: every type in [`TYPE_ORDER`] first, with
     /// Listeners and Clusters that lost resources still listing them; then,
-    /// in reverse order, the exact sets.
+    /// in reverse order, the exact sets. A type whose set `state` shares
+    /// with `prev` is skipped, as in the delta engine.
     pub(crate) fn on_state(
         &mut self,
         prev: Option<&ProxyState>,
@@ -91,10 +111,15 @@ impl SotwEngine {
     ) -> Vec<DiscoveryResponse> {
         let mut out = Vec::new();
         let mut deferred = Vec::new();
+        let mut compared = Vec::new();
         for t in TYPE_ORDER {
             let Some(ts) = self.types.get(t) else {
                 continue;
             };
+            if ts.synced && prev.is_some_and(|p| p.snapshot.shares_type(&state.snapshot, t)) {
+                continue;
+            }
+            compared.push(t);
             let keep = match prev {
                 Some(prev) if is_full_state(t) => {
                     removed_bodies(ts, &prev.snapshot, &state.snapshot, t)
@@ -114,6 +139,9 @@ impl SotwEngine {
                 out.push(r);
             }
         }
+        for t in compared {
+            self.synced(t, true);
+        }
         out
     }
 
@@ -131,13 +159,14 @@ impl SotwEngine {
         if !ts.sub.requested() {
             return None;
         }
-        let mut items: BTreeMap<String, (String, Any)> = wanted(snap.resources(t), &ts.sub)
-            .map(|(n, r)| (n.clone(), (r.version.clone(), r.resource.clone())))
+        // By reference: nothing is copied unless a response is sent.
+        let mut items: BTreeMap<&str, (&str, &Any)> = wanted(snap.resources(t), &ts.sub)
+            .map(|(n, r)| (n.as_str(), (r.version.as_str(), &r.resource)))
             .collect();
-        for (name, version, any) in keep.into_iter().flatten() {
+        for (name, version, any) in keep.iter().flatten() {
             items.entry(name).or_insert((version, any));
         }
-        let version = version_over(items.iter().map(|(n, (v, _))| (n.as_str(), v.as_str())));
+        let version = version_over(items.iter().map(|(n, (v, _))| (*n, *v)));
         if ts.report.last_sent_version.as_deref() == Some(version.as_str())
             || ts.nacked_version.as_deref() == Some(version.as_str())
         {
@@ -151,13 +180,13 @@ impl SotwEngine {
         ts.nacked_version = None;
         ts.sent = items
             .iter()
-            .map(|(n, (v, _))| (n.clone(), v.clone()))
+            .map(|(n, (v, _))| ((*n).to_owned(), (*v).to_owned()))
             .collect();
         let nonce = self.nonces.next();
         ts.sent_response(&nonce, &version, state.map(|s| s.changed_at));
         Some(DiscoveryResponse {
             version_info: version,
-            resources: items.into_values().map(|(_, any)| any).collect(),
+            resources: items.into_values().map(|(_, any)| any.clone()).collect(),
             type_url: t.to_owned(),
             nonce,
             control_plane: Some(ControlPlane {

@@ -21,7 +21,7 @@ use tonic::Status;
 use super::delta::DeltaEngine;
 use super::revocation::TokenBinding;
 use super::sotw::SotwEngine;
-use super::types::{Outcome, TypeState};
+use super::types::{Outcome, TypeReport, TypeState};
 use super::{Credential, ProxyState, ResponseStream, Shared};
 use crate::owner::{OwnerId, OwnerLease, ProxyKey};
 use crate::translate::ClientKind;
@@ -51,7 +51,7 @@ pub(crate) trait Engine: Send + 'static {
         state: Option<&ProxyState>,
     ) -> Result<Outcome<Self::Resp>, Status>;
     fn on_state(&mut self, prev: Option<&ProxyState>, state: &ProxyState) -> Vec<Self::Resp>;
-    fn types(&self) -> &BTreeMap<&'static str, TypeState>;
+    fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState>;
 }
 
 impl Engine for SotwEngine {
@@ -78,8 +78,8 @@ impl Engine for SotwEngine {
     ) -> Vec<DiscoveryResponse> {
         SotwEngine::on_state(self, prev, state)
     }
-    fn types(&self) -> &BTreeMap<&'static str, TypeState> {
-        SotwEngine::types(self)
+    fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+        SotwEngine::types_mut(self)
     }
 }
 
@@ -102,13 +102,13 @@ impl Engine for DeltaEngine {
     }
     fn on_state(
         &mut self,
-        _prev: Option<&ProxyState>,
+        prev: Option<&ProxyState>,
         state: &ProxyState,
     ) -> Vec<DeltaDiscoveryResponse> {
-        DeltaEngine::on_state(self, state)
+        DeltaEngine::on_state(self, prev, state)
     }
-    fn types(&self) -> &BTreeMap<&'static str, TypeState> {
-        DeltaEngine::types(self)
+    fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+        DeltaEngine::types_mut(self)
     }
 }
 
@@ -332,7 +332,9 @@ where
                     match next {
                         Some(state) => {
                             let out = engine.on_state(current.as_deref(), &state);
-                            report_certificate(shared, &key, id, &state);
+                            if current.as_ref().is_none_or(|c| c.identity != state.identity) {
+                                report_certificate(shared, &key, id, &state);
+                            }
                             current = Some(state);
                             out
                         }
@@ -366,9 +368,24 @@ where
         if !sent {
             return End::Closed;
         }
-        shared
-            .inspector
-            .set_types(&key, id, engine.types().iter().map(|(t, s)| (t, &s.report)));
+        report_types(shared, &key, id, &mut engine);
+    }
+}
+
+/// Copies the per-type reports that changed since the last call to the
+/// inspector (none: no lock is taken).
+fn report_types<E: Engine>(shared: &Shared, key: &ProxyKey, id: OwnerId, engine: &mut E) {
+    let changed: Vec<(&'static str, TypeReport)> = engine
+        .types_mut()
+        .iter_mut()
+        .filter(|(_, s)| s.report_dirty)
+        .map(|(t, s)| {
+            s.report_dirty = false;
+            (*t, s.report.clone())
+        })
+        .collect();
+    if !changed.is_empty() {
+        shared.inspector.set_types(key, id, changed.into_iter());
     }
 }
 

@@ -110,6 +110,14 @@ pub(crate) struct TypeState {
     /// was first seen by the control plane.
     pub(crate) pending: Option<(String, Instant)>,
     pub(crate) report: TypeReport,
+    /// Whether what was sent for this type was worked out against the
+    /// state the engine last handled, with no subscription change since:
+    /// then a next state that shares this type's set with it needs no
+    /// comparison.
+    pub(crate) synced: bool,
+    /// Whether `report` changed since the stream last copied it to the
+    /// inspector.
+    pub(crate) report_dirty: bool,
 }
 
 // === impl TypeState ===
@@ -123,6 +131,7 @@ impl TypeState {
         changed_at: Option<Instant>,
     ) {
         self.nonce = Some(nonce.to_owned());
+        self.report_dirty = true;
         self.report.last_sent_version = Some(version.to_owned());
         self.report.responses += 1;
         self.report.resources = self.sent.len();
@@ -137,7 +146,10 @@ impl TypeState {
     /// Handles an ACK of `nonce`; returns the change-to-ACK latency if the
     /// response carried a change.
     pub(crate) fn acked(&mut self, nonce: &str, version: &str) -> Option<Duration> {
-        self.report.last_acked_version = Some(version.to_owned());
+        if self.report.last_acked_version.as_deref() != Some(version) {
+            self.report_dirty = true;
+            self.report.last_acked_version = Some(version.to_owned());
+        }
         match self.pending.take() {
             Some((n, at)) if n == nonce => Some(at.elapsed()),
             other => {
@@ -152,6 +164,7 @@ impl TypeState {
         if matches!(&self.pending, Some((n, _)) if n == nonce) {
             self.pending = None;
         }
+        self.report_dirty = true;
         self.report.last_nack = Some(NackReport {
             version: version.to_owned(),
             detail,
@@ -191,12 +204,16 @@ impl Nonces {
 }
 
 /// The resources of one type a client wants, from a snapshot.
-pub(crate) fn wanted<'a>(
-    resources: &'a Resources,
-    sub: &'a Subscription,
-) -> impl Iterator<Item = (&'a String, &'a Arc<Versioned>)> + 'a {
+/// The items borrow only `resources`, not `sub`.
+pub(crate) fn wanted<'r, 's: 'a, 'a>(
+    resources: &'r Resources,
+    sub: &'s Subscription,
+) -> impl Iterator<Item = (&'r String, &'r Arc<Versioned>)> + 'a
+where
+    'r: 'a,
+{
     let all = sub.is_wildcard();
-    let names: Box<dyn Iterator<Item = (&'a String, &'a Arc<Versioned>)> + 'a> = if all {
+    let names: Box<dyn Iterator<Item = (&'r String, &'r Arc<Versioned>)> + 'a> = if all {
         Box::new(resources.iter())
     } else {
         Box::new(

@@ -115,6 +115,7 @@ pub struct HubStats {
 #[derive(Clone, Debug, Default)]
 pub struct HubMetrics {
     recomputed: Counter,
+    patched: Counter,
 }
 
 // === impl HubMetrics ===
@@ -128,6 +129,11 @@ impl HubMetrics {
             "Proxy configurations recomputed (translated) by the hub: on connect, renewal, and for each proxy a change can affect",
             self.recomputed.clone(),
         );
+        registry.register(
+            "patched_proxies",
+            "Of the recomputed proxies, those whose only change was the endpoints of services they call: their last configuration was patched with the shared load assignment instead of translated again",
+            self.patched.clone(),
+        );
     }
 
     /// Proxies recomputed so far.
@@ -137,6 +143,15 @@ impl HubMetrics {
 
     pub(crate) fn inc_recomputed(&self) {
         self.recomputed.inc();
+    }
+
+    /// Proxies patched (endpoint-only changes) so far.
+    pub fn patched(&self) -> u64 {
+        self.patched.get()
+    }
+
+    pub(crate) fn inc_patched(&self) {
+        self.patched.inc();
     }
 }
 

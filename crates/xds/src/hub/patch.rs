@@ -26,6 +26,10 @@ pub(super) struct Affected {
     pub(super) all: bool,
     /// These proxies (by Dataplane name; not necessarily connected).
     pub(super) names: HashSet<String>,
+    /// Services whose endpoints changed: the proxies with an outbound to
+    /// one of them (and not in `names`) only need its load assignment
+    /// replaced, not a translation.
+    pub(super) services: BTreeSet<String>,
 }
 
 // === impl Affected ===
@@ -35,6 +39,7 @@ impl Affected {
         Self {
             all: true,
             names: HashSet::new(),
+            services: BTreeSet::new(),
         }
     }
 
@@ -42,11 +47,12 @@ impl Affected {
         self.all |= other.all;
         if !self.all {
             self.names.extend(other.names);
+            self.services.extend(other.services);
         }
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        !self.all && self.names.is_empty()
+        !self.all && self.names.is_empty() && self.services.is_empty()
     }
 }
 
@@ -139,6 +145,16 @@ impl MeshCtx {
             self.refs.entry(s).or_default().insert(name.to_owned());
         }
         self.idle_since = None;
+    }
+
+    /// Connected proxies with an outbound to `service`.
+    pub(super) fn referencing(&self, service: &str) -> impl Iterator<Item = &String> {
+        self.refs.get(service).into_iter().flatten()
+    }
+
+    /// Whether connected proxy `name` has an outbound to `service`.
+    pub(super) fn references(&self, service: &str, name: &str) -> bool {
+        self.refs.get(service).is_some_and(|s| s.contains(name))
     }
 
     /// Removes disconnected proxy `name` from the index.
@@ -356,11 +372,9 @@ impl MeshCtx {
             .symmetric_difference(&after)
             .map(|(s, _, _)| s.clone())
             .collect();
-        for s in &services {
-            self.memo.forget_service(s);
-            affected
-                .names
-                .extend(self.refs.get(s).into_iter().flatten().cloned());
+        for s in services {
+            self.memo.forget_service(&s);
+            affected.services.insert(s);
         }
         if inbound_tags(old) != inbound_tags(new) && uses_subset_sources(view) {
             // A MeshSubset source selects services by inbound tags: the

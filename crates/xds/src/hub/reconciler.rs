@@ -23,7 +23,8 @@ use super::{
 use crate::ads::ProxyState;
 use crate::owner::{OwnerId, OwnerRegistry, ProxyKey};
 use crate::translate::{
-    ClientKind, EncodedSecrets, ProxyContext, SecretsInput, Snapshot, Versioned, translate_shared,
+    ClientKind, ENDPOINT_TYPE, EncodedSecrets, ProxyContext, SecretsInput, Snapshot, Versioned,
+    service_load_assignment, translate_shared,
 };
 
 /// Events handled back to back before the loop looks at its timers again.
@@ -333,11 +334,91 @@ impl<S: MeshSource> Reconciler<S> {
                     .collect(),
                 None => Vec::new(),
             };
+            let patch: Vec<String> = match (self.proxies.get(&mesh), self.meshes.get(&mesh)) {
+                (Some(m), Some(ctx)) if !p.affected.all => {
+                    let mut names: Vec<String> = p
+                        .affected
+                        .services
+                        .iter()
+                        .flat_map(|s| ctx.referencing(s))
+                        .filter(|n| m.contains_key(*n) && !p.affected.names.contains(*n))
+                        .cloned()
+                        .collect();
+                    names.sort_unstable();
+                    names.dedup();
+                    names
+                }
+                _ => Vec::new(),
+            };
             for name in connected {
                 let key = ProxyKey::new(mesh.clone(), name);
                 self.recompute(&key, p.since, false).await;
             }
+            for name in patch {
+                let key = ProxyKey::new(mesh.clone(), name);
+                if !self.patch_endpoints(&key, &p.affected.services, p.since) {
+                    self.recompute(&key, p.since, false).await;
+                }
+            }
         }
+    }
+
+    /// Replaces, in `key`'s last published snapshot, the load assignment
+    /// of each of `services` it references, sharing everything else: the
+    /// proxy is not translated again, and its stream compares only the
+    /// endpoint type. Returns `false` (the caller then recomputes) when
+    /// nothing was published yet, or the proxy's identity is due.
+    fn patch_endpoints(
+        &mut self,
+        key: &ProxyKey,
+        services: &std::collections::BTreeSet<String>,
+        changed_at: Instant,
+    ) -> bool {
+        let Some(entry) = self.proxies.get(&key.mesh).and_then(|m| m.get(&key.name)) else {
+            return true;
+        };
+        let (owner, Some(last)) = (entry.owner, entry.last.clone()) else {
+            return false;
+        };
+        if entry.client == ClientKind::Envoy
+            && let Some(c) = self.identities.get(key)
+            && self.clock.now() >= c.renew_at
+        {
+            return false;
+        }
+        let Some(ctx) = self.meshes.get_mut(&key.mesh) else {
+            return false;
+        };
+        let Some(view) = ctx.view.as_ref() else {
+            return false;
+        };
+        self.metrics.inc_recomputed();
+        self.metrics.inc_patched();
+        let mut snapshot = last.snapshot.clone();
+        for service in services {
+            if !ctx.references(service, &key.name) {
+                continue;
+            }
+            let name = crate::translate::names::service_cluster(service);
+            let Some(old) = snapshot.resources(ENDPOINT_TYPE).get(&name) else {
+                return false;
+            };
+            let cla = service_load_assignment(view, &mut ctx.memo, service);
+            if old.version != cla.version {
+                snapshot = snapshot.with_resource(&name, cla);
+            }
+        }
+        if last.snapshot.same_versions(&snapshot) {
+            return true;
+        }
+        let state = Arc::new(ProxyState {
+            snapshot,
+            identity: last.identity.clone(),
+            renew_at: last.renew_at,
+            changed_at,
+        });
+        self.publish(key, owner, state);
+        true
     }
 
     /// Lists `mesh` from the source and applies it as a diff (trust
@@ -464,8 +545,9 @@ impl<S: MeshSource> Reconciler<S> {
         else {
             return;
         };
+        let mut snapshot = snapshot;
         if let Some(last) = &entry.last
-            && last.snapshot.same_versions(&snapshot)
+            && snapshot.share_unchanged(&last.snapshot)
             && last.identity == identity
         {
             return;
@@ -476,6 +558,19 @@ impl<S: MeshSource> Reconciler<S> {
             renew_at,
             changed_at,
         });
+        self.publish(key, owner, state);
+    }
+
+    /// Publishes `state` to `key`'s owner; forgets the proxy if `owner`
+    /// no longer owns the key (I1).
+    fn publish(&mut self, key: &ProxyKey, owner: OwnerId, state: Arc<ProxyState>) {
+        let Some(entry) = self
+            .proxies
+            .get_mut(&key.mesh)
+            .and_then(|m| m.get_mut(&key.name))
+        else {
+            return;
+        };
         match self.registry.publish_as(key, owner, state.clone()) {
             Ok(()) => entry.last = Some(state),
             Err(e) => {

@@ -22,7 +22,6 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::util::pack_any;
 use meshlink_api::spec::DataplaneSpec;
 
-use super::endpoints::service_assignment;
 use super::memo::{ClusterKey, Memo};
 use super::sidecar::eds_cluster;
 use super::snapshot::Versioned;
@@ -55,9 +54,7 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, me
             Versioned::encode(&eds_cluster(cluster.clone(), transport))
         });
         snap.insert_shared(cluster, encoded);
-        let cla = memo.assignment(service, || {
-            Versioned::encode(&service_assignment(view, service))
-        });
+        let cla = super::service_load_assignment(view, memo, service);
         snap.insert_shared(names::service_cluster(service), cla);
     }
     // MeshService outbounds: a channel to `xds:///<name>:<port>`.

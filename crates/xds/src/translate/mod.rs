@@ -156,6 +156,20 @@ impl EncodedSecrets {
     }
 }
 
+/// The load assignment of destination `service` (named
+/// [`names::service_cluster`]), built and encoded once per `memo` entry.
+/// The hub uses it to patch a proxy whose only change is that service's
+/// endpoints, without translating the proxy again.
+pub(crate) fn service_load_assignment(
+    view: &MeshView,
+    memo: &mut Memo,
+    service: &str,
+) -> Arc<Versioned> {
+    memo.assignment(service, || {
+        Versioned::encode(&endpoints::service_assignment(view, service))
+    })
+}
+
 /// Translates the mesh into the resources of one proxy.
 ///
 /// A proxy whose Dataplane is not in the view gets an empty snapshot (all

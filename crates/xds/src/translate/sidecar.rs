@@ -21,7 +21,7 @@ use envoy_types::pb::google::protobuf::Duration;
 use envoy_types::util::pack_any;
 use meshlink_api::spec::{DataplaneSpec, Inbound, InboundTarget};
 
-use super::endpoints::{assignment, service_assignment, socket_address};
+use super::endpoints::{assignment, socket_address};
 use super::memo::{ClusterKey, Memo};
 use super::snapshot::Versioned;
 use super::{MeshView, Snapshot, mesh_service, names, rbac, tls};
@@ -106,9 +106,7 @@ pub(super) fn build(
             Versioned::encode(&eds_cluster(name.clone(), transport))
         });
         snap.insert_shared(name.clone(), cluster);
-        let cla = memo.assignment(service, || {
-            Versioned::encode(&service_assignment(view, service))
-        });
+        let cla = super::service_load_assignment(view, memo, service);
         snap.insert_shared(name, cla);
     }
     mesh_service::clusters(snap, view, identity.as_ref(), false, &mesh_services, memo);

@@ -5,7 +5,7 @@
 //! hold per-stream state (what was sent or acknowledged): stream owners do.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
@@ -69,13 +69,25 @@ pub struct Versioned {
 /// the same allocation in every proxy's snapshot.
 pub type Resources = BTreeMap<String, Arc<Versioned>>;
 
+/// The resources of one type and, once asked for, their type version.
+#[derive(Debug, Clone, Default)]
+struct TypeSet {
+    resources: Resources,
+    /// [`Snapshot::version_of`], computed at most once per set.
+    version: OnceLock<String>,
+}
+
 /// All resources of one proxy: type URL → name → versioned resource.
 ///
 /// Every type of [`TYPE_ORDER`] is present (possibly empty), so an empty
-/// type means "remove everything of this type".
-#[derive(Debug, Clone, PartialEq)]
+/// type means "remove everything of this type". Each type's set is shared
+/// (an `Arc`): cloning a snapshot is cheap, a snapshot derived from another
+/// with [`Snapshot::with_resource`] shares every type it did not touch, and
+/// [`Snapshot::shares_type`] lets a stream skip a type that cannot have
+/// changed without comparing it.
+#[derive(Debug, Clone)]
 pub struct Snapshot {
-    types: BTreeMap<&'static str, Resources>,
+    types: BTreeMap<&'static str, Arc<TypeSet>>,
 }
 
 // === impl Versioned ===
@@ -102,11 +114,22 @@ impl Default for Snapshot {
     }
 }
 
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        TYPE_ORDER
+            .iter()
+            .all(|t| self.resources(t) == other.resources(t))
+    }
+}
+
 impl Snapshot {
     /// An empty snapshot (every type present, no resources).
     pub fn new() -> Self {
         Self {
-            types: TYPE_ORDER.iter().map(|t| (*t, BTreeMap::new())).collect(),
+            types: TYPE_ORDER
+                .iter()
+                .map(|t| (*t, Arc::new(TypeSet::default())))
+                .collect(),
         }
     }
 
@@ -122,29 +145,47 @@ impl Snapshot {
     /// Adds an already encoded resource under `name` (its type URL says
     /// where). A second insert under the same name keeps the first.
     pub fn insert_shared(&mut self, name: String, resource: Arc<Versioned>) {
-        let type_url = resource.resource.type_url.as_str();
-        let Some(map) = self
+        let Some(set) = self.set_mut(&resource.resource.type_url) else {
+            return;
+        };
+        set.resources.entry(name).or_insert(resource);
+    }
+
+    /// This snapshot with `resource` under `name` (replacing what was
+    /// there); every other type's set stays shared with `self`.
+    pub fn with_resource(&self, name: &str, resource: Arc<Versioned>) -> Snapshot {
+        let mut next = self.clone();
+        if let Some(set) = next.set_mut(&resource.resource.type_url) {
+            set.resources.insert(name.to_owned(), resource);
+        }
+        next
+    }
+
+    /// The type set of `type_url` for writing (copied if shared), with its
+    /// cached version cleared.
+    fn set_mut(&mut self, type_url: &str) -> Option<&mut TypeSet> {
+        let Some(set) = self
             .types
             .iter_mut()
             .find(|(t, _)| **t == type_url)
-            .map(|(_, m)| m)
+            .map(|(_, s)| s)
         else {
             debug_assert!(false, "unexpected resource type {type_url}");
-            return;
+            return None;
         };
-        map.entry(name).or_insert(resource);
+        let set = Arc::make_mut(set);
+        set.version = OnceLock::new();
+        Some(set)
     }
 
     fn contains(&self, type_url: &str, name: &str) -> bool {
-        self.types
-            .get(type_url)
-            .is_some_and(|m| m.contains_key(name))
+        self.resources(type_url).contains_key(name)
     }
 
     /// Resources of `type_url` by name (empty for an unknown type).
     pub fn resources(&self, type_url: &str) -> &Resources {
         static EMPTY: Resources = BTreeMap::new();
-        self.types.get(type_url).unwrap_or(&EMPTY)
+        self.types.get(type_url).map_or(&EMPTY, |s| &s.resources)
     }
 
     /// One resource by type URL and name.
@@ -162,39 +203,78 @@ impl Snapshot {
 
     /// Version of a whole type: a hash over its name → version map, for
     /// state-of-the-world `version_info`. Equal iff nothing of this type
-    /// changed.
-    pub fn version_of(&self, type_url: &str) -> String {
-        let mut h = Sha256::new();
-        for (name, r) in self.resources(type_url) {
-            h.update(name.as_bytes());
-            h.update([0]);
-            h.update(r.version.as_bytes());
-            h.update([b'\n']);
+    /// changed. Computed once per type set, however many streams ask.
+    pub fn version_of(&self, type_url: &str) -> &str {
+        static EMPTY: OnceLock<String> = OnceLock::new();
+        match self.types.get(type_url) {
+            Some(set) => set.version.get_or_init(|| version_of(&set.resources)),
+            None => EMPTY.get_or_init(|| version_of(&Resources::new())),
         }
-        truncate_hex(&h.finalize())
+    }
+
+    /// Whether `type_url` is the very same set (not merely equal) in both
+    /// snapshots: then nothing of that type can differ between them.
+    pub fn shares_type(&self, other: &Snapshot, type_url: &str) -> bool {
+        match (self.types.get(type_url), other.types.get(type_url)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
     /// Whether `other` has the same resources at the same versions (the
     /// content-hash test for "nothing changed").
     pub fn same_versions(&self, other: &Snapshot) -> bool {
-        TYPE_ORDER.iter().all(|t| {
-            let (a, b) = (self.resources(t), other.resources(t));
-            a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|((na, ra), (nb, rb))| na == nb && ra.version == rb.version)
-        })
+        TYPE_ORDER.iter().all(|t| self.same_type_versions(other, t))
+    }
+
+    fn same_type_versions(&self, other: &Snapshot, t: &str) -> bool {
+        if self.shares_type(other, t) {
+            return true;
+        }
+        let (a, b) = (self.resources(t), other.resources(t));
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|((na, ra), (nb, rb))| na == nb && ra.version == rb.version)
+    }
+
+    /// Takes over `last`'s set for every type whose versions equal this
+    /// snapshot's, so that streams see those types as shared and skip
+    /// them. Returns whether every type was taken over (nothing changed).
+    pub fn share_unchanged(&mut self, last: &Snapshot) -> bool {
+        let mut all = true;
+        for t in TYPE_ORDER {
+            if self.same_type_versions(last, t) {
+                if let (Some(mine), Some(theirs)) = (self.types.get_mut(t), last.types.get(t)) {
+                    *mine = theirs.clone();
+                }
+            } else {
+                all = false;
+            }
+        }
+        all
     }
 
     /// Total number of resources, all types together.
     pub fn len(&self) -> usize {
-        self.types.values().map(BTreeMap::len).sum()
+        self.types.values().map(|s| s.resources.len()).sum()
     }
 
     /// Whether there are no resources at all.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+fn version_of(resources: &Resources) -> String {
+    let mut h = Sha256::new();
+    for (name, r) in resources {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(r.version.as_bytes());
+        h.update([b'\n']);
+    }
+    truncate_hex(&h.finalize())
 }
 
 fn hash_hex(bytes: &[u8]) -> String {
