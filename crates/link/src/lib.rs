@@ -21,6 +21,7 @@
 
 mod accept;
 pub mod config;
+mod cork;
 mod core;
 mod counted;
 pub mod credentials;
@@ -33,6 +34,7 @@ mod listener;
 pub mod metrics;
 pub mod mux;
 mod router;
+mod splice;
 pub mod routes;
 pub mod routing;
 pub mod session;
