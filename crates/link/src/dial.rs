@@ -19,8 +19,8 @@ use tokio_rustls::client::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LinkConfig;
-use crate::cork::{LinkTcp, buffered};
 use crate::core::Core;
+use crate::cork::{LinkTcp, buffered};
 use crate::credentials::{LinkCredential, leaf_serial};
 use crate::identity::router_ids;
 use crate::session::{self, SessionInfo};
@@ -163,7 +163,12 @@ async fn connect(
     };
     let _ = tcp.set_nodelay(true);
     let connector = TlsConnector::from(cred.client_config());
-    let tls = match timeout(HANDSHAKE_TIMEOUT, connector.connect(server_name, buffered(tcp))).await {
+    let tls = match timeout(
+        HANDSHAKE_TIMEOUT,
+        connector.connect(server_name, buffered(tcp)),
+    )
+    .await
+    {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => return Err(format!("TLS handshake with {at}: {e}")),
         Err(_) => return Err(format!("TLS handshake with {at}: no answer within 5s")),

@@ -21,8 +21,8 @@
 
 mod accept;
 pub mod config;
-mod cork;
 mod core;
+mod cork;
 mod counted;
 pub mod credentials;
 mod dial;
@@ -34,10 +34,10 @@ mod listener;
 pub mod metrics;
 pub mod mux;
 mod router;
-mod splice;
 pub mod routes;
 pub mod routing;
 pub mod session;
+mod splice;
 pub mod status;
 pub mod wire;
 

@@ -103,9 +103,8 @@ impl Half {
                 }
             }
             while self.pos < self.cap {
-                let n = ready!(
-                    Pin::new(&mut *writer).poll_write(cx, &self.buf[self.pos..self.cap])
-                )?;
+                let n =
+                    ready!(Pin::new(&mut *writer).poll_write(cx, &self.buf[self.pos..self.cap]))?;
                 if n == 0 {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::WriteZero,
