@@ -27,7 +27,8 @@
 #
 # Environment: ROUNDS (default 3), VARIANTS (default "direct haproxy meshlink"),
 # LAT_DURATION (20s), CONN_DURATION (10s), IPERF_SECONDS (10), RATE (1000),
-# PROXY_PAIR_OUT (copy the raw JSON lines there), PROXY_PAIR_KEEP=1 (keep
+# PORT_BASE (27830; the 18 ports from it), LK_A_HOST / LK_B_HOST (127.0.0.3 /
+# 127.0.0.4, the link sites' addresses), PROXY_PAIR_OUT (copy the raw JSON lines there), PROXY_PAIR_KEEP=1 (keep
 # the work dir with certificates and logs). Needs haproxy, iperf3, jq and
 # openssl; installs the missing ones with apt-get. No figure is checked
 # against a threshold: this is a benchmark, not a test.
@@ -56,23 +57,26 @@ BIN="$CARGO_TARGET_DIR/release"
 
 # Fixed ports below the ephemeral range (32768+): a port there can be taken by
 # a connection (even a TCP self-connect while polling a port not yet bound).
-APP_PORT=27830         # the app: http-load serve, later iperf3 -s
-HA_A_PORT=27831        # haproxy A, plain TCP from the client
-HA_B_PORT=27832        # haproxy B, mTLS from A
-ML_A_PORT=27833        # meshlink-proxy A outbound (plain TCP from the client)
-ML_B_PORT=27834        # meshlink-proxy B inbound (mTLS from A)
-ML_A_IN_PORT=27835     # meshlink-proxy A inbound (unused; a Dataplane has one)
-CP_API_PORT=27837
-CP_XDS_PORT=27838
-ML_A_ADMIN=127.0.0.1:27839
-ML_B_ADMIN=127.0.0.1:27840
-LK_A_API=27841         # link variant: site A (Connector; accepts the link on 127.0.0.3:55671)
-LK_A_XDS=27842
-LK_B_API=27843         # site B (Listener; dials the link)
-LK_B_XDS=27844
-LK_LISTEN=27845        # router B's Listener (plain TCP from the client)
-LK_A_ADMIN=127.0.0.1:27846
-LK_B_ADMIN=127.0.0.1:27847
+PORT_BASE="${PORT_BASE:-27830}" # 18 ports from here; change it to run beside another copy
+APP_PORT=$PORT_BASE                 # the app: http-load serve, later iperf3 -s
+HA_A_PORT=$((PORT_BASE + 1))        # haproxy A, plain TCP from the client
+HA_B_PORT=$((PORT_BASE + 2))        # haproxy B, mTLS from A
+ML_A_PORT=$((PORT_BASE + 3))        # meshlink-proxy A outbound (plain TCP from the client)
+ML_B_PORT=$((PORT_BASE + 4))        # meshlink-proxy B inbound (mTLS from A)
+ML_A_IN_PORT=$((PORT_BASE + 5))     # meshlink-proxy A inbound (unused; a Dataplane has one)
+CP_API_PORT=$((PORT_BASE + 7))
+CP_XDS_PORT=$((PORT_BASE + 8))
+ML_A_ADMIN=127.0.0.1:$((PORT_BASE + 9))
+ML_B_ADMIN=127.0.0.1:$((PORT_BASE + 10))
+LK_A_API=$((PORT_BASE + 11))         # link variant: site A (Connector; accepts the link on $LK_A_HOST:55671)
+LK_A_XDS=$((PORT_BASE + 12))
+LK_B_API=$((PORT_BASE + 13))         # site B (Listener; dials the link)
+LK_B_XDS=$((PORT_BASE + 14))
+LK_LISTEN=$((PORT_BASE + 15))        # router B's Listener (plain TCP from the client)
+LK_A_ADMIN=127.0.0.1:$((PORT_BASE + 16))
+LK_B_ADMIN=127.0.0.1:$((PORT_BASE + 17))
+LK_A_HOST="${LK_A_HOST:-127.0.0.3}" # site A's router binds the link port 55671 here
+LK_B_HOST="${LK_B_HOST:-127.0.0.4}"
 HOLD_COUNT="${HOLD_COUNT:-1000}"
 # Every held connection is a socket in the client and in each proxy.
 ulimit -n 65536 2>/dev/null || true
@@ -237,8 +241,8 @@ LK_FAILED=""
 setup_link() {
     local site
     for site in a b; do
-        local host=127.0.0.3 api=$LK_A_API xds=$LK_A_XDS
-        [[ $site == b ]] && { host=127.0.0.4; api=$LK_B_API; xds=$LK_B_XDS; }
+        local host=$LK_A_HOST api=$LK_A_API xds=$LK_A_XDS
+        [[ $site == b ]] && { host=$LK_B_HOST; api=$LK_B_API; xds=$LK_B_XDS; }
         local dir="$WORK/lk-$site"
         RUST_LOG="${RUST_LOG:-warn}" start "LKCP_${site^^}" "$BIN/meshlink-cp" run --data-dir "$dir" \
             --api-addr "127.0.0.1:$api" --xds-addr "127.0.0.1:$xds" --grant-addr "$host:0" --advertised-host "$host"

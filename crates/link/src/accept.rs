@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RoleConfig;
 use crate::core::{BindKind, Core};
+use crate::cork::buffered;
 use crate::credentials::leaf_serial;
 use crate::identity::router_ids;
 use crate::session::{self, SessionInfo};
@@ -122,7 +123,7 @@ async fn serve(
     stop: CancellationToken,
 ) {
     let _ = tcp.set_nodelay(true);
-    let tls = match timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+    let tls = match timeout(HANDSHAKE_TIMEOUT, acceptor.accept(buffered(tcp))).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) if crate::peer_policy::is_unbound_refusal(&e) => {
             core.metrics

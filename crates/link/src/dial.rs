@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::LinkConfig;
 use crate::core::Core;
+use crate::cork::{LinkTcp, buffered};
 use crate::credentials::{LinkCredential, leaf_serial};
 use crate::identity::router_ids;
 use crate::session::{self, SessionInfo};
@@ -149,7 +150,7 @@ fn closed_before_hello(reason: String) -> String {
 async fn connect(
     cfg: &LinkConfig,
     cred: &LinkCredential,
-) -> Result<(TlsStream<TcpStream>, Option<String>, Vec<String>), String> {
+) -> Result<(TlsStream<LinkTcp>, Option<String>, Vec<String>), String> {
     let at = format!("{}:{}", cfg.host, cfg.port);
     let server_name = ServerName::try_from(cfg.host.clone())
         .map_err(|e| format!("host {:?} is not a DNS name or IP address: {e}", cfg.host))?;
@@ -165,7 +166,12 @@ async fn connect(
     };
     let _ = tcp.set_nodelay(true);
     let connector = TlsConnector::from(cred.client_config());
-    let tls = match timeout(HANDSHAKE_TIMEOUT, connector.connect(server_name, tcp)).await {
+    let tls = match timeout(
+        HANDSHAKE_TIMEOUT,
+        connector.connect(server_name, buffered(tcp)),
+    )
+    .await
+    {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => return Err(format!("TLS handshake with {at}: {e}")),
         Err(_) => return Err(format!("TLS handshake with {at}: no answer within 5s")),

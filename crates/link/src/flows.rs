@@ -18,7 +18,7 @@ use tokio::time::timeout;
 
 use crate::core::Core;
 use crate::mux::LinkStream;
-use crate::wire::{FlowReply, StreamHeader, read_frame, write_frame};
+use crate::wire::{FlowReply, StreamHeader, encode_frame, read_frame, write_frame};
 
 /// How long a connector's target may take to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,8 +27,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a flow stream may take to send its header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Buffer per direction when splicing.
-const SPLICE_BUFFER: usize = 64 * 1024;
 
 /// Why a flow could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -187,7 +185,7 @@ where
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
     tokio::select! {
-        r = tokio::io::copy_bidirectional_with_sizes(a, b, SPLICE_BUFFER, SPLICE_BUFFER) => r,
+        r = crate::splice::bidirectional(a, b) => r,
         _ = core.shutdown.cancelled() => Err(io::Error::other("router shutting down")),
     }
 }
@@ -207,11 +205,8 @@ async fn open_towards(
         peer: peer.router.clone(),
         reason,
     };
-    let mut stream = peer.opener.open().await.map_err(failed)?;
-    write_frame(&mut stream, header)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    Ok(stream)
+    let first = encode_frame(header).map_err(|e| failed(e.to_string()))?;
+    peer.opener.open_with(first).await.map_err(failed)
 }
 
 /// Waits for the destination's [`FlowReply`] on a stream opened by

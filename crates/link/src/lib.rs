@@ -22,6 +22,7 @@
 mod accept;
 pub mod config;
 mod core;
+mod cork;
 mod counted;
 pub mod credentials;
 mod dial;
@@ -38,6 +39,7 @@ mod router;
 pub mod routes;
 pub mod routing;
 pub mod session;
+mod splice;
 pub mod status;
 pub mod wire;
 

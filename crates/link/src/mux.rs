@@ -19,6 +19,8 @@ use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt as _, TokioAsyncReadC
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::cork::Corked;
+
 /// A yamux stream as a tokio `AsyncRead + AsyncWrite`; `shutdown` is a
 /// half-close (yamux FIN), reading goes on until the peer's FIN.
 pub type LinkStream = Compat<yamux::Stream>;
@@ -29,7 +31,16 @@ pub const MAX_STREAMS: usize = 2048;
 /// How long a graceful close may take before the connection is dropped.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 
-type OpenReply = oneshot::Sender<Result<yamux::Stream, yamux::ConnectionError>>;
+/// A stream, the requested first bytes and how many of them the driver
+/// queued.
+type Opened = (yamux::Stream, Vec<u8>, usize);
+type OpenReply = oneshot::Sender<Result<Opened, yamux::ConnectionError>>;
+
+/// A request to open a stream and queue `first` on it.
+struct OpenRequest {
+    first: Vec<u8>,
+    reply: OpenReply,
+}
 
 /// The yamux configuration for links: each stream starts with yamux's
 /// 256 KiB receive window and auto-tunes up to twice the measured
@@ -48,22 +59,36 @@ fn config() -> yamux::Config {
 /// Opens streams on a running multiplexer; cheap to clone.
 #[derive(Clone, Debug)]
 pub(crate) struct MuxOpener {
-    tx: mpsc::Sender<OpenReply>,
+    tx: mpsc::Sender<OpenRequest>,
 }
 
 impl MuxOpener {
     /// Opens a new outbound stream.
     pub(crate) async fn open(&self) -> Result<LinkStream, String> {
+        self.open_with(Vec::new()).await
+    }
+
+    /// Opens a new outbound stream whose first bytes are `first`. The
+    /// driver queues them as it opens the stream, so the stream's first
+    /// frame leaves in the same driver turn (one hand-off instead of two).
+    pub(crate) async fn open_with(&self, first: Vec<u8>) -> Result<LinkStream, String> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(reply)
+            .send(OpenRequest { first, reply })
             .await
             .map_err(|_| "link closed".to_owned())?;
-        match rx.await {
-            Ok(Ok(stream)) => Ok(stream.compat()),
-            Ok(Err(e)) => Err(format!("link failed: {e}")),
-            Err(_) => Err("link closed".to_owned()),
+        let (stream, first, written) = match rx.await {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(e)) => return Err(format!("link failed: {e}")),
+            Err(_) => return Err("link closed".to_owned()),
+        };
+        let mut stream = stream.compat();
+        if written < first.len() {
+            tokio::io::AsyncWriteExt::write_all(&mut stream, &first[written..])
+                .await
+                .map_err(|e| format!("link failed: {e}"))?;
         }
+        Ok(stream)
     }
 }
 
@@ -77,7 +102,17 @@ pub(crate) struct Mux {
 
 /// Starts the driver task for `io`; `dialer` selects the yamux client mode.
 /// Cancelling `close` closes the connection gracefully (GoAway).
-pub(crate) fn start<T>(io: T, dialer: bool, close: CancellationToken) -> Mux
+///
+/// The acceptor's first inbound stream (the control stream) goes to
+/// [`Mux::inbound`]; every other inbound stream is handed to `flow` on the
+/// driver's own task, so serving it starts on the thread that received it
+/// without a hop through the session task.
+pub(crate) fn start<T>(
+    io: T,
+    dialer: bool,
+    close: CancellationToken,
+    flow: impl FnMut(LinkStream) + Send + 'static,
+) -> Mux
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -86,10 +121,15 @@ where
     } else {
         yamux::Mode::Server
     };
-    let conn = yamux::Connection::new(io.compat(), config(), mode);
+    let conn = yamux::Connection::new(Corked::new(io).compat(), config(), mode);
     let (tx, rx) = mpsc::channel(64);
     let (in_tx, inbound) = mpsc::unbounded_channel();
-    let driver = AbortOnDropHandle::new(tokio::spawn(drive(conn, rx, in_tx, close)));
+    let inbound_to = Inbound {
+        session: in_tx,
+        control_pending: !dialer,
+        flow,
+    };
+    let driver = AbortOnDropHandle::new(tokio::spawn(drive(conn, rx, inbound_to, close)));
     Mux {
         opener: MuxOpener { tx },
         inbound,
@@ -97,16 +137,26 @@ where
     }
 }
 
-async fn drive<T>(
+/// Where the driver hands inbound streams: the acceptor's first one to
+/// the session, the rest to `flow`. The session's channel closes when the
+/// driver ends.
+struct Inbound<F> {
+    session: mpsc::UnboundedSender<LinkStream>,
+    control_pending: bool,
+    flow: F,
+}
+
+async fn drive<T, F>(
     mut conn: yamux::Connection<T>,
-    mut opens: mpsc::Receiver<OpenReply>,
-    inbound: mpsc::UnboundedSender<LinkStream>,
+    mut opens: mpsc::Receiver<OpenRequest>,
+    mut inbound: Inbound<F>,
     close: CancellationToken,
 ) -> Result<(), String>
 where
     T: futures::AsyncRead + futures::AsyncWrite + Unpin,
+    F: FnMut(LinkStream),
 {
-    let mut pending: VecDeque<OpenReply> = VecDeque::new();
+    let mut pending: VecDeque<OpenRequest> = VecDeque::new();
     let mut closed = pin!(close.cancelled());
     let outcome = poll_fn(|cx| {
         if closed.poll_unpin(cx).is_ready() {
@@ -119,8 +169,13 @@ where
             match conn.poll_new_outbound(cx) {
                 Poll::Ready(result) => {
                     let failed = result.as_ref().err().map(|e| e.to_string());
-                    let reply = pending.pop_front().expect("checked non-empty");
-                    let _ = reply.send(result);
+                    let request = pending.pop_front().expect("checked non-empty");
+                    let first = request.first;
+                    let result = result.map(|mut stream| {
+                        let written = queue_first(&mut stream, &first, cx);
+                        (stream, first, written)
+                    });
+                    let _ = request.reply.send(result);
                     if let Some(e) = failed {
                         return Poll::Ready(Some(Err(e)));
                     }
@@ -130,10 +185,12 @@ where
         }
         loop {
             match conn.poll_next_inbound(cx) {
-                Poll::Ready(Some(Ok(stream))) => {
+                Poll::Ready(Some(Ok(stream))) if inbound.control_pending => {
+                    inbound.control_pending = false;
                     // The receiver is gone only while the session ends.
-                    let _ = inbound.send(stream.compat());
+                    let _ = inbound.session.send(stream.compat());
                 }
+                Poll::Ready(Some(Ok(stream))) => (inbound.flow)(stream.compat()),
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.to_string()))),
                 Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
                 Poll::Pending => return Poll::Pending,
@@ -151,5 +208,17 @@ where
                 Err(_) => Err("close timed out".into()),
             }
         }
+    }
+}
+
+/// Queues `first` on a new stream without waiting; returns how many bytes
+/// were taken (the opener writes the rest itself).
+fn queue_first(stream: &mut yamux::Stream, first: &[u8], cx: &mut std::task::Context<'_>) -> usize {
+    if first.is_empty() {
+        return 0;
+    }
+    match futures::AsyncWrite::poll_write(std::pin::Pin::new(stream), cx, first) {
+        Poll::Ready(Ok(n)) => n,
+        _ => 0,
     }
 }

@@ -72,7 +72,11 @@ where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let close = stop.child_token();
-    let mut mux = mux::start(io, info.dialer, close.clone());
+    let flow_core = core.clone();
+    let mut mux = mux::start(io, info.dialer, close.clone(), move |stream| {
+        let core = flow_core.clone();
+        flow_core.tasks.spawn(flows::serve_inbound(core, stream));
+    });
     let control = if info.dialer {
         match mux.opener.open().await {
             Ok(mut s) => match write_frame(&mut s, &StreamHeader::Control).await {

@@ -100,16 +100,22 @@ where
     W: AsyncWrite + Unpin,
     T: Serialize,
 {
-    let body = serde_json::to_vec(value)?;
-    if body.len() > MAX_FRAME {
-        return Err(WireError::TooLarge(body.len()));
-    }
-    let mut buf = Vec::with_capacity(4 + body.len());
-    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    buf.extend_from_slice(&body);
+    let buf = encode_frame(value)?;
     io.write_all(&buf).await?;
     io.flush().await?;
     Ok(())
+}
+
+/// One frame holding `value` as JSON: the bytes [`write_frame`] writes.
+pub fn encode_frame<T: Serialize>(value: &T) -> Result<Vec<u8>, WireError> {
+    let mut buf = vec![0u8; 4];
+    serde_json::to_writer(&mut buf, value)?;
+    let len = buf.len() - 4;
+    if len > MAX_FRAME {
+        return Err(WireError::TooLarge(len));
+    }
+    buf[..4].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(buf)
 }
 
 /// Reads one frame and decodes it as `T`. `Ok(None)` at a clean end of
