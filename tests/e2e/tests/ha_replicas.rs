@@ -196,10 +196,13 @@ fn a_killed_leader_is_replaced_within_its_lease_and_each_job_runs_once_per_perio
             "{name}: every period from {first} to {last} ran exactly once: {j}"
         );
         // The counters agree: the killed leader's runs plus the others'.
+        // Neither read is atomic with the store: the killed leader can
+        // store one more run after its counter was read (or be killed
+        // between storing a run and counting it), and a survivor can count
+        // a run after `v` was read. So they differ by at most one run.
         let counted = before[k] + runs(&r, &others, name);
         assert!(
-            (counted - runs_stored as f64).abs() < 1.0
-                || (counted - runs_stored as f64 - 1.0).abs() < 1.0,
+            (counted - runs_stored as f64).abs() <= 1.0,
             "{name}: counters {counted} vs stored runs {runs_stored}"
         );
     }
