@@ -22,7 +22,6 @@ fn metric(text: &str, name: &str) -> f64 {
 }
 
 #[test]
-#[ignore = "fails: site A's router still accepts the unbound link (the Site label does not take effect end to end yet); a reproduction for the fix, see FEATURES.md \"Not yet\""]
 fn a_site_requiring_router_identity_refuses_generated_credentials_and_says_why() {
     let a = Site::start("strict-a", 2);
     let b = Site::start("strict-b", 3);
