@@ -138,3 +138,23 @@ fn selector_picks_online_dataplanes_by_tag_and_follows_them() {
     view.upsert(dataplane("backend-2", "10.0.0.99", "backend", true, 39));
     assert!(targets(&translate_router(&view), "backend").contains(&"10.0.0.12:8080".to_owned()));
 }
+
+#[test]
+fn a_dataplane_change_no_selector_can_see_leaves_the_view_unchanged() {
+    let mut view = full_view();
+    // The same Dataplane again, at a newer revision with a label: nothing
+    // a selector reads (inbound tags and addresses, online) changed.
+    let mut same = dataplane("backend-1", "10.0.0.11", "backend", true, 50);
+    same.metadata.labels.insert("team".into(), "a".into());
+    assert!(
+        !view.upsert(same),
+        "a change no selector reads is no change"
+    );
+    // Going offline is one.
+    assert!(view.upsert(dataplane("backend-1", "10.0.0.11", "backend", false, 51)));
+    // So is a new address.
+    assert!(view.upsert(dataplane("backend-1", "10.0.0.21", "backend", false, 52)));
+    let held = &view.dataplanes[&("default".to_owned(), "backend-1".to_owned())];
+    assert!(!held.online);
+    assert_eq!(held.inbounds[0].1, "10.0.0.21");
+}

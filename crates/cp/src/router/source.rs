@@ -35,12 +35,18 @@ impl SiteSource for StoreSiteSource {
             Kind::Listener,
             Kind::MultiKeyListener,
             Kind::Connector,
-            Kind::Dataplane,
         ] {
             for r in self.resources.list(kind, None, None).await.map_err(err)? {
                 view.upsert(r);
             }
         }
+        // A page at a time: the view keeps only what selectors read.
+        self.resources
+            .for_each(Kind::Dataplane, None, |r| {
+                view.upsert(r);
+            })
+            .await
+            .map_err(err)?;
         let secrets = self
             .resources
             .store()

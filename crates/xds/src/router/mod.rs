@@ -21,4 +21,4 @@ pub use translate::{
     RouterConfig, Withheld, ca_secret_name, certificate_secret_name, multi_key_listener_name,
     translate_router,
 };
-pub use view::{SiteChange, SiteView, TlsMaterial};
+pub use view::{SelectableDataplane, SiteChange, SiteView, TlsMaterial};

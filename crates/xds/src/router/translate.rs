@@ -331,24 +331,13 @@ fn select(view: &SiteView, connector: &Resource) -> Vec<SelectedPod> {
     };
     let mut out = Vec::new();
     for ((mesh, name), dp) in &view.dataplanes {
-        let Some(dp_spec) = dp.spec.as_dataplane() else {
-            continue;
-        };
-        let online = dp.status.details.as_dataplane().is_some_and(|s| s.online);
-        if !online && !spec.includes_not_ready() {
+        if !dp.online && !spec.includes_not_ready() {
             continue;
         }
-        if let Some(inbound) = dp_spec
-            .networking
-            .inbound
-            .iter()
-            .find(|i| selector.matches(&i.tags))
-        {
+        if let Some((_, address)) = dp.inbounds.iter().find(|(tags, _)| selector.matches(tags)) {
             out.push(SelectedPod {
                 name: format!("{mesh}/{name}"),
-                ip: inbound
-                    .effective_address(&dp_spec.networking.address)
-                    .to_owned(),
+                ip: address.clone(),
             });
         }
     }
