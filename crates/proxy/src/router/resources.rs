@@ -13,11 +13,13 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
 use envoy_types::pb::google::protobuf::Any;
 use meshlink_link::{
     ConnectorConfig, ConnectorTarget, CredentialPem, KeyStrategy, LinkConfig, ListenerConfig,
-    MultiKeyListenerConfig, RoleConfig, RouterConfig,
+    MeshIngressConfig, MeshIngressKey, MeshIngressMesh, MultiKeyListenerConfig, RoleConfig,
+    RouterConfig,
 };
 use meshlink_xds::certify as pb;
 use meshlink_xds::translate::{
-    CONNECTOR_TYPE, LINK_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, SECRET_TYPE, SITE_TYPE,
+    CONNECTOR_TYPE, LINK_TYPE, MESH_INGRESS_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE,
+    SECRET_TYPE, SITE_TYPE,
 };
 
 use crate::model::Versioned;
@@ -26,13 +28,14 @@ use crate::xds::client::XdsModel;
 use crate::xds::validate::{Invalid, decode, pem_of};
 
 /// Type URLs a router subscribes to, Secrets first (I2).
-pub const ROUTER_TYPES: [&str; 6] = [
+pub const ROUTER_TYPES: [&str; 7] = [
     SECRET_TYPE,
     SITE_TYPE,
     ROUTER_ACCESS_TYPE,
     LINK_TYPE,
     ROUTER_LISTENER_TYPE,
     CONNECTOR_TYPE,
+    MESH_INGRESS_TYPE,
 ];
 
 /// The inter-router role name, which interior routers dial.
@@ -71,6 +74,8 @@ pub struct RouterResources {
     pub listeners: BTreeMap<String, Versioned<pb::Listener>>,
     /// Connectors by name.
     pub connectors: BTreeMap<String, Versioned<pb::Connector>>,
+    /// Mesh ingresses by mesh name.
+    pub mesh_ingresses: BTreeMap<String, Versioned<pb::MeshIngress>>,
 }
 
 /// What the router is configured to be, once a Site arrived.
@@ -131,6 +136,10 @@ impl XdsModel for RouterResources {
                     .and_then(|c| named(name, &c.name).map(|()| c))
                     .and_then(check_connector)
                     .map(|c| upsert(&mut self.connectors, name, version.clone(), c)),
+                MESH_INGRESS_TYPE => decode::<pb::MeshIngress>(any, "resource")
+                    .and_then(|m| named(name, &m.name).map(|()| m))
+                    .and_then(check_mesh_ingress)
+                    .map(|m| upsert(&mut self.mesh_ingresses, name, version.clone(), m)),
                 _ => Ok(false),
             };
             match accepted {
@@ -151,6 +160,7 @@ impl XdsModel for RouterResources {
                 LINK_TYPE => self.links.remove(name).is_some(),
                 ROUTER_LISTENER_TYPE => self.listeners.remove(name).is_some(),
                 CONNECTOR_TYPE => self.connectors.remove(name).is_some(),
+                MESH_INGRESS_TYPE => self.mesh_ingresses.remove(name).is_some(),
                 _ => false,
             };
         }
@@ -170,6 +180,7 @@ impl XdsModel for RouterResources {
             LINK_TYPE => versions(&self.links),
             ROUTER_LISTENER_TYPE => versions(&self.listeners),
             CONNECTOR_TYPE => versions(&self.connectors),
+            MESH_INGRESS_TYPE => versions(&self.mesh_ingresses),
             _ => HashMap::new(),
         }
     }
@@ -197,10 +208,36 @@ impl RouterResources {
 
     /// The link crate's configuration: roles bind `bind_host` unless their
     /// RouterAccess names a `bindHost`; an edge router dials its links'
-    /// `edge` endpoints, an interior one their `inter-router` endpoints.
-    pub fn link_config(&self, bind_host: &str, edge: bool) -> RouterConfig {
+    /// `edge` endpoints, an interior one their `inter-router` endpoints;
+    /// the mesh ingress (if any mesh needs one) binds
+    /// `bind_host:mesh_port`.
+    pub fn link_config(&self, bind_host: &str, mesh_port: u16, edge: bool) -> RouterConfig {
+        let credentials = self.credentials();
+        let mesh_ingress = (!self.mesh_ingresses.is_empty()).then(|| MeshIngressConfig {
+            host: bind_host.to_owned(),
+            port: mesh_port,
+            meshes: self
+                .mesh_ingresses
+                .values()
+                .map(|m| MeshIngressMesh {
+                    name: m.value.name.clone(),
+                    credential: credentials.get(&m.value.tls_credentials).cloned(),
+                    keys: m
+                        .value
+                        .keys
+                        .iter()
+                        .map(|k| MeshIngressKey {
+                            sni: k.sni.clone(),
+                            routing_key: k.routing_key.clone(),
+                            allowed: k.allowed.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        });
         let mut config = RouterConfig {
-            credentials: self.credentials(),
+            mesh_ingress,
+            credentials,
             require_router_identity: self
                 .sites
                 .values()
@@ -393,6 +430,24 @@ fn check_listener(l: pb::Listener) -> Result<pb::Listener, Invalid> {
         }
     }
     Ok(l)
+}
+
+fn check_mesh_ingress(m: pb::MeshIngress) -> Result<pb::MeshIngress, Invalid> {
+    if m.tls_credentials.is_empty() {
+        return Err(invalid(
+            "tls_credentials",
+            "is empty; name the router's mesh certificate Secret",
+        ));
+    }
+    for (i, k) in m.keys.iter().enumerate() {
+        if k.sni.is_empty() {
+            return Err(invalid(&format!("keys[{i}].sni"), "is empty"));
+        }
+        if k.routing_key.is_empty() {
+            return Err(invalid(&format!("keys[{i}].routing_key"), "is empty"));
+        }
+    }
+    Ok(m)
 }
 
 /// A MultiKeyListener's strategy.

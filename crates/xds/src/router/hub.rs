@@ -28,10 +28,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::mesh_ingress::{MeshRouterIdentity, ingress_needs};
 use super::translate::{RouterConfig, translate_router};
 use super::view::{SiteChange, SiteView};
 use crate::ads::ProxyState;
-use crate::hub::SourceError;
+use crate::hub::{IssuedIdentity, MeshTrust, SourceError};
 use crate::owner::{OwnerId, OwnerRegistry, ProxyKey};
 use crate::translate::Snapshot;
 
@@ -46,6 +47,33 @@ const RELOAD_RETRY: Duration = Duration::from_secs(1);
 pub trait SiteSource: Send + Sync + 'static {
     /// The whole view, read from the store.
     async fn load(&self) -> Result<SiteView, SourceError>;
+
+    /// The trust material of `mesh`, or `None` if mTLS is off (or the
+    /// source has no CA: the mesh ingress is then withheld).
+    async fn mesh_trust(&self, _mesh: &str) -> Result<Option<MeshTrust>, SourceError> {
+        Ok(None)
+    }
+
+    /// Issues the router's certificate and key in `mesh` for SPIFFE ID
+    /// `spiffe_id`, valid from `now` (Envoy-style: the control plane
+    /// generates the key; see docs/architecture.md).
+    async fn issue_router_identity(
+        &self,
+        mesh: &str,
+        spiffe_id: &str,
+        _now: std::time::SystemTime,
+    ) -> Result<IssuedIdentity, SourceError> {
+        Err(SourceError(format!(
+            "this control plane cannot issue {spiffe_id} in mesh {mesh:?}"
+        )))
+    }
+}
+
+/// The router's identity in one mesh and when to renew it.
+struct HeldIdentity {
+    identity: MeshRouterIdentity,
+    ca_fingerprint: String,
+    renew_at: std::time::SystemTime,
 }
 
 enum Event {
@@ -53,6 +81,7 @@ enum Event {
     Disconnected { key: ProxyKey, owner: OwnerId },
     Changed(Box<SiteChange>, Instant),
     Reload,
+    Trust,
     Sync(oneshot::Sender<()>),
 }
 
@@ -89,6 +118,8 @@ impl RouterHub {
             config: config_tx,
             published: BTreeMap::new(),
             pending: None,
+            identities: BTreeMap::new(),
+            renew_at: None,
         };
         tasks.spawn(task.run(rx, cancel));
         RouterHub { tx, config }
@@ -115,6 +146,11 @@ impl RouterHub {
     /// The change feed had a gap: re-load the view.
     pub fn reload(&self) {
         let _ = self.tx.send(Event::Reload);
+    }
+
+    /// A mesh's CA material changed: re-check the router's mesh identities.
+    pub fn trust_changed(&self) {
+        let _ = self.tx.send(Event::Trust);
     }
 
     /// Resolves once every event sent before it was handled and the
@@ -144,6 +180,10 @@ struct Reconciler<S> {
     published: BTreeMap<ProxyKey, Arc<ProxyState>>,
     /// When the oldest unapplied change arrived.
     pending: Option<Instant>,
+    /// The router's identity per mesh.
+    identities: BTreeMap<String, HeldIdentity>,
+    /// When the earliest of them is due for renewal.
+    renew_at: Option<Instant>,
 }
 
 impl<S: SiteSource> Reconciler<S> {
@@ -157,7 +197,8 @@ impl<S: SiteSource> Reconciler<S> {
                     None => return,
                     Some(ev) => self.on_event(ev, &cancel).await,
                 },
-                () = sleep_until(deadline) => self.recompute(),
+                () = sleep_until(deadline) => self.recompute().await,
+                () = sleep_until(self.renew_at) => self.recompute().await,
             }
         }
     }
@@ -169,7 +210,7 @@ impl<S: SiteSource> Reconciler<S> {
                     // Changes that arrive meanwhile wait in the channel and
                     // are applied after, older ones skipped by revision.
                     self.view = view;
-                    self.recompute();
+                    self.recompute().await;
                     return;
                 }
                 Err(e) => {
@@ -200,24 +241,107 @@ impl<S: SiteSource> Reconciler<S> {
                 }
             }
             Event::Changed(change, at) => {
-                let dataplane = matches!(&*change, SiteChange::Resource(u) if is_dataplane(u));
-                let selects = self.view.selects_dataplanes();
-                if self.view.apply(*change) && (!dataplane || selects) {
+                let dataplane = match &*change {
+                    SiteChange::Resource(u) => dataplane_of(u),
+                    SiteChange::Secret { .. } => None,
+                };
+                // A Dataplane matters to a selecting Connector, or to the
+                // mesh ingress when it has (or had) a routing-key outbound.
+                let relevant = dataplane.is_none_or(|(mesh, name, uses)| {
+                    let held = self.view.dataplanes.get(&(mesh, name));
+                    self.view.selects_dataplanes()
+                        || uses
+                        || held.is_some_and(SiteView::uses_network)
+                });
+                if self.view.apply(*change) && relevant {
                     self.pending.get_or_insert(at);
                 }
             }
             Event::Reload => self.load(cancel).await,
+            Event::Trust => {
+                self.pending.get_or_insert_with(Instant::now);
+            }
             Event::Sync(done) => {
                 if self.pending.is_some() {
-                    self.recompute();
+                    self.recompute().await;
                 }
                 let _ = done.send(());
             }
         }
     }
 
-    fn recompute(&mut self) {
+    /// Keeps the router's identity in every mesh that needs an ingress
+    /// current: issued by the mesh's current CA, for the expected SPIFFE
+    /// ID, not due; drops the others. Failures are logged and retried on
+    /// the next recompute (at the latest in a second).
+    async fn refresh_identities(&mut self) {
+        let site = self.view.site.as_ref().map(|s| s.name().to_owned());
+        let needs = match &site {
+            Some(_) => ingress_needs(&self.view),
+            None => BTreeMap::new(),
+        };
+        self.identities.retain(|mesh, _| needs.contains_key(mesh));
+        let now = std::time::SystemTime::now();
+        let mut retry = false;
+        for (mesh, need) in &needs {
+            let site = site.as_deref().unwrap_or_default();
+            let expected = crate::translate::names::router_spiffe_id(&need.trust_domain, site);
+            let trust = match self.source.mesh_trust(mesh).await {
+                Ok(Some(t)) => t,
+                Ok(None) => {
+                    self.identities.remove(mesh);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(mesh, error = %e, "cannot read the mesh CA for the router's mesh ingress; retrying");
+                    retry = true;
+                    continue;
+                }
+            };
+            let current = self.identities.get(mesh).is_some_and(|h| {
+                h.identity.spiffe_id == expected
+                    && h.ca_fingerprint == trust.ca_fingerprint
+                    && h.identity.bundle_pem == trust.bundle_pem
+                    && now < h.renew_at
+            });
+            if current {
+                continue;
+            }
+            match self
+                .source
+                .issue_router_identity(mesh, &expected, now)
+                .await
+            {
+                Ok(issued) => {
+                    tracing::info!(mesh, spiffe_id = %expected, serial = %issued.info.serial, "issued the router's mesh ingress certificate");
+                    self.identities
+                        .insert(mesh.clone(), held(issued, trust, expected, now));
+                }
+                Err(e) => {
+                    tracing::warn!(mesh, error = %e, "cannot issue the router's mesh ingress certificate; retrying");
+                    retry = true;
+                }
+            }
+        }
+        self.view.mesh_identities = self
+            .identities
+            .iter()
+            .map(|(m, h)| (m.clone(), h.identity.clone()))
+            .collect();
+        let next = self.identities.values().map(|h| h.renew_at).min();
+        self.renew_at = next.map(|at| {
+            let wait = at.duration_since(now).unwrap_or_default();
+            Instant::now() + wait
+        });
+        if retry {
+            let soon = Instant::now() + RELOAD_RETRY;
+            self.renew_at = Some(self.renew_at.map_or(soon, |r| r.min(soon)));
+        }
+    }
+
+    async fn recompute(&mut self) {
         let at = self.pending.take().unwrap_or_else(Instant::now);
+        self.refresh_identities().await;
         let config = translate_router(&self.view);
         let same = **self.config.borrow() == config;
         if !same {
@@ -265,11 +389,39 @@ impl<S: SiteSource> Reconciler<S> {
     }
 }
 
-fn is_dataplane(u: &crate::hub::Update) -> bool {
+/// `(mesh, name, has a routing-key outbound)` of a changed Dataplane.
+fn dataplane_of(u: &crate::hub::Update) -> Option<(String, String, bool)> {
     let r = match u {
         crate::hub::Update::Upserted(r) | crate::hub::Update::Deleted(r) => r,
     };
-    r.kind() == meshlink_api::Kind::Dataplane
+    (r.kind() == meshlink_api::Kind::Dataplane).then(|| {
+        let mesh = r.metadata.mesh.clone().unwrap_or_default();
+        (mesh, r.name().to_owned(), SiteView::uses_network(r))
+    })
+}
+
+fn held(
+    issued: IssuedIdentity,
+    trust: MeshTrust,
+    spiffe_id: String,
+    now: std::time::SystemTime,
+) -> HeldIdentity {
+    let renew_at = meshlink_identity::renewal_time_from(
+        now,
+        issued.info.not_before,
+        issued.info.not_after,
+        meshlink_identity::random_jitter(),
+    );
+    HeldIdentity {
+        identity: MeshRouterIdentity {
+            chain_pem: issued.chain_pem,
+            key_pem: issued.key_pem,
+            bundle_pem: trust.bundle_pem,
+            spiffe_id,
+        },
+        ca_fingerprint: trust.ca_fingerprint,
+        renew_at,
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -70,6 +70,12 @@ pub struct SiteView {
     pub dataplanes: BTreeMap<(String, String), Resource>,
     /// Secrets by name, with the store revision they were read at.
     pub secrets: BTreeMap<String, (u64, TlsMaterial)>,
+    /// Meshes by name (whether mTLS is on, the trust domain), for the
+    /// mesh ingress.
+    pub meshes: BTreeMap<String, Resource>,
+    /// The router's identity per mesh, issued by the control plane (the
+    /// hub fills it; a source leaves it empty).
+    pub mesh_identities: BTreeMap<String, super::MeshRouterIdentity>,
     /// Revisions of deletions, so an older listing cannot revive an object.
     tombstones: BTreeMap<(Kind, String, String), u64>,
 }
@@ -195,10 +201,22 @@ impl SiteView {
                     }
                     Kind::Connector => patch(&mut self.connectors, name, r, deleted),
                     Kind::Dataplane => patch(&mut self.dataplanes, (mesh, name), r, deleted),
+                    Kind::Mesh => patch(&mut self.meshes, name, r, deleted),
                     _ => false,
                 }
             }
         }
+    }
+
+    /// Whether a Dataplane (before or after a change) has an outbound to
+    /// a routing key, so the mesh ingress may change with it.
+    pub fn uses_network(dp: &Resource) -> bool {
+        dp.spec.as_dataplane().is_some_and(|s| {
+            s.networking
+                .outbound
+                .iter()
+                .any(|o| o.routing_key().is_some())
+        })
     }
 
     /// Whether a change to this Dataplane can change the configuration:

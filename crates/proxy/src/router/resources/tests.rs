@@ -168,7 +168,7 @@ fn credentials_links_roles_listeners_and_connectors_map_to_the_link_config() {
         );
     }
 
-    let c = r.link_config("127.0.0.2", false);
+    let c = r.link_config("127.0.0.2", 15671, false);
     assert_eq!(c.credentials.len(), 2);
     assert_eq!(c.credentials["client"].tls_key, "<key>");
     assert_eq!(c.credentials["client"].ca_crt, "<ca>");
@@ -189,7 +189,7 @@ fn credentials_links_roles_listeners_and_connectors_map_to_the_link_config() {
         ("10.0.0.1", 55671, 3)
     );
     // An edge router dials the edge endpoint.
-    assert_eq!(r.link_config("127.0.0.2", true).links[0].port, 45671);
+    assert_eq!(r.link_config("127.0.0.2", 15671, true).links[0].port, 45671);
     let listeners: Vec<_> = c
         .listeners
         .iter()
@@ -269,9 +269,13 @@ fn a_credential_is_usable_only_with_both_its_secrets() {
     let mut half = credential_secrets("client");
     half.resources.truncate(1);
     r.apply(&half);
-    assert!(r.link_config("0.0.0.0", false).credentials.is_empty());
+    assert!(
+        r.link_config("0.0.0.0", 15671, false)
+            .credentials
+            .is_empty()
+    );
     r.apply(&credential_secrets("client"));
-    assert_eq!(r.link_config("0.0.0.0", false).credentials.len(), 1);
+    assert_eq!(r.link_config("0.0.0.0", 15671, false).credentials.len(), 1);
 }
 
 #[test]
