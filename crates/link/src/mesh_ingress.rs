@@ -8,7 +8,8 @@
 //! SPIFFE ID must be one the configuration allows for the key (default
 //! deny). Every refusal closes the connection without a flow, counts
 //! `meshlink_link_mesh_ingress_refused_total{reason}` and is logged at
-//! most once per [`LOG_INTERVAL`] (with the count since the last line).
+//! most once per [`LOG_INTERVAL`] and reason (with the count since the
+//! last line).
 //!
 //! Owns the accept loop and the table (SNI → key, allowed IDs, TLS
 //! config), which `Router::apply` swaps in place: a new certificate or key
@@ -119,19 +120,20 @@ fn tls_of(mesh: &MeshIngressMesh) -> Result<Arc<ServerConfig>, String> {
         .map_err(|e| format!("mesh {:?}: {e}", mesh.name))
 }
 
-/// Rate-limits the refusal log.
+/// Rate-limits the refusal log, per reason.
 #[derive(Default)]
-pub(crate) struct RefusalLog(Mutex<(Option<Instant>, u64)>);
+pub(crate) struct RefusalLog(Mutex<HashMap<&'static str, (Option<Instant>, u64)>>);
 
 impl RefusalLog {
     /// Counts a refusal; returns how many to report if a line is due.
-    fn hit(&self) -> Option<u64> {
+    fn hit(&self, reason: &'static str) -> Option<u64> {
         let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        g.1 += 1;
-        let due = g.0.is_none_or(|t| t.elapsed() >= LOG_INTERVAL);
+        let (last, count) = g.entry(reason).or_default();
+        *count += 1;
+        let due = last.is_none_or(|t| t.elapsed() >= LOG_INTERVAL);
         due.then(|| {
-            g.0 = Some(Instant::now());
-            std::mem::take(&mut g.1)
+            *last = Some(Instant::now());
+            std::mem::take(count)
         })
     }
 }
@@ -200,7 +202,7 @@ fn refused(core: &Core, reason: &'static str, peer: &str, detail: &str) {
         .mesh_ingress_refused
         .get_or_create(&ReasonLabels { reason })
         .inc();
-    if let Some(count) = core.mesh_ingress_log.hit() {
+    if let Some(count) = core.mesh_ingress_log.hit(reason) {
         tracing::info!(
             reason,
             peer,
