@@ -13,8 +13,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
 use envoy_types::pb::google::protobuf::Any;
 use meshlink_link::{
     ConnectorConfig, ConnectorTarget, CredentialPem, KeyStrategy, LinkConfig, ListenerConfig,
-    MeshIngressConfig, MeshIngressKey, MeshIngressMesh, MultiKeyListenerConfig, RoleConfig,
-    RouterConfig,
+    MultiKeyListenerConfig, RoleConfig, RouterConfig,
 };
 use meshlink_xds::certify as pb;
 use meshlink_xds::translate::{
@@ -138,7 +137,7 @@ impl XdsModel for RouterResources {
                     .map(|c| upsert(&mut self.connectors, name, version.clone(), c)),
                 MESH_INGRESS_TYPE => decode::<pb::MeshIngress>(any, "resource")
                     .and_then(|m| named(name, &m.name).map(|()| m))
-                    .and_then(check_mesh_ingress)
+                    .and_then(mesh_ingress::check)
                     .map(|m| upsert(&mut self.mesh_ingresses, name, version.clone(), m)),
                 _ => Ok(false),
             };
@@ -213,28 +212,8 @@ impl RouterResources {
     /// `bind_host:mesh_port`.
     pub fn link_config(&self, bind_host: &str, mesh_port: u16, edge: bool) -> RouterConfig {
         let credentials = self.credentials();
-        let mesh_ingress = (!self.mesh_ingresses.is_empty()).then(|| MeshIngressConfig {
-            host: bind_host.to_owned(),
-            port: mesh_port,
-            meshes: self
-                .mesh_ingresses
-                .values()
-                .map(|m| MeshIngressMesh {
-                    name: m.value.name.clone(),
-                    credential: credentials.get(&m.value.tls_credentials).cloned(),
-                    keys: m
-                        .value
-                        .keys
-                        .iter()
-                        .map(|k| MeshIngressKey {
-                            sni: k.sni.clone(),
-                            routing_key: k.routing_key.clone(),
-                            allowed: k.allowed.clone(),
-                        })
-                        .collect(),
-                })
-                .collect(),
-        });
+        let mesh_ingress =
+            mesh_ingress::config(&self.mesh_ingresses, &credentials, bind_host, mesh_port);
         let mut config = RouterConfig {
             mesh_ingress,
             credentials,
@@ -432,24 +411,6 @@ fn check_listener(l: pb::Listener) -> Result<pb::Listener, Invalid> {
     Ok(l)
 }
 
-fn check_mesh_ingress(m: pb::MeshIngress) -> Result<pb::MeshIngress, Invalid> {
-    if m.tls_credentials.is_empty() {
-        return Err(invalid(
-            "tls_credentials",
-            "is empty; name the router's mesh certificate Secret",
-        ));
-    }
-    for (i, k) in m.keys.iter().enumerate() {
-        if k.sni.is_empty() {
-            return Err(invalid(&format!("keys[{i}].sni"), "is empty"));
-        }
-        if k.routing_key.is_empty() {
-            return Err(invalid(&format!("keys[{i}].routing_key"), "is empty"));
-        }
-    }
-    Ok(m)
-}
-
 /// A MultiKeyListener's strategy.
 fn key_strategy(l: &pb::Listener) -> KeyStrategy {
     let keys = l.keys.iter().map(|k| k.routing_key.clone());
@@ -489,5 +450,6 @@ fn target(t: &str) -> Option<ConnectorTarget> {
     })
 }
 
+mod mesh_ingress;
 #[cfg(test)]
 mod tests;

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::mesh_ingress::{MeshRouterIdentity, ingress_needs};
+use super::identities::HeldIdentity;
 use super::translate::{RouterConfig, translate_router};
 use super::view::{SiteChange, SiteView};
 use crate::ads::ProxyState;
@@ -40,7 +40,7 @@ use crate::translate::Snapshot;
 pub const DEBOUNCE: Duration = Duration::from_millis(25);
 
 /// How long to wait before retrying a failed load of the site's view.
-const RELOAD_RETRY: Duration = Duration::from_secs(1);
+pub(super) const RELOAD_RETRY: Duration = Duration::from_secs(1);
 
 /// Loads everything the router of this control plane's site depends on.
 #[tonic::async_trait]
@@ -67,13 +67,6 @@ pub trait SiteSource: Send + Sync + 'static {
             "this control plane cannot issue {spiffe_id} in mesh {mesh:?}"
         )))
     }
-}
-
-/// The router's identity in one mesh and when to renew it.
-struct HeldIdentity {
-    identity: MeshRouterIdentity,
-    ca_fingerprint: String,
-    renew_at: std::time::SystemTime,
 }
 
 enum Event {
@@ -270,78 +263,10 @@ impl<S: SiteSource> Reconciler<S> {
         }
     }
 
-    /// Keeps the router's identity in every mesh that needs an ingress
-    /// current: issued by the mesh's current CA, for the expected SPIFFE
-    /// ID, not due; drops the others. Failures are logged and retried on
-    /// the next recompute (at the latest in a second).
-    async fn refresh_identities(&mut self) {
-        let site = self.view.site.as_ref().map(|s| s.name().to_owned());
-        let needs = match &site {
-            Some(_) => ingress_needs(&self.view),
-            None => BTreeMap::new(),
-        };
-        self.identities.retain(|mesh, _| needs.contains_key(mesh));
-        let now = std::time::SystemTime::now();
-        let mut retry = false;
-        for (mesh, need) in &needs {
-            let site = site.as_deref().unwrap_or_default();
-            let expected = crate::translate::names::router_spiffe_id(&need.trust_domain, site);
-            let trust = match self.source.mesh_trust(mesh).await {
-                Ok(Some(t)) => t,
-                Ok(None) => {
-                    self.identities.remove(mesh);
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(mesh, error = %e, "cannot read the mesh CA for the router's mesh ingress; retrying");
-                    retry = true;
-                    continue;
-                }
-            };
-            let current = self.identities.get(mesh).is_some_and(|h| {
-                h.identity.spiffe_id == expected
-                    && h.ca_fingerprint == trust.ca_fingerprint
-                    && h.identity.bundle_pem == trust.bundle_pem
-                    && now < h.renew_at
-            });
-            if current {
-                continue;
-            }
-            match self
-                .source
-                .issue_router_identity(mesh, &expected, now)
-                .await
-            {
-                Ok(issued) => {
-                    tracing::info!(mesh, spiffe_id = %expected, serial = %issued.info.serial, "issued the router's mesh ingress certificate");
-                    self.identities
-                        .insert(mesh.clone(), held(issued, trust, expected, now));
-                }
-                Err(e) => {
-                    tracing::warn!(mesh, error = %e, "cannot issue the router's mesh ingress certificate; retrying");
-                    retry = true;
-                }
-            }
-        }
-        self.view.mesh_identities = self
-            .identities
-            .iter()
-            .map(|(m, h)| (m.clone(), h.identity.clone()))
-            .collect();
-        let next = self.identities.values().map(|h| h.renew_at).min();
-        self.renew_at = next.map(|at| {
-            let wait = at.duration_since(now).unwrap_or_default();
-            Instant::now() + wait
-        });
-        if retry {
-            let soon = Instant::now() + RELOAD_RETRY;
-            self.renew_at = Some(self.renew_at.map_or(soon, |r| r.min(soon)));
-        }
-    }
-
     async fn recompute(&mut self) {
         let at = self.pending.take().unwrap_or_else(Instant::now);
-        self.refresh_identities().await;
+        self.renew_at =
+            super::identities::refresh(&*self.source, &mut self.view, &mut self.identities).await;
         let config = translate_router(&self.view);
         let same = **self.config.borrow() == config;
         if !same {
@@ -398,30 +323,6 @@ fn dataplane_of(u: &crate::hub::Update) -> Option<(String, String, bool)> {
         let mesh = r.metadata.mesh.clone().unwrap_or_default();
         (mesh, r.name().to_owned(), SiteView::uses_network(r))
     })
-}
-
-fn held(
-    issued: IssuedIdentity,
-    trust: MeshTrust,
-    spiffe_id: String,
-    now: std::time::SystemTime,
-) -> HeldIdentity {
-    let renew_at = meshlink_identity::renewal_time_from(
-        now,
-        issued.info.not_before,
-        issued.info.not_after,
-        meshlink_identity::random_jitter(),
-    );
-    HeldIdentity {
-        identity: MeshRouterIdentity {
-            chain_pem: issued.chain_pem,
-            key_pem: issued.key_pem,
-            bundle_pem: trust.bundle_pem,
-            spiffe_id,
-        },
-        ca_fingerprint: trust.ca_fingerprint,
-        renew_at,
-    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -14,6 +14,7 @@
 //! as the standard SDS Secrets holding its credentials (I2: Secrets first).
 
 mod hub;
+mod identities;
 mod mesh_ingress;
 mod translate;
 mod view;

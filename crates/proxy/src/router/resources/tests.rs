@@ -314,3 +314,55 @@ fn the_site_says_what_the_router_waits_for() {
         }
     );
 }
+
+#[test]
+fn a_mesh_ingress_binds_the_mesh_port_and_waits_for_its_credential() {
+    let mut r = RouterResources::default();
+    let ingress = pb::MeshIngress {
+        name: "default".into(),
+        spiffe_id: "spiffe://default/meshlink.dev/router/a".into(),
+        tls_credentials: "mesh-ingress.default".into(),
+        keys: vec![pb::MeshIngressKey {
+            sni: "k-0123456789abcdef.network.meshlink".into(),
+            routing_key: "db/primary".into(),
+            allowed: vec!["spiffe://default/web".into()],
+        }],
+    };
+    assert!(
+        r.link_config("10.0.0.5", 15671, false)
+            .mesh_ingress
+            .is_none()
+    );
+    let applied = r.apply(&response(
+        MESH_INGRESS_TYPE,
+        vec![("default", "1", any(&ingress))],
+        &[],
+    ));
+    assert!(applied.rejected.is_empty(), "{:?}", applied.rejected);
+    let m = r
+        .link_config("10.0.0.5", 15671, false)
+        .mesh_ingress
+        .expect("an ingress");
+    assert_eq!((m.host.as_str(), m.port), ("10.0.0.5", 15671));
+    assert!(m.meshes[0].credential.is_none(), "warming until it arrives");
+    assert_eq!(m.meshes[0].keys[0].routing_key, "db/primary");
+    assert_eq!(m.meshes[0].keys[0].allowed, ["spiffe://default/web"]);
+    r.apply(&credential_secrets("mesh-ingress.default"));
+    let m = r.link_config("10.0.0.5", 0, false).mesh_ingress.unwrap();
+    assert_eq!(m.port, 0);
+    assert!(m.meshes[0].credential.is_some());
+    // A key without a name is refused with its field; the last good stays.
+    let mut bad = ingress.clone();
+    bad.keys[0].sni.clear();
+    let applied = r.apply(&response(
+        MESH_INGRESS_TYPE,
+        vec![("default", "2", any(&bad))],
+        &[],
+    ));
+    assert!(
+        applied.rejected[0].error.contains("keys[0].sni"),
+        "{:?}",
+        applied.rejected
+    );
+    assert_eq!(r.mesh_ingresses["default"].version, "1");
+}
