@@ -243,17 +243,19 @@ impl ControlPlane {
                 hub: xds.hub.clone(),
                 routers: xds.routers.clone(),
                 listeners: Default::default(),
+                ingress: None,
             },
             shutdown.clone(),
         ));
         let (router_status, router_inbox) = router::status::channel();
         let (res, cfg, sd) = (resources.clone(), xds.routers.config(), shutdown.clone());
+        let router_advertised = advertised.clone();
         let holder = router::holder::Holder {
             store: store.clone(),
             replica: replica.clone(),
         };
         tasks.spawn(async move {
-            router::status::run(res, cfg, router_inbox, holder, sd).await;
+            router::status::run(res, router_advertised, cfg, router_inbox, holder, sd).await;
             Ok(())
         });
         let router_rpc = router::rpc::RouterStatusService {
@@ -436,7 +438,7 @@ impl XdsParts {
         let source = Arc::new(ads::StoreSource::new(resources.clone(), ca.clone()));
         let hub = meshlink_xds::hub::Hub::spawn_on(
             background,
-            source,
+            source.clone(),
             owners.clone(),
             clock,
             shutdown.token(),
@@ -452,6 +454,7 @@ impl XdsParts {
             background,
             Arc::new(router::source::StoreSiteSource {
                 resources: resources.clone(),
+                meshes: Some(source.clone()),
             }),
             owners.clone(),
             shutdown.token(),

@@ -128,6 +128,7 @@ fn report_up() -> RouterReport {
                 ..Default::default()
             },
         ],
+        mesh_ingress_address: "127.0.0.2:15671".into(),
     }
 }
 
@@ -188,6 +189,8 @@ async fn reports_become_status_and_are_cleared_when_the_router_goes() {
         "redis"
     );
     assert!(site["status"]["siteId"].is_string(), "{site}");
+    // The router's bound mesh ingress is where the site's sidecars dial.
+    assert_eq!(site["status"]["meshIngress"], "127.0.0.2:15671", "{site}");
     let listener = eventually("Listener matched", || async {
         let l = get(&cp, "/api/v1/listeners/redis").await;
         (l["status"]["hasMatchingConnector"] == true).then_some(l)
@@ -214,6 +217,7 @@ async fn reports_become_status_and_are_cleared_when_the_router_goes() {
             if condition(&l, "Operational")["status"] == "False"
                 && s["status"]["sitesInNetwork"] == 1
                 && condition(&s, "Running")["status"] == "False"
+                && s["status"]["meshIngress"].is_null()
                 && li["status"]["hasMatchingConnector"] == false
             {
                 return (l, s);

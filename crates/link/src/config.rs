@@ -33,6 +33,48 @@ pub struct RouterConfig {
     /// certificate names no router ([`crate::peer_policy`]); by default
     /// such a peer is accepted as `unbound`.
     pub require_router_identity: bool,
+    /// The mTLS ingress for mesh sidecars, if any mesh needs one.
+    pub mesh_ingress: Option<MeshIngressConfig>,
+}
+
+/// The mesh ingress: one port on which mesh sidecars open flows to routing
+/// keys over mTLS, the key chosen by the TLS server name (SNI).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshIngressConfig {
+    /// Address to bind.
+    pub host: String,
+    /// Port to bind; 0 picks a free one (see the router status).
+    pub port: u16,
+    /// One entry per mesh.
+    pub meshes: Vec<MeshIngressMesh>,
+}
+
+/// One mesh served by the mesh ingress.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshIngressMesh {
+    /// The mesh's name.
+    pub name: String,
+    /// The router's certificate and key in the mesh (`tls.crt`,
+    /// `tls.key`) and the mesh trust bundle (`ca.crt`); `None` until they
+    /// arrived (the ingress stays warming).
+    #[serde(skip)]
+    pub credential: Option<CredentialPem>,
+    /// The routing keys, by SNI.
+    pub keys: Vec<MeshIngressKey>,
+}
+
+/// One routing key of the mesh ingress and who may open flows to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshIngressKey {
+    /// The TLS server name that selects the key.
+    pub sni: String,
+    /// The routing key.
+    pub routing_key: String,
+    /// SPIFFE IDs allowed (everyone else is refused).
+    pub allowed: Vec<String>,
 }
 
 /// A RouterAccess role: where links are accepted and with which server
@@ -211,6 +253,19 @@ impl RouterConfig {
                 && let Some(j) = w.iter().position(|(_, weight)| *weight == 0)
             {
                 err(format!("{at}.strategy[{j}].weight"), "must be at least 1");
+            }
+        }
+        if let Some(m) = &self.mesh_ingress {
+            check_host(&mut err, "meshIngress", &m.host);
+            let mut snis = std::collections::HashSet::new();
+            for (i, mesh) in m.meshes.iter().enumerate() {
+                for (j, k) in mesh.keys.iter().enumerate() {
+                    let at = format!("meshIngress.meshes[{i}].keys[{j}]");
+                    check_key(&mut err, &at, &k.routing_key);
+                    if !snis.insert(k.sni.as_str()) {
+                        err(format!("{at}.sni"), "appears twice; one SNI names one key");
+                    }
+                }
             }
         }
         for (i, c) in self.connectors.iter().enumerate() {

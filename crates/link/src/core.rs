@@ -54,6 +54,10 @@ pub(crate) struct Core {
     pub(crate) shutdown: CancellationToken,
     /// [`crate::RouterConfig::require_router_identity`], read at each accept.
     pub(crate) require_router_identity: AtomicBool,
+    /// The mesh ingress's table (SNI → key), swapped by `Router::apply`.
+    pub(crate) mesh_ingress: watch::Sender<Arc<crate::mesh_ingress::Table>>,
+    /// Rate limit of the mesh ingress's refusal log.
+    pub(crate) mesh_ingress_log: crate::mesh_ingress::RefusalLog,
     bind_owners: std::sync::Mutex<std::collections::HashMap<(BindKind, String), u64>>,
     next_id: AtomicU64,
     connector_turn: AtomicUsize,
@@ -81,6 +85,8 @@ impl Core {
             tasks: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             require_router_identity: AtomicBool::new(false),
+            mesh_ingress: watch::Sender::new(Arc::default()),
+            mesh_ingress_log: Default::default(),
             bind_owners: std::sync::Mutex::new(std::collections::HashMap::new()),
             next_id: AtomicU64::new(1),
             connector_turn: AtomicUsize::new(0),

@@ -9,7 +9,8 @@
 //! flow id), then raw bytes with half-close ([`flows`]). Dialled links
 //! reconnect with jittered backoff; RouterAccess roles accept links; TCP
 //! listeners turn connections into flows; connectors are the local
-//! targets ([`Router::apply`] diffs a [`RouterConfig`]).
+//! targets ([`Router::apply`] diffs a [`RouterConfig`]). The
+//! [`mesh_ingress`] lets mesh sidecars open flows over mTLS.
 //!
 //! [`routing`] is the link-state routing (LSAs, shortest paths, routing
 //! key destinations, the network view); it does no I/O. The transport
@@ -31,6 +32,7 @@ pub mod flows;
 pub mod identity;
 mod link_state;
 mod listener;
+pub mod mesh_ingress;
 pub mod metrics;
 mod multikey;
 pub mod mux;
@@ -45,7 +47,8 @@ pub mod wire;
 
 pub use config::{
     ConfigError, ConnectorConfig, ConnectorTarget, KeyStrategy, LinkConfig, ListenerConfig,
-    MultiKeyListenerConfig, RoleConfig, RouterConfig,
+    MeshIngressConfig, MeshIngressKey, MeshIngressMesh, MultiKeyListenerConfig, RoleConfig,
+    RouterConfig,
 };
 pub use credentials::{CredentialError, CredentialPem, LinkCredential};
 pub use flows::{Flow, FlowError};

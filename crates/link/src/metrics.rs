@@ -74,6 +74,16 @@ pub struct LinkMetrics {
     pub peer_identity: Family<IdentityLabels, Counter>,
     /// notAfter of each credential in use (unix seconds).
     pub credential_expiry: Family<CredentialLabels, Gauge>,
+    /// Connections the mesh ingress refused, by reason.
+    pub mesh_ingress_refused: Family<ReasonLabels, Counter>,
+}
+
+/// Why the mesh ingress refused a connection.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// `not_tls`, `unknown_sni`, `handshake`, `not_authorized` or
+    /// `no_flow`.
+    pub reason: &'static str,
 }
 
 impl LinkMetrics {
@@ -114,6 +124,11 @@ impl LinkMetrics {
             "credential_expiration_timestamp_seconds",
             "notAfter of each link credential in use, unix seconds",
             self.credential_expiry.clone(),
+        );
+        registry.register(
+            "mesh_ingress_refused",
+            "Connections the mesh ingress refused: not TLS, unknown SNI, failed mTLS handshake, identity not allowed for the routing key, or no flow",
+            self.mesh_ingress_refused.clone(),
         );
     }
 

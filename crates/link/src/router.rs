@@ -59,6 +59,8 @@ struct Running {
     links: HashMap<String, Item<LinkConfig>>,
     listeners: HashMap<String, Item<ListenerConfig>>,
     multi_key_listeners: HashMap<String, Item<MultiKeyListenerConfig>>,
+    /// The mesh ingress task, by the `(host, port)` it binds.
+    mesh_ingress: Option<Item<(String, u16)>>,
 }
 
 struct Item<C> {
@@ -195,7 +197,41 @@ impl Router {
             },
             &core.shutdown,
         );
+        let ingress_bad = errors.iter().any(|e| e.path.starts_with("meshIngress"));
+        if !ingress_bad {
+            self.apply_mesh_ingress(&mut running, config.mesh_ingress.as_ref());
+        }
         errors
+    }
+
+    /// Swaps the mesh ingress's table and (re)starts its task when its
+    /// address changed; stops it when no mesh needs it.
+    fn apply_mesh_ingress(&self, running: &mut Running, cfg: Option<&crate::MeshIngressConfig>) {
+        let core = &self.core;
+        let table = cfg.map(crate::mesh_ingress::table).unwrap_or_default();
+        core.mesh_ingress.send_replace(Arc::new(table));
+        let want = cfg.map(|c| (c.host.clone(), c.port));
+        if running.mesh_ingress.as_ref().map(|i| &i.config) == want.as_ref() {
+            return;
+        }
+        if let Some(old) = running.mesh_ingress.take() {
+            old.stop.cancel();
+        }
+        if let Some((host, port)) = want {
+            let stop = core.shutdown.child_token();
+            let generation = core.next_id();
+            core.tasks.spawn(crate::mesh_ingress::run(
+                core.clone(),
+                host.clone(),
+                port,
+                generation,
+                stop.clone(),
+            ));
+            running.mesh_ingress = Some(Item {
+                config: (host, port),
+                stop,
+            });
+        }
     }
 
     /// The router's status; changes whenever a link, role or listener does.

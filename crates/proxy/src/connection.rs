@@ -143,8 +143,15 @@ async fn outbound(
     let Some(client) = &cluster.tls else {
         return copy(stream, upstream, Direction::Outbound, metrics).await;
     };
-    // The SPIFFE verifier ignores the name; SNI carries the cluster name.
-    let name = ServerName::try_from(sni(&cluster.spec.name))
+    // The SPIFFE verifier ignores the name; SNI carries the cluster's
+    // `sni`, else its name.
+    let sni = cluster
+        .spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.sni.clone())
+        .unwrap_or_else(|| sni(&cluster.spec.name));
+    let name = ServerName::try_from(sni)
         .unwrap_or_else(|_| ServerName::try_from("meshlink.local").expect("valid DNS name"));
     let connect = TlsConnector::from(client.clone()).connect(name, upstream);
     let tls_stream = handshake(connect, Direction::Outbound, metrics).await?;

@@ -56,6 +56,11 @@ pub struct UpstreamTls {
     /// The SPIFFE IDs the server may present (one of them), when the
     /// cluster names any: a MeshService's backends may have several.
     pub expected_spiffe_ids: Vec<String>,
+    /// The TLS server name to send (`UpstreamTlsContext.sni`); `None`: a
+    /// name derived from the cluster's (a site router's mesh ingress picks
+    /// the routing key by it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
 }
 
 /// How a principal is matched against a peer's SPIFFE ID.

@@ -75,6 +75,11 @@ pub struct RunArgs {
     /// host is a name) bind unless they name their own.
     #[arg(long, env = "MESHLINK_PROXY_BIND_HOST", default_value = "0.0.0.0")]
     pub bind_host: String,
+    /// Router mode: the port of the mesh ingress on --bind-host, where
+    /// mesh sidecars reach routing keys over mTLS; 0 picks a free one (the
+    /// router reports the bound address to the control plane).
+    #[arg(long, env = "MESHLINK_PROXY_MESH_PORT", default_value = "15671")]
+    pub mesh_port: String,
 }
 
 /// Validated options.
@@ -84,6 +89,8 @@ pub struct ProxyOptions {
     pub mode: Mode,
     /// Router mode: the default bind address of roles and listeners.
     pub bind_host: String,
+    /// Router mode: the mesh ingress port on `bind_host` (0: any free one).
+    pub mesh_port: u16,
     /// Control plane and credential files.
     pub cp: CpTarget,
     /// Mesh of the Dataplane (sidecar mode).
@@ -126,6 +133,13 @@ impl RunArgs {
                 self.bind_host
             ));
         }
+        let mesh_port = self.mesh_port.parse::<u16>().unwrap_or_else(|_| {
+            errors.push(format!(
+                "--mesh-port {:?}: expected a port, 0-65535 (0 picks a free one)",
+                self.mesh_port
+            ));
+            0
+        });
         if router && (self.name.is_some() || self.dataplane_file.is_some()) {
             errors.push(
                 "--name and --dataplane-file are for sidecars; a router serves the site its \
@@ -230,6 +244,7 @@ impl RunArgs {
             ) => Ok(ProxyOptions {
                 mode,
                 bind_host: self.bind_host,
+                mesh_port,
                 cp: CpTarget {
                     endpoints: CpEndpoints::new(cp_urls),
                     ca_file,

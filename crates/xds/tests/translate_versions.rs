@@ -6,9 +6,9 @@ mod translate_fixtures;
 use std::collections::BTreeSet;
 
 use meshlink_xds::translate::{
-    CLUSTER_TYPE, CONNECTOR_TYPE, ClientKind, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MeshView,
-    ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, SECRET_TYPE, SITE_TYPE, SecretsInput,
-    Snapshot, TYPE_ORDER, translate,
+    CLUSTER_TYPE, CONNECTOR_TYPE, ClientKind, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE,
+    MESH_INGRESS_TYPE, MeshView, ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, SECRET_TYPE,
+    SITE_TYPE, SecretsInput, Snapshot, TYPE_ORDER, translate,
 };
 use translate_fixtures::{dataplane, proxy, standard_view};
 
@@ -118,6 +118,7 @@ fn secrets_come_first_and_only_when_given() {
             LINK_TYPE,
             ROUTER_LISTENER_TYPE,
             CONNECTOR_TYPE,
+            MESH_INGRESS_TYPE,
         ]
     );
 

@@ -260,6 +260,7 @@ pub struct HttpApp {
     stop: Arc<AtomicBool>,
     gate: Gate,
     accept: Option<JoinHandle<()>>,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl HttpApp {
@@ -282,11 +283,14 @@ impl HttpApp {
         let stop = Arc::new(AtomicBool::new(false));
         let gate = Gate::default();
         let (name, stop2, gate2) = (name.to_owned(), stop.clone(), gate.clone());
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
         let accept = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if stop2.load(Ordering::SeqCst) {
                     return;
                 }
+                counted.fetch_add(1, Ordering::SeqCst);
                 let Ok(conn) = conn else { continue };
                 let (name, gate) = (name.clone(), gate2.clone());
                 std::thread::spawn(move || {
@@ -300,7 +304,13 @@ impl HttpApp {
             stop,
             gate,
             accept: Some(accept),
+            connections,
         }
+    }
+
+    /// How many connections the app accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     /// The listening port.

@@ -27,7 +27,16 @@ pub fn certify(
     csr: Vec<u8>,
 ) -> Result<CertifyResponse, tonic::Status> {
     let ca = cp.xds_ca_pem();
-    let url = cp.xds_url();
+    // A site's control plane listens on its own loopback address, which
+    // its certificate names.
+    let (url, domain) = if cp.host() == "127.0.0.1" {
+        (cp.xds_url(), "localhost".to_owned())
+    } else {
+        (
+            format!("https://{}:{}", cp.host(), cp.xds_port()),
+            cp.host().to_owned(),
+        )
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -35,7 +44,7 @@ pub fn certify(
     rt.block_on(async move {
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca))
-            .domain_name("localhost");
+            .domain_name(domain);
         let channel = Channel::from_shared(url)
             .expect("URL")
             .tls_config(tls)

@@ -161,6 +161,9 @@ impl Site {
             self.token_file.clone().into(),
             "--bind-host".into(),
             self.cp.host().into(),
+            // Tests share addresses: a free mesh ingress port each.
+            "--mesh-port".into(),
+            "0".into(),
             "--drain-timeout".into(),
             "5s".into(),
         ];

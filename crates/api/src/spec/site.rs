@@ -85,6 +85,11 @@ pub struct SiteStatus {
     /// Every site reachable from here, including this one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<NetworkSite>,
+    /// meshlink extension: `host:port` of the router's mesh ingress, where
+    /// this site's mesh sidecars reach routing keys over mTLS (written from
+    /// the router's report; unset while it is not bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh_ingress: Option<String>,
 }
 
 /// One endpoint in Site and RouterAccess status: where a role is reached.

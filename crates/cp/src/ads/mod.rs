@@ -32,6 +32,9 @@ pub(crate) struct Reconcilers {
     /// as last seen in the feed: only a change of it re-lists the meshes,
     /// not the router status written into the Listener.
     pub(crate) listeners: HashMap<String, Option<(String, String, u16)>>,
+    /// The Site's `status.meshIngress` as last seen in the feed: only a
+    /// change of it re-lists the meshes.
+    pub(crate) ingress: Option<(String, String)>,
 }
 
 /// What a Dataplane outbound to a routing key depends on in a Listener.
@@ -49,6 +52,7 @@ fn router_kind(kind: &str) -> bool {
     matches!(
         kind,
         "Site"
+            | "Mesh"
             | "RouterAccess"
             | "Link"
             | "Listener"
@@ -120,10 +124,24 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
             }
             return;
         }
+        // Mesh sidecars reach routing keys through the router's mesh
+        // ingress, whose address the router reports into the Site status.
+        "Site" => {
+            let ingress = match change.change_type {
+                ChangeType::Deleted => None,
+                _ => source::site_ingress(&change.object.body),
+            };
+            if to.ingress != ingress {
+                to.ingress = ingress;
+                hub.reload_all();
+            }
+            return;
+        }
         "Mesh" => key.name.clone(),
         "Dataplane" | "MeshTrafficPermission" | "MeshService" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
+            to.routers.trust_changed();
             return;
         }
         _ => return,

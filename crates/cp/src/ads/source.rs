@@ -9,7 +9,7 @@ use meshlink_api::Kind;
 use meshlink_identity::SpiffeId;
 use meshlink_xds::hub::{IdentityInfo, IssuedIdentity, MeshSource, MeshTrust, SourceError};
 use meshlink_xds::owner::ProxyKey;
-use meshlink_xds::translate::{MeshView, NetworkListeners};
+use meshlink_xds::translate::{MeshView, NetworkListeners, RouterIngress};
 
 use crate::identity::CaHandle;
 use crate::identity::mesh_ca::{MeshCaError, MeshIdentity};
@@ -25,6 +25,31 @@ pub(crate) struct StoreSource {
 }
 
 impl StoreSource {
+    /// The trust material of `mesh` (`None`: mTLS off or no such mesh).
+    pub(crate) async fn mesh_trust(&self, mesh: &str) -> Result<Option<MeshTrust>, SourceError> {
+        <Self as MeshSource>::trust(self, mesh).await
+    }
+
+    /// Issues the site router's certificate and key in `mesh` for
+    /// `spiffe_id` (a path of the mesh's trust domain), valid from `now`.
+    pub(crate) async fn issue_router(
+        &self,
+        mesh: &str,
+        spiffe_id: &str,
+        now: SystemTime,
+    ) -> Result<IssuedIdentity, SourceError> {
+        let identity = self.load_identity(mesh).await?.ok_or_else(|| {
+            SourceError(format!("mesh {mesh:?} has mTLS disabled or does not exist"))
+        })?;
+        let id =
+            SpiffeId::parse(spiffe_id).map_err(|e| SourceError(format!("{spiffe_id}: {e}")))?;
+        let (cert, key_pem) = identity
+            .ca
+            .issue_with_key(&id, identity.lifetime, now)
+            .map_err(|e| SourceError(format!("cannot issue for {id}: {e}")))?;
+        Ok(issued(cert, key_pem))
+    }
+
     pub(crate) fn new(resources: ResourceService, ca: CaHandle) -> Self {
         Self {
             resources,
@@ -80,6 +105,27 @@ fn network_listeners(listeners: &[meshlink_api::Resource]) -> NetworkListeners {
     out
 }
 
+/// `(site name, "host:port")` of a stored Site's `status.meshIngress`.
+pub(crate) fn site_ingress(body: &serde_json::Value) -> Option<(String, String)> {
+    let name = body["metadata"]["name"].as_str()?;
+    let addr = body["status"]["meshIngress"].as_str()?;
+    Some((name.to_owned(), addr.to_owned()))
+}
+
+/// The router's mesh ingress as the Sites list it (one Site per control
+/// plane).
+fn router_ingress(sites: &[meshlink_api::Resource]) -> Option<RouterIngress> {
+    sites.iter().find_map(|s| {
+        let addr = s.status.details.as_site()?.mesh_ingress.as_deref()?;
+        let addr: std::net::SocketAddr = addr.parse().ok()?;
+        Some(RouterIngress {
+            site: s.name().to_owned(),
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        })
+    })
+}
+
 fn source_error(e: ResourceError) -> SourceError {
     SourceError(e.to_string())
 }
@@ -114,10 +160,16 @@ impl MeshSource for StoreSource {
             .list(Kind::Listener, None, None)
             .await
             .map_err(source_error)?;
+        let sites = self
+            .resources
+            .list(Kind::Site, None, None)
+            .await
+            .map_err(source_error)?;
         Ok(Some(
             MeshView::new(resource, dataplanes, permissions)
                 .with_mesh_services(mesh_services)
-                .with_network(Arc::new(network_listeners(&listeners))),
+                .with_network(Arc::new(network_listeners(&listeners)))
+                .with_mesh_ingress(router_ingress(&sites)),
         ))
     }
 
@@ -153,20 +205,24 @@ impl MeshSource for StoreSource {
         // Rotation progress: an event to the CA controller, which stores
         // it coalesced; the hub never waits for a store write.
         self.ca.issued(&key.mesh, &key.name, &cert);
-        let mut chain_pem = cert.cert_pem.clone();
-        for c in &cert.chain_pem {
-            chain_pem.push_str(c);
-        }
-        Ok(IssuedIdentity {
-            chain_pem,
-            key_pem,
-            info: IdentityInfo {
-                serial: cert.serial_hex,
-                spiffe_id: cert.spiffe_id,
-                ca_fingerprint: cert.ca_fingerprint,
-                not_before: cert.not_before,
-                not_after: cert.not_after,
-            },
-        })
+        Ok(issued(cert, key_pem))
+    }
+}
+
+fn issued(cert: meshlink_identity::IssuedCert, key_pem: String) -> IssuedIdentity {
+    let mut chain_pem = cert.cert_pem.clone();
+    for c in &cert.chain_pem {
+        chain_pem.push_str(c);
+    }
+    IssuedIdentity {
+        chain_pem,
+        key_pem,
+        info: IdentityInfo {
+            serial: cert.serial_hex,
+            spiffe_id: cert.spiffe_id,
+            ca_fingerprint: cert.ca_fingerprint,
+            not_before: cert.not_before,
+            not_after: cert.not_after,
+        },
     }
 }

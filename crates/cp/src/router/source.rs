@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use meshlink_api::Kind;
 use meshlink_store::{ListQuery, Object};
-use meshlink_xds::hub::SourceError;
+use meshlink_xds::hub::{IssuedIdentity, MeshTrust, SourceError};
 use meshlink_xds::router::{SiteSource, SiteView, TlsMaterial};
 use serde_json::Value;
 
@@ -21,6 +21,9 @@ pub(crate) const SECRET_KIND: &str = "Secret";
 /// Reads a site's router resources from the store.
 pub(crate) struct StoreSiteSource {
     pub(crate) resources: ResourceService,
+    /// The mesh CAs, for the router's mesh ingress certificates (`None`:
+    /// no ingress is ever configured).
+    pub(crate) meshes: Option<std::sync::Arc<crate::ads::StoreSource>>,
 }
 
 #[tonic::async_trait]
@@ -30,6 +33,7 @@ impl SiteSource for StoreSiteSource {
         let mut view = SiteView::default();
         for kind in [
             Kind::Site,
+            Kind::Mesh,
             Kind::RouterAccess,
             Kind::Link,
             Kind::Listener,
@@ -70,6 +74,25 @@ impl SiteSource for StoreSiteSource {
             view.upsert_secret(key.name, tls_material(&body), revision);
         }
         Ok(view)
+    }
+
+    async fn mesh_trust(&self, mesh: &str) -> Result<Option<MeshTrust>, SourceError> {
+        match &self.meshes {
+            Some(m) => m.mesh_trust(mesh).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn issue_router_identity(
+        &self,
+        mesh: &str,
+        spiffe_id: &str,
+        now: std::time::SystemTime,
+    ) -> Result<IssuedIdentity, SourceError> {
+        match &self.meshes {
+            Some(m) => m.issue_router(mesh, spiffe_id, now).await,
+            None => Err(SourceError("no mesh CA source".into())),
+        }
     }
 }
 
@@ -146,7 +169,13 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let view = StoreSiteSource { resources }.load().await.unwrap();
+        let view = StoreSiteSource {
+            resources,
+            meshes: None,
+        }
+        .load()
+        .await
+        .unwrap();
         assert_eq!(view.secrets.len(), 1);
         assert_eq!(view.secrets["creds"].1.private_key_pem, "k");
     }

@@ -87,6 +87,7 @@ struct Current {
 /// stream ([`super::holder`]).
 pub(crate) async fn run(
     resources: ResourceService,
+    advertised_host: String,
     mut config: watch::Receiver<Arc<RouterConfig>>,
     mut rx: mpsc::UnboundedReceiver<Event>,
     holder: Holder,
@@ -135,7 +136,7 @@ pub(crate) async fn run(
                     if !claims.settle(&holder, cfg.site.as_deref(), current.as_ref().map(|c| (c.site.as_str(), c.stream))).await? {
                         return Ok(None);
                     }
-                    flush(&resources, &cfg, current.as_ref(), &mut warned).await
+                    flush(&resources, &cfg, current.as_ref(), &advertised_host, &mut warned).await
                 };
                 match flushed.await {
                     // Wake again when a link credential's verdict changes.
@@ -173,6 +174,7 @@ async fn flush(
     resources: &ResourceService,
     config: &RouterConfig,
     current: Option<&Current>,
+    advertised_host: &str,
     warned: &mut super::credentials::Warned,
 ) -> Result<Option<SystemTime>, crate::status::StatusError> {
     let sites = resources.list(Kind::Site, None, None).await?;
@@ -193,8 +195,10 @@ async fn flush(
     if let Some(site) = site {
         let network = network(site, report, &links, &local);
         let running = report.is_some();
+        let ingress =
+            report.and_then(|r| dialable_ingress(&r.mesh_ingress_address, advertised_host));
         merge(resources, Kind::Site, None, site.name(), |r| {
-            site_status(r, &network, running);
+            site_status(r, &network, running, ingress.clone());
         })
         .await?;
     }
@@ -285,8 +289,29 @@ fn new_site_id() -> String {
     )
 }
 
-fn site_status(r: &mut Resource, network: &[NetworkSite], running: bool) {
+/// The mesh ingress address sidecars dial: the reported bound address,
+/// with an unspecified IP (`0.0.0.0`, `::`) replaced by the control
+/// plane's advertised host. `None` when none was reported.
+pub(crate) fn dialable_ingress(reported: &str, advertised_host: &str) -> Option<String> {
+    let addr: std::net::SocketAddr = reported.parse().ok()?;
+    if !addr.ip().is_unspecified() {
+        return Some(addr.to_string());
+    }
+    Some(if advertised_host.contains(':') {
+        format!("[{advertised_host}]:{}", addr.port())
+    } else {
+        format!("{advertised_host}:{}", addr.port())
+    })
+}
+
+fn site_status(
+    r: &mut Resource,
+    network: &[NetworkSite],
+    running: bool,
+    mesh_ingress: Option<String>,
+) {
     let mut details = r.status.details.as_site().cloned().unwrap_or_default();
+    details.mesh_ingress = mesh_ingress;
     if details.site_id.is_none() {
         details.site_id = Some(new_site_id());
     }
@@ -348,5 +373,27 @@ fn matched_condition(n: u32, other: &str) -> Condition {
             "NoMatch",
             format!("no {other} in the network uses this routing key yet"),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dialable_ingress;
+
+    #[test]
+    fn an_unspecified_ingress_bind_becomes_the_advertised_host() {
+        assert_eq!(
+            dialable_ingress("0.0.0.0:15671", "10.0.0.7").as_deref(),
+            Some("10.0.0.7:15671")
+        );
+        assert_eq!(
+            dialable_ingress("[::]:15671", "fd00::1").as_deref(),
+            Some("[fd00::1]:15671")
+        );
+        assert_eq!(
+            dialable_ingress("127.0.0.2:4000", "10.0.0.7").as_deref(),
+            Some("127.0.0.2:4000")
+        );
+        assert_eq!(dialable_ingress("", "10.0.0.7"), None);
     }
 }

@@ -71,6 +71,7 @@ fn cluster(name: &str, discovery: Discovery, tls: bool) -> ClusterSpec {
         name: name.into(),
         discovery,
         tls: tls.then(|| UpstreamTls {
+            sni: None,
             identity_secret: IDENTITY.into(),
             ca_secret: BUNDLE.into(),
             expected_spiffe_ids: vec!["spiffe://default/backend".into()],

@@ -33,6 +33,7 @@ pub struct RouterState {
 pub async fn drive(
     mut resources: watch::Receiver<Arc<RouterResources>>,
     bind_host: String,
+    mesh_port: u16,
     metrics: Arc<LinkMetrics>,
     state: watch::Sender<RouterState>,
     cancel: CancellationToken,
@@ -60,7 +61,7 @@ pub async fn drive(
                     }
                 }
                 if let Some((site, router)) = &running {
-                    let config = current.link_config(&bind_host, site.edge);
+                    let config = current.link_config(&bind_host, mesh_port, site.edge);
                     let errors: Vec<String> = router
                         .apply(&config)
                         .iter()

@@ -62,6 +62,7 @@ pub async fn run(
     let driver = background.spawn(driver::drive(
         resources_rx.clone(),
         options.bind_host.clone(),
+        options.mesh_port,
         link_metrics,
         state_tx,
         driver_stop.clone(),

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use meshlink_link::{Direction, LinkState, Router};
+use meshlink_link::{BindStatus, Direction, LinkState, Router};
 use meshlink_xds::certify::router_status_client::RouterStatusClient;
 use meshlink_xds::certify::{
     LinkRecord, LinkState as PbLinkState, RouterReport, ServiceRecord, SiteRecord,
@@ -208,9 +208,17 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
                 .collect(),
         })
         .collect();
+    let mesh_ingress_address = match status
+        .listeners
+        .get(meshlink_link::mesh_ingress::MESH_INGRESS_NAME)
+    {
+        Some(BindStatus::Bound(addr)) => addr.to_string(),
+        _ => String::new(),
+    };
     RouterReport {
         site: site.name.clone(),
         links,
         network,
+        mesh_ingress_address,
     }
 }

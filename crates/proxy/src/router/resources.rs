@@ -17,7 +17,8 @@ use meshlink_link::{
 };
 use meshlink_xds::certify as pb;
 use meshlink_xds::translate::{
-    CONNECTOR_TYPE, LINK_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, SECRET_TYPE, SITE_TYPE,
+    CONNECTOR_TYPE, LINK_TYPE, MESH_INGRESS_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE,
+    SECRET_TYPE, SITE_TYPE,
 };
 
 use crate::model::Versioned;
@@ -26,13 +27,14 @@ use crate::xds::client::XdsModel;
 use crate::xds::validate::{Invalid, decode, pem_of};
 
 /// Type URLs a router subscribes to, Secrets first (I2).
-pub const ROUTER_TYPES: [&str; 6] = [
+pub const ROUTER_TYPES: [&str; 7] = [
     SECRET_TYPE,
     SITE_TYPE,
     ROUTER_ACCESS_TYPE,
     LINK_TYPE,
     ROUTER_LISTENER_TYPE,
     CONNECTOR_TYPE,
+    MESH_INGRESS_TYPE,
 ];
 
 /// The inter-router role name, which interior routers dial.
@@ -71,6 +73,8 @@ pub struct RouterResources {
     pub listeners: BTreeMap<String, Versioned<pb::Listener>>,
     /// Connectors by name.
     pub connectors: BTreeMap<String, Versioned<pb::Connector>>,
+    /// Mesh ingresses by mesh name.
+    pub mesh_ingresses: BTreeMap<String, Versioned<pb::MeshIngress>>,
 }
 
 /// What the router is configured to be, once a Site arrived.
@@ -131,6 +135,10 @@ impl XdsModel for RouterResources {
                     .and_then(|c| named(name, &c.name).map(|()| c))
                     .and_then(check_connector)
                     .map(|c| upsert(&mut self.connectors, name, version.clone(), c)),
+                MESH_INGRESS_TYPE => decode::<pb::MeshIngress>(any, "resource")
+                    .and_then(|m| named(name, &m.name).map(|()| m))
+                    .and_then(mesh_ingress::check)
+                    .map(|m| upsert(&mut self.mesh_ingresses, name, version.clone(), m)),
                 _ => Ok(false),
             };
             match accepted {
@@ -151,6 +159,7 @@ impl XdsModel for RouterResources {
                 LINK_TYPE => self.links.remove(name).is_some(),
                 ROUTER_LISTENER_TYPE => self.listeners.remove(name).is_some(),
                 CONNECTOR_TYPE => self.connectors.remove(name).is_some(),
+                MESH_INGRESS_TYPE => self.mesh_ingresses.remove(name).is_some(),
                 _ => false,
             };
         }
@@ -170,6 +179,7 @@ impl XdsModel for RouterResources {
             LINK_TYPE => versions(&self.links),
             ROUTER_LISTENER_TYPE => versions(&self.listeners),
             CONNECTOR_TYPE => versions(&self.connectors),
+            MESH_INGRESS_TYPE => versions(&self.mesh_ingresses),
             _ => HashMap::new(),
         }
     }
@@ -197,10 +207,16 @@ impl RouterResources {
 
     /// The link crate's configuration: roles bind `bind_host` unless their
     /// RouterAccess names a `bindHost`; an edge router dials its links'
-    /// `edge` endpoints, an interior one their `inter-router` endpoints.
-    pub fn link_config(&self, bind_host: &str, edge: bool) -> RouterConfig {
+    /// `edge` endpoints, an interior one their `inter-router` endpoints;
+    /// the mesh ingress (if any mesh needs one) binds
+    /// `bind_host:mesh_port`.
+    pub fn link_config(&self, bind_host: &str, mesh_port: u16, edge: bool) -> RouterConfig {
+        let credentials = self.credentials();
+        let mesh_ingress =
+            mesh_ingress::config(&self.mesh_ingresses, &credentials, bind_host, mesh_port);
         let mut config = RouterConfig {
-            credentials: self.credentials(),
+            mesh_ingress,
+            credentials,
             require_router_identity: self
                 .sites
                 .values()
@@ -434,5 +450,6 @@ fn target(t: &str) -> Option<ConnectorTarget> {
     })
 }
 
+mod mesh_ingress;
 #[cfg(test)]
 mod tests;

@@ -359,10 +359,20 @@ fn upstream_tls(t: &TransportSocket, field: &str) -> Result<UpstreamTls, Invalid
         };
         expected_spiffe_ids.push(exact.clone());
     }
+    let sni = (!ctx.sni.is_empty()).then_some(ctx.sni);
+    if let Some(name) = &sni
+        && rustls_pki_types::ServerName::try_from(name.as_str()).is_err()
+    {
+        return Err(invalid(
+            format!("{field}.sni"),
+            format!("{name:?} is not a DNS name"),
+        ));
+    }
     Ok(UpstreamTls {
         identity_secret,
         ca_secret,
         expected_spiffe_ids,
+        sni,
     })
 }
 

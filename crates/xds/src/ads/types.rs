@@ -16,9 +16,9 @@ use tonic::Status;
 
 use super::subscription::Subscription;
 use crate::translate::{
-    CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, ROUTE_TYPE,
-    ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE, TYPE_ORDER,
-    Versioned,
+    CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
+    ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,
+    TYPE_ORDER, Versioned,
 };
 
 /// The type URL as one of the served constants, or a clear error.
@@ -49,6 +49,7 @@ pub fn short_type(type_url: &str) -> &'static str {
         LINK_TYPE => "meshlink.Link",
         ROUTER_LISTENER_TYPE => "meshlink.Listener",
         CONNECTOR_TYPE => "meshlink.Connector",
+        MESH_INGRESS_TYPE => "meshlink.MeshIngress",
         _ => "unknown",
     }
 }
@@ -66,6 +67,7 @@ pub(crate) fn is_full_state(type_url: &str) -> bool {
             | LINK_TYPE
             | ROUTER_LISTENER_TYPE
             | CONNECTOR_TYPE
+            | MESH_INGRESS_TYPE
     )
 }
 

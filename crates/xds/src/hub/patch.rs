@@ -458,7 +458,10 @@ impl MeshCtx {
                 Affected::default()
             };
         };
-        if view.mesh().spec != fresh.mesh().spec || view.network() != fresh.network() {
+        if view.mesh().spec != fresh.mesh().spec
+            || view.network() != fresh.network()
+            || view.mesh_ingress() != fresh.mesh_ingress()
+        {
             self.view = Some(fresh.clone());
             self.memo.clear();
             self.reindex_all();

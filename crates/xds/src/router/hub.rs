@@ -28,10 +28,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::identities::HeldIdentity;
 use super::translate::{RouterConfig, translate_router};
 use super::view::{SiteChange, SiteView};
 use crate::ads::ProxyState;
-use crate::hub::SourceError;
+use crate::hub::{IssuedIdentity, MeshTrust, SourceError};
 use crate::owner::{OwnerId, OwnerRegistry, ProxyKey};
 use crate::translate::Snapshot;
 
@@ -39,13 +40,33 @@ use crate::translate::Snapshot;
 pub const DEBOUNCE: Duration = Duration::from_millis(25);
 
 /// How long to wait before retrying a failed load of the site's view.
-const RELOAD_RETRY: Duration = Duration::from_secs(1);
+pub(super) const RELOAD_RETRY: Duration = Duration::from_secs(1);
 
 /// Loads everything the router of this control plane's site depends on.
 #[tonic::async_trait]
 pub trait SiteSource: Send + Sync + 'static {
     /// The whole view, read from the store.
     async fn load(&self) -> Result<SiteView, SourceError>;
+
+    /// The trust material of `mesh`, or `None` if mTLS is off (or the
+    /// source has no CA: the mesh ingress is then withheld).
+    async fn mesh_trust(&self, _mesh: &str) -> Result<Option<MeshTrust>, SourceError> {
+        Ok(None)
+    }
+
+    /// Issues the router's certificate and key in `mesh` for SPIFFE ID
+    /// `spiffe_id`, valid from `now` (Envoy-style: the control plane
+    /// generates the key; see docs/architecture.md).
+    async fn issue_router_identity(
+        &self,
+        mesh: &str,
+        spiffe_id: &str,
+        _now: std::time::SystemTime,
+    ) -> Result<IssuedIdentity, SourceError> {
+        Err(SourceError(format!(
+            "this control plane cannot issue {spiffe_id} in mesh {mesh:?}"
+        )))
+    }
 }
 
 enum Event {
@@ -53,6 +74,7 @@ enum Event {
     Disconnected { key: ProxyKey, owner: OwnerId },
     Changed(Box<SiteChange>, Instant),
     Reload,
+    Trust,
     Sync(oneshot::Sender<()>),
 }
 
@@ -89,6 +111,8 @@ impl RouterHub {
             config: config_tx,
             published: BTreeMap::new(),
             pending: None,
+            identities: BTreeMap::new(),
+            renew_at: None,
         };
         tasks.spawn(task.run(rx, cancel));
         RouterHub { tx, config }
@@ -115,6 +139,11 @@ impl RouterHub {
     /// The change feed had a gap: re-load the view.
     pub fn reload(&self) {
         let _ = self.tx.send(Event::Reload);
+    }
+
+    /// A mesh's CA material changed: re-check the router's mesh identities.
+    pub fn trust_changed(&self) {
+        let _ = self.tx.send(Event::Trust);
     }
 
     /// Resolves once every event sent before it was handled and the
@@ -144,6 +173,10 @@ struct Reconciler<S> {
     published: BTreeMap<ProxyKey, Arc<ProxyState>>,
     /// When the oldest unapplied change arrived.
     pending: Option<Instant>,
+    /// The router's identity per mesh.
+    identities: BTreeMap<String, HeldIdentity>,
+    /// When the earliest of them is due for renewal.
+    renew_at: Option<Instant>,
 }
 
 impl<S: SiteSource> Reconciler<S> {
@@ -157,7 +190,8 @@ impl<S: SiteSource> Reconciler<S> {
                     None => return,
                     Some(ev) => self.on_event(ev, &cancel).await,
                 },
-                () = sleep_until(deadline) => self.recompute(),
+                () = sleep_until(deadline) => self.recompute().await,
+                () = sleep_until(self.renew_at) => self.recompute().await,
             }
         }
     }
@@ -169,7 +203,7 @@ impl<S: SiteSource> Reconciler<S> {
                     // Changes that arrive meanwhile wait in the channel and
                     // are applied after, older ones skipped by revision.
                     self.view = view;
-                    self.recompute();
+                    self.recompute().await;
                     return;
                 }
                 Err(e) => {
@@ -200,24 +234,39 @@ impl<S: SiteSource> Reconciler<S> {
                 }
             }
             Event::Changed(change, at) => {
-                let dataplane = matches!(&*change, SiteChange::Resource(u) if is_dataplane(u));
-                let selects = self.view.selects_dataplanes();
-                if self.view.apply(*change) && (!dataplane || selects) {
+                let dataplane = match &*change {
+                    SiteChange::Resource(u) => dataplane_of(u),
+                    SiteChange::Secret { .. } => None,
+                };
+                // A Dataplane matters to a selecting Connector, or to the
+                // mesh ingress when it has (or had) a routing-key outbound.
+                let relevant = dataplane.is_none_or(|(mesh, name, uses)| {
+                    let held = self.view.dataplanes.get(&(mesh, name));
+                    self.view.selects_dataplanes()
+                        || uses
+                        || held.is_some_and(super::SelectableDataplane::uses_network)
+                });
+                if self.view.apply(*change) && relevant {
                     self.pending.get_or_insert(at);
                 }
             }
             Event::Reload => self.load(cancel).await,
+            Event::Trust => {
+                self.pending.get_or_insert_with(Instant::now);
+            }
             Event::Sync(done) => {
                 if self.pending.is_some() {
-                    self.recompute();
+                    self.recompute().await;
                 }
                 let _ = done.send(());
             }
         }
     }
 
-    fn recompute(&mut self) {
+    async fn recompute(&mut self) {
         let at = self.pending.take().unwrap_or_else(Instant::now);
+        self.renew_at =
+            super::identities::refresh(&*self.source, &mut self.view, &mut self.identities).await;
         let config = translate_router(&self.view);
         let same = **self.config.borrow() == config;
         if !same {
@@ -265,11 +314,15 @@ impl<S: SiteSource> Reconciler<S> {
     }
 }
 
-fn is_dataplane(u: &crate::hub::Update) -> bool {
+/// `(mesh, name, has a routing-key outbound)` of a changed Dataplane.
+fn dataplane_of(u: &crate::hub::Update) -> Option<(String, String, bool)> {
     let r = match u {
         crate::hub::Update::Upserted(r) | crate::hub::Update::Deleted(r) => r,
     };
-    r.kind() == meshlink_api::Kind::Dataplane
+    (r.kind() == meshlink_api::Kind::Dataplane).then(|| {
+        let mesh = r.metadata.mesh.clone().unwrap_or_default();
+        (mesh, r.name().to_owned(), SiteView::uses_network(r))
+    })
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -9,14 +9,18 @@
 //! [`ROUTER_ACCESS_TYPE`](crate::translate::ROUTER_ACCESS_TYPE),
 //! [`LINK_TYPE`](crate::translate::LINK_TYPE),
 //! [`ROUTER_LISTENER_TYPE`](crate::translate::ROUTER_LISTENER_TYPE),
-//! [`CONNECTOR_TYPE`](crate::translate::CONNECTOR_TYPE)) on the same stream
+//! [`CONNECTOR_TYPE`](crate::translate::CONNECTOR_TYPE),
+//! [`MESH_INGRESS_TYPE`](crate::translate::MESH_INGRESS_TYPE)) on the same stream
 //! as the standard SDS Secrets holding its credentials (I2: Secrets first).
 
 mod hub;
+mod identities;
+mod mesh_ingress;
 mod translate;
 mod view;
 
 pub use hub::{DEBOUNCE, RouterHub, SiteSource};
+pub use mesh_ingress::{IngressNeed, MeshRouterIdentity, ingress_needs};
 pub use translate::{
     RouterConfig, Withheld, ca_secret_name, certificate_secret_name, multi_key_listener_name,
     translate_router,

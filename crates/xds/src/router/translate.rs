@@ -46,7 +46,7 @@ pub fn multi_key_listener_name(name: &str) -> String {
 /// A resource the translator did not send, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Withheld {
-    /// `RouterAccess` or `Link`.
+    /// `RouterAccess`, `Link` or `MeshIngress`.
     pub kind: &'static str,
     /// The resource's name.
     pub name: String,
@@ -220,6 +220,9 @@ pub fn translate_router(view: &SiteView) -> RouterConfig {
             },
         );
     }
+    if let Some(site) = out.site.clone() {
+        super::mesh_ingress::translate(view, &site, &mut out.snapshot, &mut out.withheld);
+    }
     for (name, c) in &view.connectors {
         let Spec::Connector(spec) = &c.spec else {
             continue;
@@ -271,7 +274,7 @@ fn credentials(snapshot: &mut Snapshot, view: &SiteView, secret: &str) -> Result
             missing.join(", ")
         ));
     }
-    let (cert, ca) = sds_secrets(secret, m);
+    let (cert, ca) = sds_pair(secret, m);
     snapshot.insert(cert.name.clone(), &cert);
     snapshot.insert(ca.name.clone(), &ca);
     Ok(())
@@ -286,7 +289,7 @@ fn inline(pem: &str) -> Option<DataSource> {
 
 /// The two standard SDS Secrets of a credential: certificate and key, and
 /// the validation context with its CA.
-fn sds_secrets(secret: &str, m: &TlsMaterial) -> (Secret, Secret) {
+pub(super) fn sds_pair(secret: &str, m: &TlsMaterial) -> (Secret, Secret) {
     let cert = Secret {
         name: certificate_secret_name(secret),
         r#type: Some(secret::Type::TlsCertificate(TlsCertificate {

@@ -66,17 +66,25 @@ pub struct SiteView {
     pub multi_key_listeners: BTreeMap<String, Resource>,
     /// Connectors by name.
     pub connectors: BTreeMap<String, Resource>,
-    /// Mesh Dataplanes by `(mesh, name)`, for Connector selectors: only
-    /// what a selector reads (with 10,000 Dataplanes, whole resources here
-    /// held about 5 KiB each for every control plane, router or not).
+    /// Mesh Dataplanes by `(mesh, name)`, for Connector selectors and the
+    /// mesh ingress: only what those read (with 10,000 Dataplanes, whole
+    /// resources here held about 2 KiB more each in every control plane,
+    /// router or not).
     pub dataplanes: BTreeMap<(String, String), SelectableDataplane>,
     /// Secrets by name, with the store revision they were read at.
     pub secrets: BTreeMap<String, (u64, TlsMaterial)>,
+    /// Meshes by name (whether mTLS is on, the trust domain), for the
+    /// mesh ingress.
+    pub meshes: BTreeMap<String, Resource>,
+    /// The router's identity per mesh, issued by the control plane (the
+    /// hub fills it; a source leaves it empty).
+    pub mesh_identities: BTreeMap<String, super::MeshRouterIdentity>,
     /// Revisions of deletions, so an older listing cannot revive an object.
     tombstones: BTreeMap<(Kind, String, String), u64>,
 }
 
-/// What a Connector `selector` needs of one mesh Dataplane.
+/// What a Connector `selector` and the mesh ingress need of one mesh
+/// Dataplane.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SelectableDataplane {
     /// Whether a proxy is connected for it (Skupper's "ready pod").
@@ -84,6 +92,10 @@ pub struct SelectableDataplane {
     /// Each inbound's tags and the address flows to it go to (the
     /// inbound's `address`, else the Dataplane's).
     pub inbounds: Vec<(BTreeMap<String, String>, String)>,
+    /// The service its identity names (`None`: it has none).
+    pub identity_service: Option<String>,
+    /// The routing keys its outbounds reach through the router.
+    pub routing_keys: Vec<String>,
     /// The store revision it was read at.
     revision: u64,
 }
@@ -105,13 +117,30 @@ impl SelectableDataplane {
                     (i.tags.clone(), address.to_owned())
                 })
                 .collect(),
+            identity_service: spec.identity_service(r.name()).map(str::to_owned),
+            routing_keys: spec
+                .networking
+                .outbound
+                .iter()
+                .filter_map(|o| o.routing_key().map(str::to_owned))
+                .collect(),
             revision: revision(r),
         })
     }
 
-    /// Whether a selector could pick `self` and `other` differently.
+    /// Whether it has an outbound to a routing key, so the mesh ingress
+    /// may change with it.
+    pub fn uses_network(&self) -> bool {
+        !self.routing_keys.is_empty()
+    }
+
+    /// Whether a selector or the mesh ingress could treat `self` and
+    /// `other` differently.
     fn differs(&self, other: &Self) -> bool {
-        self.online != other.online || self.inbounds != other.inbounds
+        self.online != other.online
+            || self.inbounds != other.inbounds
+            || self.identity_service != other.identity_service
+            || self.routing_keys != other.routing_keys
     }
 }
 
@@ -261,10 +290,22 @@ impl SiteView {
                     Kind::Dataplane => {
                         patch_dataplane(&mut self.dataplanes, (mesh, name), &r, deleted)
                     }
+                    Kind::Mesh => patch(&mut self.meshes, name, r, deleted),
                     _ => false,
                 }
             }
         }
+    }
+
+    /// Whether a Dataplane (before or after a change) has an outbound to
+    /// a routing key, so the mesh ingress may change with it.
+    pub fn uses_network(dp: &Resource) -> bool {
+        dp.spec.as_dataplane().is_some_and(|s| {
+            s.networking
+                .outbound
+                .iter()
+                .any(|o| o.routing_key().is_some())
+        })
     }
 
     /// Whether a change to this Dataplane can change the configuration:

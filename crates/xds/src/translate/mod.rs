@@ -29,11 +29,11 @@ pub use memo::Memo;
 pub use mesh_service::{mesh_service_outbounds, selected_dataplanes};
 pub use rbac::uses_subset_sources;
 pub use snapshot::{
-    CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, ROUTE_TYPE,
-    ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE, Snapshot,
-    TYPE_ORDER, Versioned,
+    CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
+    ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,
+    Snapshot, TYPE_ORDER, Versioned,
 };
-pub use view::{MeshView, NetworkListeners, endpoint_contributions};
+pub use view::{MeshView, NetworkListeners, RouterIngress, endpoint_contributions};
 
 /// Node metadata key that selects the [`ClientKind`].
 pub const CLIENT_METADATA_KEY: &str = "meshlink.dev/client";

@@ -44,6 +44,28 @@ pub fn network_cluster(routing_key: &str) -> String {
     format!("network:{routing_key}")
 }
 
+/// The TLS server name (SNI) a sidecar sends to its site router's mesh
+/// ingress for `routing_key`: a DNS-safe name, since a key may contain
+/// `/`, `:` and `_` (`k-<16 hex digits of SHA-256(key)>.network.meshlink`).
+pub fn network_sni(routing_key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(routing_key.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("k-{hex}.network.meshlink")
+}
+
+/// The SPIFFE ID of site `site`'s router in trust domain `trust_domain`:
+/// a form no Dataplane service has (`meshlink.dev/router/<site>`).
+pub fn router_spiffe_id(trust_domain: &str, site: &str) -> String {
+    format!("spiffe://{trust_domain}/meshlink.dev/router/{site}")
+}
+
+/// Base name of the router's SDS Secrets for its mesh ingress of `mesh`
+/// (`tls:` certificate and key, `ca:` trust bundle).
+pub fn router_mesh_credentials(mesh: &str) -> String {
+    format!("mesh-ingress.{mesh}")
+}
+
 /// Name of the SDS secret holding this proxy's identity certificate and key.
 pub fn identity_secret(service: &str) -> String {
     format!("identity_cert:{service}")
@@ -92,5 +114,21 @@ mod tests {
         let id = spiffe_id("example.org", "web");
         assert_eq!(id, "spiffe://example.org/web");
         assert!(id.starts_with(&spiffe_prefix("example.org")));
+    }
+
+    #[test]
+    fn a_network_sni_is_one_dns_name_per_key() {
+        let a = network_sni("db/primary:5432_x");
+        assert!(
+            a.starts_with("k-") && a.ends_with(".network.meshlink"),
+            "{a}"
+        );
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        );
+        assert_eq!(a.split('.').next().map(str::len), Some(18));
+        assert_ne!(a, network_sni("db/primary:5432_y"));
+        assert_eq!(a, network_sni("db/primary:5432_x"));
     }
 }

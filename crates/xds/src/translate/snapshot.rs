@@ -34,12 +34,16 @@ pub const LINK_TYPE: &str = "type.googleapis.com/meshlink.v1.Link";
 pub const ROUTER_LISTENER_TYPE: &str = "type.googleapis.com/meshlink.v1.Listener";
 /// Type URL of `meshlink.v1.Connector` (a router's routing-key targets).
 pub const CONNECTOR_TYPE: &str = "type.googleapis.com/meshlink.v1.Connector";
+/// Type URL of `meshlink.v1.MeshIngress` (a router's mTLS ingress for the
+/// sidecars of one mesh).
+pub const MESH_INGRESS_TYPE: &str = "type.googleapis.com/meshlink.v1.MeshIngress";
 
 /// Make-before-break push order: secrets first (I2), then clusters, their
 /// endpoints, the listeners that use them, and their routes; for routers,
 /// the site, the RouterAccess and Links that name Secrets, then Listeners
-/// and Connectors. Removals go last, in reverse.
-pub const TYPE_ORDER: [&str; 10] = [
+/// and Connectors, and the MeshIngresses that name Secrets. Removals go
+/// last, in reverse.
+pub const TYPE_ORDER: [&str; 11] = [
     SECRET_TYPE,
     CLUSTER_TYPE,
     ENDPOINT_TYPE,
@@ -50,6 +54,7 @@ pub const TYPE_ORDER: [&str; 10] = [
     LINK_TYPE,
     ROUTER_LISTENER_TYPE,
     CONNECTOR_TYPE,
+    MESH_INGRESS_TYPE,
 ];
 
 /// Hex digits kept from a SHA-256 content hash.
@@ -310,6 +315,7 @@ mod tests {
         assert_eq!(LINK_TYPE, pb::Link::type_url());
         assert_eq!(ROUTER_LISTENER_TYPE, pb::Listener::type_url());
         assert_eq!(CONNECTOR_TYPE, pb::Connector::type_url());
+        assert_eq!(MESH_INGRESS_TYPE, pb::MeshIngress::type_url());
     }
 
     #[test]

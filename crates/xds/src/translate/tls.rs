@@ -110,7 +110,15 @@ pub(super) fn upstream_sds_any(
     mesh: &str,
     destination_spiffe_ids: Vec<String>,
 ) -> TransportSocket {
-    transport_socket(UpstreamTlsContext {
+    transport_socket(upstream_context(identity, mesh, destination_spiffe_ids))
+}
+
+fn upstream_context(
+    identity: String,
+    mesh: &str,
+    destination_spiffe_ids: Vec<String>,
+) -> UpstreamTlsContext {
+    UpstreamTlsContext {
         common_tls_context: Some(CommonTlsContext {
             tls_certificate_sds_secret_configs: vec![sds(identity)],
             validation_context_type: Some(ValidationContextType::CombinedValidationContext(
@@ -123,7 +131,20 @@ pub(super) fn upstream_sds_any(
             ..Default::default()
         }),
         ..Default::default()
-    })
+    }
+}
+
+/// [`upstream_sds`] sending `sni` as the TLS server name (a site router's
+/// mesh ingress picks the routing key by it).
+pub(super) fn upstream_sds_sni(
+    identity: String,
+    mesh: &str,
+    destination_spiffe_id: String,
+    sni: String,
+) -> TransportSocket {
+    let mut ctx = upstream_context(identity, mesh, vec![destination_spiffe_id]);
+    ctx.sni = sni;
+    transport_socket(ctx)
 }
 
 fn provider(certificate_name: &str) -> CertificateProviderPluginInstance {

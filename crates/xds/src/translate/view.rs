@@ -32,6 +32,20 @@ pub struct MeshView {
     /// The multi-site network as a mesh outbound reaches it: routing key →
     /// the `(address, port)` of this site's router Listeners for the key.
     network: std::sync::Arc<NetworkListeners>,
+    /// This site's router mesh ingress, `(host, port)`, once the router
+    /// reported it bound (mTLS meshes reach routing keys through it).
+    ingress: Option<RouterIngress>,
+}
+
+/// This site's router mesh ingress as a sidecar dials it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterIngress {
+    /// The site's name (the router's SPIFFE ID names it).
+    pub site: String,
+    /// A host the sidecars reach the ingress on.
+    pub host: String,
+    /// The ingress port.
+    pub port: u16,
 }
 
 /// Routing key → `(address, port)` of this site's router Listeners for it
@@ -69,6 +83,7 @@ impl MeshView {
             by_name: HashMap::with_capacity(dataplanes.len()),
             endpoints: HashMap::new(),
             network: Default::default(),
+            ingress: None,
         };
         for r in dataplanes {
             view.upsert_dataplane(r);
@@ -144,6 +159,17 @@ impl MeshView {
     /// This site's router Listeners by routing key.
     pub fn network(&self) -> &NetworkListeners {
         &self.network
+    }
+
+    /// The same view with this site's router mesh ingress.
+    pub fn with_mesh_ingress(mut self, ingress: Option<RouterIngress>) -> Self {
+        self.ingress = ingress;
+        self
+    }
+
+    /// This site's router mesh ingress, if the router reported it bound.
+    pub fn mesh_ingress(&self) -> Option<&RouterIngress> {
+        self.ingress.as_ref()
     }
 
     /// The Mesh resource.

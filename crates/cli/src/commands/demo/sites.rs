@@ -87,6 +87,9 @@ impl Demo {
             ("--cp-ca", format!("{}/cp-tls/ca.pem", data_dir.display())),
             ("--token-file", token.display().to_string()),
             ("--bind-host", cp.0.to_owned()),
+            // Any free mesh ingress port: the router reports it, and the
+            // control plane points the sidecars at it.
+            ("--mesh-port", "0".into()),
             ("--admin-addr", format!("127.0.0.1:{admin}")),
             ("--drain-timeout", "5s".into()),
         ]);

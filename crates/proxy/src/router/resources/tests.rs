@@ -168,7 +168,7 @@ fn credentials_links_roles_listeners_and_connectors_map_to_the_link_config() {
         );
     }
 
-    let c = r.link_config("127.0.0.2", false);
+    let c = r.link_config("127.0.0.2", 15671, false);
     assert_eq!(c.credentials.len(), 2);
     assert_eq!(c.credentials["client"].tls_key, "<key>");
     assert_eq!(c.credentials["client"].ca_crt, "<ca>");
@@ -189,7 +189,7 @@ fn credentials_links_roles_listeners_and_connectors_map_to_the_link_config() {
         ("10.0.0.1", 55671, 3)
     );
     // An edge router dials the edge endpoint.
-    assert_eq!(r.link_config("127.0.0.2", true).links[0].port, 45671);
+    assert_eq!(r.link_config("127.0.0.2", 15671, true).links[0].port, 45671);
     let listeners: Vec<_> = c
         .listeners
         .iter()
@@ -269,9 +269,13 @@ fn a_credential_is_usable_only_with_both_its_secrets() {
     let mut half = credential_secrets("client");
     half.resources.truncate(1);
     r.apply(&half);
-    assert!(r.link_config("0.0.0.0", false).credentials.is_empty());
+    assert!(
+        r.link_config("0.0.0.0", 15671, false)
+            .credentials
+            .is_empty()
+    );
     r.apply(&credential_secrets("client"));
-    assert_eq!(r.link_config("0.0.0.0", false).credentials.len(), 1);
+    assert_eq!(r.link_config("0.0.0.0", 15671, false).credentials.len(), 1);
 }
 
 #[test]
@@ -309,4 +313,56 @@ fn the_site_says_what_the_router_waits_for() {
             edge: false
         }
     );
+}
+
+#[test]
+fn a_mesh_ingress_binds_the_mesh_port_and_waits_for_its_credential() {
+    let mut r = RouterResources::default();
+    let ingress = pb::MeshIngress {
+        name: "default".into(),
+        spiffe_id: "spiffe://default/meshlink.dev/router/a".into(),
+        tls_credentials: "mesh-ingress.default".into(),
+        keys: vec![pb::MeshIngressKey {
+            sni: "k-0123456789abcdef.network.meshlink".into(),
+            routing_key: "db/primary".into(),
+            allowed: vec!["spiffe://default/web".into()],
+        }],
+    };
+    assert!(
+        r.link_config("10.0.0.5", 15671, false)
+            .mesh_ingress
+            .is_none()
+    );
+    let applied = r.apply(&response(
+        MESH_INGRESS_TYPE,
+        vec![("default", "1", any(&ingress))],
+        &[],
+    ));
+    assert!(applied.rejected.is_empty(), "{:?}", applied.rejected);
+    let m = r
+        .link_config("10.0.0.5", 15671, false)
+        .mesh_ingress
+        .expect("an ingress");
+    assert_eq!((m.host.as_str(), m.port), ("10.0.0.5", 15671));
+    assert!(m.meshes[0].credential.is_none(), "warming until it arrives");
+    assert_eq!(m.meshes[0].keys[0].routing_key, "db/primary");
+    assert_eq!(m.meshes[0].keys[0].allowed, ["spiffe://default/web"]);
+    r.apply(&credential_secrets("mesh-ingress.default"));
+    let m = r.link_config("10.0.0.5", 0, false).mesh_ingress.unwrap();
+    assert_eq!(m.port, 0);
+    assert!(m.meshes[0].credential.is_some());
+    // A key without a name is refused with its field; the last good stays.
+    let mut bad = ingress.clone();
+    bad.keys[0].sni.clear();
+    let applied = r.apply(&response(
+        MESH_INGRESS_TYPE,
+        vec![("default", "2", any(&bad))],
+        &[],
+    ));
+    assert!(
+        applied.rejected[0].error.contains("keys[0].sni"),
+        "{:?}",
+        applied.rejected
+    );
+    assert_eq!(r.mesh_ingresses["default"].version, "1");
 }

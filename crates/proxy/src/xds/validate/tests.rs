@@ -2,15 +2,17 @@
 //! plane sends must be accepted) and against each class of bad input.
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, Secret, secret,
+    CertificateValidationContext, Secret, UpstreamTlsContext, secret,
 };
 use envoy_types::util::pack_any;
 use meshlink_api::Resource;
 use meshlink_xds::translate::{ClientKind, MeshView, ProxyContext, SecretsInput, translate};
+use prost::Message as _;
 use serde_json::json;
 
 use super::*;
@@ -191,4 +193,53 @@ fn wrong_type_and_garbage_bytes_are_rejected() {
             .reason
             .contains("cannot decode")
     );
+}
+
+#[test]
+fn a_network_cluster_keeps_its_sni_and_a_bad_sni_is_rejected() {
+    let mesh = resource(
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh", "metadata": {"name": "default"},
+        "spec": {"mtls": {"enabledBackend": "ca-1", "backends": [{"name": "ca-1", "type": "builtin"}]}}}),
+    );
+    let dp = resource(
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Dataplane", "metadata": {"name": "web-1", "mesh": "default"},
+        "spec": {"networking": {"address": "127.0.0.1",
+            "inbound": [{"port": 10001, "servicePort": 8080, "tags": {"kuma.io/service": "web"}}],
+            "outbound": [{"port": 9002, "routingKey": "db/primary:5432"}]}}}),
+    );
+    let ingress = meshlink_xds::translate::RouterIngress {
+        site: "a".into(),
+        host: "127.0.0.9".into(),
+        port: 15671,
+    };
+    let view = MeshView::new(mesh, vec![dp], Vec::new()).with_mesh_ingress(Some(ingress));
+    let proxy = ProxyContext {
+        mesh: "default".into(),
+        name: "web-1".into(),
+        client: ClientKind::MeshlinkProxy,
+        secrets: SecretsInput::default(),
+    };
+    let snap = translate(&proxy, &view);
+    let r = snap
+        .get(CLUSTER, "network:db/primary:5432")
+        .expect("the network cluster");
+    let c = cluster(&r.resource).expect("accepted");
+    let tls = c.tls.expect("mTLS to the router");
+    let sni = meshlink_xds::translate::names::network_sni("db/primary:5432");
+    assert_eq!(tls.sni.as_deref(), Some(sni.as_str()));
+    assert_eq!(
+        tls.expected_spiffe_ids,
+        ["spiffe://default/meshlink.dev/router/a"]
+    );
+
+    let mut raw = Cluster::decode(r.resource.value.as_slice()).unwrap();
+    let socket = raw.transport_socket.as_mut().unwrap();
+    let Some(ConfigType::TypedConfig(any)) = socket.config_type.as_mut() else {
+        panic!("typed config");
+    };
+    let mut ctx = UpstreamTlsContext::decode(any.value.as_slice()).unwrap();
+    ctx.sni = "not a name!".into();
+    *any = pack_any(ctx);
+    let err = cluster(&pack_any(raw)).unwrap_err();
+    assert!(err.field.ends_with(".sni"), "{err:?}");
 }
