@@ -183,13 +183,11 @@ struct Inbound<F> {
 
 /// A flow's future as the driver runs it: a panic ends that flow only.
 fn isolated(flow: FlowTask) -> impl Future<Output = ()> + Send {
-    std::panic::AssertUnwindSafe(flow)
-        .catch_unwind()
-        .map(|r| {
-            if r.is_err() {
-                tracing::error!("a flow panicked; it was closed");
-            }
-        })
+    std::panic::AssertUnwindSafe(flow).catch_unwind().map(|r| {
+        if r.is_err() {
+            tracing::error!("a flow panicked; it was closed");
+        }
+    })
 }
 
 async fn drive<T, F>(
