@@ -16,7 +16,8 @@
 #     request was due, so stalls are not hidden),
 #   - new connections per second (`http-load connect`: 8 workers, one request
 #     per connection, `Connection: close`),
-#   - single-flow throughput (`iperf3 -P 1`, after all HTTP rounds),
+#   - single-flow throughput (`iperf3 -P 1`, after all HTTP rounds), and
+#     the proxies' CPU per MiB received over that run,
 #   - proxy RSS (VmRSS) idle after start, max during the latency run, and
 #     with 1,000 connections held open (`http-load hold`; meshlink and link), and
 #     proxy CPU (utime+stime from /proc/PID/stat) during the latency run
@@ -414,8 +415,16 @@ for r in $(seq 1 "$ROUNDS"); do
         enabled "$v" || continue
         echo "round $r/$ROUNDS: $v (iperf3 ${IPERF_SECONDS}s)" >&2
         target=$(target_of "$v")
+        read -r pa pb <<<"$(proxy_pids "$v")"
+        [[ -n "$pa" ]] && cpu0=$(($(cpu_ms "$pa") + $(cpu_ms "$pb")))
         if iperf3 -c 127.0.0.1 -p "${target##*:}" -P 1 -t "$IPERF_SECONDS" -J >"$WORK/iperf.json" 2>&1; then
             emit "{\"variant\":\"$v\",\"round\":$r,\"iperf_bps\":$(jq '.end.sum_received.bits_per_second' "$WORK/iperf.json")}"
+            if [[ -n "$pa" ]]; then
+                # Both proxies' CPU over the run per MiB the server received.
+                used=$(($(cpu_ms "$pa") + $(cpu_ms "$pb") - cpu0))
+                bytes=$(jq '.end.sum_received.bytes | floor' "$WORK/iperf.json")
+                emit "{\"variant\":\"$v\",\"round\":$r,\"cpu_per_mib_us\":$((used * 1000 * 1048576 / bytes))}"
+            fi
         else
             echo "iperf3 through $v failed: $(jq -r '.error // empty' "$WORK/iperf.json" 2>/dev/null | head -c 300)" >&2
         fi

@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use crate::core::Core;
-use crate::mux::LinkStream;
+use crate::mux::{FlowTask, LinkStream, MuxOpener};
 use crate::wire::{FlowReply, StreamHeader, encode_frame, read_frame, write_frame};
 
 /// How long a connector's target may take to accept a connection.
@@ -73,6 +73,8 @@ pub struct Flow {
     io: FlowIo,
     /// The router whose connector serves it.
     pub destination: String,
+    /// The driver of the link the flow's stream is on.
+    driver: Option<MuxOpener>,
 }
 
 #[derive(Debug)]
@@ -87,7 +89,12 @@ const MAX_ATTEMPTS: usize = 3;
 /// Opens a flow to `routing_key`: the routing state picks a destination
 /// (balanced over the cheapest); when it cannot be reached, the flow fails
 /// over to the next pick, at most [`MAX_ATTEMPTS`] destinations.
-pub(crate) async fn open(core: &Core, routing_key: &str) -> Result<Flow, FlowError> {
+///
+/// `early` are bytes the client already sent: they leave with the flow
+/// header (in the stream's first frame) instead of after the
+/// destination's reply, and are sent again to the next destination when
+/// one refuses the flow.
+pub(crate) async fn open(core: &Core, routing_key: &str, early: &[u8]) -> Result<Flow, FlowError> {
     let mut excluded = Vec::new();
     let mut last = None;
     while excluded.len() < MAX_ATTEMPTS {
@@ -96,7 +103,12 @@ pub(crate) async fn open(core: &Core, routing_key: &str) -> Result<Flow, FlowErr
         };
         let router = dest.router.as_str().to_owned();
         let attempt = if dest.next_hop.is_none() {
-            connect_local(core, routing_key).await.map(FlowIo::Local)
+            match connect_local(core, routing_key).await {
+                Ok(mut tcp) => write_early(&mut tcp, early)
+                    .await
+                    .map(|()| (FlowIo::Local(tcp), None)),
+                Err(e) => Err(e),
+            }
         } else {
             let header = StreamHeader::Flow {
                 routing_key: routing_key.to_owned(),
@@ -104,18 +116,19 @@ pub(crate) async fn open(core: &Core, routing_key: &str) -> Result<Flow, FlowErr
                 origin: core.id.clone(),
                 flow_id: core.next_id(),
             };
-            match open_towards(core, &router, &header).await {
-                Ok(mut stream) => await_reply(&mut stream, &router)
+            match open_towards(core, &router, &header, early).await {
+                Ok((mut stream, driver)) => await_reply(&mut stream, &router)
                     .await
-                    .map(|()| FlowIo::Link(stream)),
+                    .map(|()| (FlowIo::Link(stream), Some(driver))),
                 Err(e) => Err(e),
             }
         };
         match attempt {
-            Ok(io) => {
+            Ok((io, driver)) => {
                 return Ok(Flow {
                     io,
                     destination: router,
+                    driver,
                 });
             }
             Err(e) => {
@@ -164,8 +177,8 @@ pub(crate) async fn serve_inbound(core: Arc<Core>, mut stream: LinkStream) {
         }
     } else {
         // Transit: the destination's reply passes through the splice.
-        match open_towards(&core, destination, &header).await {
-            Ok(mut out) => splice(&core, &mut stream, &mut out).await.map(|_| ()),
+        match open_towards(&core, destination, &header, &[]).await {
+            Ok((mut out, _)) => splice(&core, &mut stream, &mut out).await.map(|_| ()),
             Err(e) => {
                 let reason = format!("router {:?}: {e}", core.id);
                 return refuse(&mut stream, reason).await;
@@ -191,12 +204,14 @@ where
 }
 
 /// Opens a stream towards router `dest` on the link to its next hop and
-/// writes `header`.
+/// writes `header`, then `early` (the client's first bytes) in the same
+/// first frame.
 async fn open_towards(
     core: &Core,
     dest: &str,
     header: &StreamHeader,
-) -> Result<LinkStream, FlowError> {
+    early: &[u8],
+) -> Result<(LinkStream, MuxOpener), FlowError> {
     let peer = core
         .routing
         .next_hop(dest)
@@ -205,8 +220,10 @@ async fn open_towards(
         peer: peer.router.clone(),
         reason,
     };
-    let first = encode_frame(header).map_err(|e| failed(e.to_string()))?;
-    peer.opener.open_with(first).await.map_err(failed)
+    let mut first = encode_frame(header).map_err(|e| failed(e.to_string()))?;
+    first.extend_from_slice(early);
+    let stream = peer.opener.open_with(first).await.map_err(failed)?;
+    Ok((stream, peer.opener))
 }
 
 /// Waits for the destination's [`FlowReply`] on a stream opened by
@@ -231,6 +248,22 @@ async fn refuse(stream: &mut LinkStream, reason: String) {
     let _ = tokio::io::AsyncWriteExt::shutdown(stream).await;
 }
 
+/// Writes the client's early bytes to a local connector's target.
+async fn write_early(tcp: &mut TcpStream, early: &[u8]) -> Result<(), FlowError> {
+    if early.is_empty() {
+        return Ok(());
+    }
+    match tokio::io::AsyncWriteExt::write_all(tcp, early).await {
+        Ok(()) => Ok(()),
+        Err(e) => Err(FlowError::Connect {
+            target: tcp
+                .peer_addr()
+                .map_or_else(|_| "the connector target".to_owned(), |a| a.to_string()),
+            reason: e.to_string(),
+        }),
+    }
+}
+
 async fn connect_local(core: &Core, routing_key: &str) -> Result<TcpStream, FlowError> {
     let (host, port) = core
         .connector_target(routing_key)
@@ -247,6 +280,29 @@ async fn connect_local(core: &Core, routing_key: &str) -> Result<TcpStream, Flow
     };
     let _ = tcp.set_nodelay(true);
     Ok(tcp)
+}
+
+/// Runs `splice` (a flow's copying) on `driver`, the driver of the link
+/// the flow's stream is on ([`Flow::driver`]), so its bytes meet yamux
+/// without a task hand-off; without one (a local flow, or the link
+/// ended), here.
+pub(crate) async fn run_on(driver: Option<MuxOpener>, splice: FlowTask) {
+    match driver {
+        Some(driver) => {
+            if let Err(splice) = driver.run(splice) {
+                splice.await;
+            }
+        }
+        None => splice.await,
+    }
+}
+
+impl Flow {
+    /// The driver of the link this flow's stream is on (none for a flow
+    /// to a local connector).
+    pub(crate) fn driver(&self) -> Option<MuxOpener> {
+        self.driver.clone()
+    }
 }
 
 // === impl Flow ===

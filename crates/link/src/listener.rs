@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
@@ -122,13 +123,29 @@ async fn run(core: Arc<Core>, cfg: Bind, target: Target, generation: u64, stop: 
     set(None);
 }
 
+/// The most client bytes taken before a flow is opened (see [`early`]).
+const EARLY_MAX: usize = 8 * 1024;
+
+/// The bytes the client has already sent (none if it has not, or speaks
+/// second), taken without waiting: they travel with the flow header, so
+/// the first request does not wait for the destination's reply. Reading
+/// never consumes an end of stream (a later read sees it again).
+fn early(tcp: &TcpStream) -> Vec<u8> {
+    let mut buf = [0u8; EARLY_MAX];
+    match tcp.try_read(&mut buf) {
+        Ok(n) => buf[..n].to_vec(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// One client connection: open a flow and splice until both sides closed.
 /// Bytes are counted as they pass, whatever way the flow ends.
 async fn serve_client(core: Arc<Core>, tcp: TcpStream, target: Arc<Target>) {
     let _ = tcp.set_nodelay(true);
+    let early = early(&tcp);
     let mut opened = None;
     for routing_key in target.candidates(&core) {
-        match flows::open(&core, &routing_key).await {
+        match flows::open(&core, &routing_key, &early).await {
             Ok(f) => {
                 opened = Some((f, routing_key));
                 break;
@@ -151,11 +168,29 @@ async fn serve_client(core: Arc<Core>, tcp: TcpStream, target: Arc<Target>) {
             })
             .clone()
     };
-    let mut tcp = Counted::new(tcp, bytes("to_connector"), bytes("to_listener"));
+    let to_connector = bytes("to_connector");
+    to_connector.inc_by(early.len() as u64);
+    let mut tcp = Counted::new(tcp, to_connector, bytes("to_listener"));
     active.inc();
-    let result = flows::splice(&core, &mut tcp, &mut flow).await;
-    active.dec();
-    if let Err(e) = result {
-        tracing::debug!(routing_key, error = %e, "flow ended with an error");
+    // Counts the flow down however the splice ends (even dropped unrun
+    // by a link that ended).
+    let active = ActiveFlow(active);
+    let driver = flow.driver();
+    let splice = async move {
+        let result = flows::splice(&core, &mut tcp, &mut flow).await;
+        drop(active);
+        if let Err(e) = result {
+            tracing::debug!(routing_key, error = %e, "flow ended with an error");
+        }
+    };
+    flows::run_on(driver, Box::pin(splice)).await;
+}
+
+/// One active flow in `meshlink_link_flows_active`, counted down on drop.
+struct ActiveFlow(Gauge);
+
+impl Drop for ActiveFlow {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

@@ -1,10 +1,14 @@
 //! The yamux multiplexer over one TLS connection, driven by one task.
 //!
 //! yamux needs a single owner that keeps polling the connection; that task
-//! also opens outbound streams on request (a command channel) and hands
-//! inbound streams out on another channel. Owns the yamux `Config` (see
+//! also opens outbound streams on request (a command channel), hands the
+//! control stream out on another channel, and runs the link's flows: the
+//! future serving each inbound flow stream, and the splices of outbound
+//! flows handed to it ([`MuxOpener::run`]), are polled by the driver
+//! itself, so a flow's bytes move between its sockets and yamux without a
+//! wake-up of another task (or thread). Owns the yamux `Config` (see
 //! `docs/architecture.md` for the window choice). It never reads or writes
-//! stream contents.
+//! stream contents itself.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -12,7 +16,8 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use futures::FutureExt as _;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt as _, StreamExt as _};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt as _, TokioAsyncReadCompatExt as _};
@@ -36,23 +41,39 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(2);
 type Opened = (yamux::Stream, Vec<u8>, usize);
 type OpenReply = oneshot::Sender<Result<Opened, yamux::ConnectionError>>;
 
+/// A flow run by the driver: serving an inbound flow stream, or the
+/// splice of an outbound flow.
+pub(crate) type FlowTask = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
 /// A request to open a stream and queue `first` on it.
 struct OpenRequest {
     first: Vec<u8>,
     reply: OpenReply,
 }
 
+/// Receive window the streams of one link may grow into beyond yamux's
+/// 256 KiB per stream (its auto-tuning doubles a stream's window while
+/// the sender uses half of it in under two round trips).
+const WINDOW_GROWTH: usize = 16 * 1024 * 1024;
+
+/// A data frame's body: 64 KiB with yamux's 12-byte header, so one frame
+/// is exactly four full TLS records.
+pub(crate) const FRAME_BODY: usize = 64 * 1024 - 12;
+
 /// The yamux configuration for links: each stream starts with yamux's
-/// 256 KiB receive window and auto-tunes up to twice the measured
-/// bandwidth-delay product; the connection's total receive window is
-/// capped at [`MAX_STREAMS`] × 256 KiB (512 MiB), the least yamux allows
-/// for that many streams. Frames are split at 16 KiB so a bulk flow
-/// cannot hold the connection for long (`docs/architecture.md`).
+/// 256 KiB receive window and auto-tunes it (doubling) while it is the
+/// bottleneck; the connection's total receive window is [`MAX_STREAMS`] ×
+/// 256 KiB (the least yamux allows for that many streams) plus
+/// [`WINDOW_GROWTH`] shared by the streams that grew. Data frames are
+/// split at [`FRAME_BODY`], so a bulk flow holds the connection for one
+/// 64 KiB frame at a time (`docs/architecture.md`).
 fn config() -> yamux::Config {
     let mut cfg = yamux::Config::default();
-    // Every stream may keep at least the default 256 KiB window.
-    cfg.set_max_connection_receive_window(Some(MAX_STREAMS * yamux::DEFAULT_CREDIT as usize));
+    cfg.set_max_connection_receive_window(Some(
+        MAX_STREAMS * yamux::DEFAULT_CREDIT as usize + WINDOW_GROWTH,
+    ));
     cfg.set_max_num_streams(MAX_STREAMS);
+    cfg.set_split_send_size(FRAME_BODY);
     cfg
 }
 
@@ -60,9 +81,17 @@ fn config() -> yamux::Config {
 #[derive(Clone, Debug)]
 pub(crate) struct MuxOpener {
     tx: mpsc::Sender<OpenRequest>,
+    flows: mpsc::UnboundedSender<FlowTask>,
 }
 
 impl MuxOpener {
+    /// Hands `flow` (the splice of a flow on this link) to the driver,
+    /// which polls it with the connection; gives it back when the link
+    /// has ended.
+    pub(crate) fn run(&self, flow: FlowTask) -> Result<(), FlowTask> {
+        self.flows.send(flow).map_err(|e| e.0)
+    }
+
     /// Opens a new outbound stream.
     pub(crate) async fn open(&self) -> Result<LinkStream, String> {
         self.open_with(Vec::new()).await
@@ -104,14 +133,14 @@ pub(crate) struct Mux {
 /// Cancelling `close` closes the connection gracefully (GoAway).
 ///
 /// The acceptor's first inbound stream (the control stream) goes to
-/// [`Mux::inbound`]; every other inbound stream is handed to `flow` on the
-/// driver's own task, so serving it starts on the thread that received it
-/// without a hop through the session task.
+/// [`Mux::inbound`]; every other inbound stream is handed to `flow`, and
+/// the future it returns is run by the driver itself (see the module
+/// docs). The driver's flows end with it.
 pub(crate) fn start<T>(
     io: T,
     dialer: bool,
     close: CancellationToken,
-    flow: impl FnMut(LinkStream) + Send + 'static,
+    flow: impl FnMut(LinkStream) -> FlowTask + Send + 'static,
 ) -> Mux
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -124,26 +153,41 @@ where
     let conn = yamux::Connection::new(Corked::new(io).compat(), config(), mode);
     let (tx, rx) = mpsc::channel(64);
     let (in_tx, inbound) = mpsc::unbounded_channel();
+    let (flows_tx, flows_rx) = mpsc::unbounded_channel();
     let inbound_to = Inbound {
         session: in_tx,
         control_pending: !dialer,
         flow,
+        handed: flows_rx,
     };
     let driver = AbortOnDropHandle::new(tokio::spawn(drive(conn, rx, inbound_to, close)));
     Mux {
-        opener: MuxOpener { tx },
+        opener: MuxOpener {
+            tx,
+            flows: flows_tx,
+        },
         inbound,
         driver,
     }
 }
 
 /// Where the driver hands inbound streams: the acceptor's first one to
-/// the session, the rest to `flow`. The session's channel closes when the
-/// driver ends.
+/// the session, the rest to `flow`; and the flows handed to the driver.
+/// The session's channel closes when the driver ends.
 struct Inbound<F> {
     session: mpsc::UnboundedSender<LinkStream>,
     control_pending: bool,
     flow: F,
+    handed: mpsc::UnboundedReceiver<FlowTask>,
+}
+
+/// A flow's future as the driver runs it: a panic ends that flow only.
+fn isolated(flow: FlowTask) -> impl Future<Output = ()> + Send {
+    std::panic::AssertUnwindSafe(flow).catch_unwind().map(|r| {
+        if r.is_err() {
+            tracing::error!("a flow panicked; it was closed");
+        }
+    })
 }
 
 async fn drive<T, F>(
@@ -154,9 +198,10 @@ async fn drive<T, F>(
 ) -> Result<(), String>
 where
     T: futures::AsyncRead + futures::AsyncWrite + Unpin,
-    F: FnMut(LinkStream),
+    F: FnMut(LinkStream) -> FlowTask,
 {
     let mut pending: VecDeque<OpenRequest> = VecDeque::new();
+    let mut flows = FuturesUnordered::new();
     let mut closed = pin!(close.cancelled());
     let outcome = poll_fn(|cx| {
         if closed.poll_unpin(cx).is_ready() {
@@ -183,6 +228,9 @@ where
                 Poll::Pending => break,
             }
         }
+        while let Poll::Ready(Some(flow)) = inbound.handed.poll_recv(cx) {
+            flows.push(isolated(flow));
+        }
         loop {
             match conn.poll_next_inbound(cx) {
                 Poll::Ready(Some(Ok(stream))) if inbound.control_pending => {
@@ -190,12 +238,18 @@ where
                     // The receiver is gone only while the session ends.
                     let _ = inbound.session.send(stream.compat());
                 }
-                Poll::Ready(Some(Ok(stream))) => (inbound.flow)(stream.compat()),
+                Poll::Ready(Some(Ok(stream))) => {
+                    flows.push(isolated((inbound.flow)(stream.compat())));
+                }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.to_string()))),
                 Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => break,
             }
         }
+        // The flows read what the connection just delivered and queue
+        // their writes; the connection's channels wake this task for them.
+        while let Poll::Ready(Some(())) = flows.poll_next_unpin(cx) {}
+        Poll::Pending
     })
     .await;
     match outcome {

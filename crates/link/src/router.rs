@@ -247,7 +247,7 @@ impl Router {
     /// Opens a flow to `routing_key`: picks a destination (balanced over
     /// the cheapest) and sends the flow to its next hop.
     pub async fn open_flow(&self, routing_key: &str) -> Result<Flow, FlowError> {
-        flows::open(&self.core, routing_key).await
+        flows::open(&self.core, routing_key, &[]).await
     }
 
     /// The network as this router sees it (sites, links, routing keys),

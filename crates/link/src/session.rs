@@ -74,8 +74,7 @@ where
     let close = stop.child_token();
     let flow_core = core.clone();
     let mut mux = mux::start(io, info.dialer, close.clone(), move |stream| {
-        let core = flow_core.clone();
-        flow_core.tasks.spawn(flows::serve_inbound(core, stream));
+        Box::pin(flows::serve_inbound(flow_core.clone(), stream))
     });
     let control = if info.dialer {
         match mux.opener.open().await {

@@ -23,8 +23,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// A direction's first buffer.
 const START: usize = 8 * 1024;
-/// The largest a direction's buffer grows.
-const MAX: usize = 64 * 1024;
+/// The largest a direction's buffer grows: one yamux data frame's body,
+/// so a full read towards a link is one frame (64 KiB with its header).
+const MAX: usize = crate::mux::FRAME_BODY;
 
 /// One direction's state.
 struct Half {

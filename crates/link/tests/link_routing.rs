@@ -1,7 +1,8 @@
 //! Link-state routing over real links: A reaches a connector in C through
 //! B (transit, both ways), and flows for a key with connectors in two
 //! sites are balanced over both and fail over to the one left when the
-//! other's router stops.
+//! other's router stops (or refuses: its target is down), the client's
+//! first bytes included.
 
 mod support;
 
@@ -264,5 +265,26 @@ async fn a_flow_refused_by_a_dead_connector_target_fails_over_to_another_site() 
         assert_eq!(flow.destination, "b", "flow {i} failed over from c");
         let data = pattern(200 + i, 2_000);
         assert_eq!(round_trip(flow, &data).await, data);
+    }
+
+    // Through a listener, with a client that sends at once: the bytes it
+    // sent before the flow was opened travel with the flow header, and
+    // reach b whole when c refused the flow first.
+    a_cfg.listeners.push(ListenerConfig {
+        name: "svc".into(),
+        routing_key: "svc".into(),
+        host: "127.0.0.1".into(),
+        port: 0,
+    });
+    assert!(a.apply(&a_cfg).is_empty());
+    let s = wait_status(&a, "listener svc bound", |s| {
+        s.listeners.get("svc").and_then(|b| b.addr()).is_some()
+    })
+    .await;
+    let addr = s.listeners["svc"].addr().unwrap();
+    for i in 0..6 {
+        let data = pattern(300 + i, 3_000);
+        let client = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(round_trip(client, &data).await, data, "client {i}");
     }
 }

@@ -68,9 +68,10 @@ pub struct RunArgs {
     #[arg(long, env = "MESHLINK_PROXY_DRAIN_TIMEOUT", default_value = "30s")]
     pub drain_timeout: String,
     /// Runtime worker threads; 1 runs everything on one thread (no
-    /// hand-offs between threads per connection).
-    #[arg(long, env = "MESHLINK_PROXY_WORKER_THREADS", default_value = "2")]
-    pub worker_threads: String,
+    /// hand-offs between threads per connection). Default: 2 for a
+    /// sidecar, 1 for a router (see docs/operations.md).
+    #[arg(long, env = "MESHLINK_PROXY_WORKER_THREADS")]
+    pub worker_threads: Option<String>,
     /// Router mode: the address RouterAccess roles (and Listeners whose
     /// host is a name) bind unless they name their own.
     #[arg(long, env = "MESHLINK_PROXY_BIND_HOST", default_value = "0.0.0.0")]
@@ -208,15 +209,17 @@ impl RunArgs {
                 "--mesh {mesh:?}: a mesh name is non-empty and has no dot"
             ));
         }
-        let worker_threads = self
-            .worker_threads
+        // A router's flows meet its links' multiplexers on one thread:
+        // no wake-ups across threads per flow (docs/BENCHMARKS.md).
+        let default_threads = if router { "1" } else { "2" };
+        let threads = self.worker_threads.as_deref().unwrap_or(default_threads);
+        let worker_threads = threads
             .parse::<usize>()
             .ok()
             .filter(|n| (1..=64).contains(n));
         if worker_threads.is_none() {
             errors.push(format!(
-                "--worker-threads {:?}: expected a number of threads from 1 to 64",
-                self.worker_threads
+                "--worker-threads {threads:?}: expected a number of threads from 1 to 64"
             ));
         }
         if drain_timeout.is_some_and(|d| d.is_zero()) {
@@ -380,10 +383,17 @@ mod tests {
         assert!(text.contains("--worker-threads \"0\""), "{text}");
         assert!(text.contains("--bind-host \"x\""), "{text}");
         let mut args = base.to_vec();
-        args.extend(["--mode", "router", "--worker-threads", "1"]);
+        args.extend(["--mode", "router", "--worker-threads", "3"]);
         let o = parse(&args).unwrap();
-        assert_eq!((o.mode, o.worker_threads), (Mode::Router, 1));
+        assert_eq!((o.mode, o.worker_threads), (Mode::Router, 3));
         assert_eq!(o.bind_host, "0.0.0.0");
+        // The defaults: one thread for a router, two for a sidecar.
+        let mut args = base.to_vec();
+        args.extend(["--mode", "router"]);
+        assert_eq!(parse(&args).unwrap().worker_threads, 1);
+        let mut args = base.to_vec();
+        args.extend(["--mesh", "m", "--name", "n"]);
+        assert_eq!(parse(&args).unwrap().worker_threads, 2);
     }
 
     #[test]

@@ -153,6 +153,11 @@ fn rows() -> Vec<Row> {
             show: |_, x| format!("{:.2} Gbit/s", x / 1e9),
         },
         Row {
+            label: "proxy CPU per MiB, single flow (A + B)",
+            value: |m, _| get(m, "cpu_per_mib_us"),
+            show: us,
+        },
+        Row {
             label: "new connections per second",
             value: |m, _| get(m, "conn_per_s"),
             show: |_, x| format!("{x:.0} /s"),
