@@ -24,7 +24,10 @@ use crate::multikey::KeyChooser;
 use crate::status::BindStatus;
 
 /// Wait between bind attempts.
-const BIND_RETRY: Duration = Duration::from_secs(1);
+pub(crate) const BIND_RETRY: Duration = Duration::from_secs(1);
+
+/// Pause after a failed accept.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 /// Where a listener's flows go.
 enum Target {
@@ -40,6 +43,48 @@ impl Target {
         match self {
             Target::Key(key) => vec![key.clone()],
             Target::Keys(chooser) => chooser.candidates(|k| core.routing.has_destination(k)),
+        }
+    }
+}
+
+/// Binds `host:port` once; on failure reports the listener as warming
+/// (retried every [`BIND_RETRY`] by the caller) and returns `None`.
+pub(crate) async fn bind_once(
+    host: &str,
+    port: u16,
+    set: &impl Fn(Option<BindStatus>),
+) -> Option<TcpListener> {
+    match TcpListener::bind((host, port)).await {
+        Ok(l) => Some(l),
+        Err(e) => {
+            set(Some(BindStatus::Warming(format!(
+                "binding {host}:{port}: {e}; retrying every second"
+            ))));
+            None
+        }
+    }
+}
+
+/// Accepts on `listener` until `stop` is cancelled and hands each
+/// connection to `serve`; a failed accept (e.g. out of file descriptors)
+/// is logged and paused on instead of spun on.
+pub(crate) async fn accept_until(
+    listener: &TcpListener,
+    stop: &CancellationToken,
+    name: &str,
+    mut serve: impl FnMut(TcpStream, std::net::SocketAddr),
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((tcp, peer)) => serve(tcp, peer),
+            Err(e) => {
+                tracing::warn!(listener = %name, error = %e, "accept failed");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+            }
         }
     }
 }
@@ -89,12 +134,8 @@ async fn run(core: Arc<Core>, cfg: Bind, target: Target, generation: u64, stop: 
         core.update_bind(BindKind::Listener, &cfg.name, generation, status)
     };
     let listener = loop {
-        match TcpListener::bind((cfg.host.as_str(), cfg.port)).await {
-            Ok(l) => break l,
-            Err(e) => set(Some(BindStatus::Warming(format!(
-                "binding {}:{}: {e}; retrying every second",
-                cfg.host, cfg.port
-            )))),
+        if let Some(l) = bind_once(&cfg.host, cfg.port, &set).await {
+            break l;
         }
         tokio::select! {
             _ = stop.cancelled() => return set(None),
@@ -104,22 +145,11 @@ async fn run(core: Arc<Core>, cfg: Bind, target: Target, generation: u64, stop: 
     if let Ok(addr) = listener.local_addr() {
         set(Some(BindStatus::Bound(addr)));
     }
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.cancelled() => break,
-            a = listener.accept() => a,
-        };
-        match accepted {
-            Ok((tcp, _)) => {
-                core.tasks
-                    .spawn(serve_client(core.clone(), tcp, target.clone()));
-            }
-            Err(e) => {
-                tracing::warn!(listener = %cfg.name, error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+    accept_until(&listener, &stop, &cfg.name, |tcp, _| {
+        core.tasks
+            .spawn(serve_client(core.clone(), tcp, target.clone()));
+    })
+    .await;
     set(None);
 }
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use meshlink_identity::{ClientAuth, IssuedCert, TrustBundle, peer_spiffe_id, server_config};
 use rustls::ServerConfig;
 use rustls::server::Acceptor;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::LazyConfigAcceptor;
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +32,7 @@ use crate::config::{MeshIngressConfig, MeshIngressMesh};
 use crate::core::{BindKind, Core};
 use crate::counted::Counted;
 use crate::flows;
+use crate::listener;
 use crate::metrics::{BytesLabels, ReasonLabels};
 use crate::status::BindStatus;
 
@@ -41,8 +42,6 @@ pub const MESH_INGRESS_NAME: &str = "mesh-ingress/mtls";
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Wait between bind attempts.
-const BIND_RETRY: Duration = Duration::from_secs(1);
 /// At most one refusal log line per interval.
 pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -160,40 +159,26 @@ pub(crate) async fn run(
             }
             continue;
         }
-        match TcpListener::bind((host.as_str(), port)).await {
-            Ok(l) => break l,
-            Err(e) => set(Some(BindStatus::Warming(format!(
-                "binding {host}:{port}: {e}; retrying every second"
-            )))),
+        if let Some(l) = listener::bind_once(&host, port, &set).await {
+            break l;
         }
         tokio::select! {
             _ = stop.cancelled() => return set(None),
-            _ = tokio::time::sleep(BIND_RETRY) => {}
+            _ = tokio::time::sleep(listener::BIND_RETRY) => {}
         }
     };
     if let Ok(addr) = listener.local_addr() {
         set(Some(BindStatus::Bound(addr)));
     }
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.cancelled() => break,
-            a = listener.accept() => a,
-        };
-        match accepted {
-            Ok((tcp, peer)) => {
-                let core2 = core.clone();
-                core.tasks.spawn(async move {
-                    if let Err((reason, detail)) = serve(&core2, tcp).await {
-                        refused(&core2, reason, &peer.to_string(), &detail);
-                    }
-                });
+    listener::accept_until(&listener, &stop, MESH_INGRESS_NAME, |tcp, peer| {
+        let core2 = core.clone();
+        core.tasks.spawn(async move {
+            if let Err((reason, detail)) = serve(&core2, tcp).await {
+                refused(&core2, reason, &peer.to_string(), &detail);
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "mesh ingress accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
+        });
+    })
+    .await;
     set(None);
 }
 
@@ -273,7 +258,7 @@ async fn serve(core: &Arc<Core>, tcp: TcpStream) -> Result<(), Refusal> {
             ),
         ));
     }
-    let mut flow = flows::open(core, &routing_key)
+    let mut flow = flows::open(core, &routing_key, &[])
         .await
         .map_err(|e| ("no_flow", format!("routing key {routing_key:?}: {e}")))?;
     let m = &core.metrics;
