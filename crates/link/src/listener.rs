@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -186,25 +187,11 @@ async fn serve_client(core: Arc<Core>, tcp: TcpStream, target: Arc<Target>) {
     let Some((mut flow, routing_key)) = opened else {
         return;
     };
-    let m = &core.metrics;
-    let labels = m.key(&routing_key);
-    m.flows_opened.get_or_create(&labels).inc();
-    let active = m.flows_active.get_or_create(&labels).clone();
-    let bytes = |direction| {
-        m.flow_bytes
-            .get_or_create(&BytesLabels {
-                routing_key: routing_key.clone(),
-                direction,
-            })
-            .clone()
-    };
-    let to_connector = bytes("to_connector");
-    to_connector.inc_by(early.len() as u64);
-    let mut tcp = Counted::new(tcp, to_connector, bytes("to_listener"));
-    active.inc();
     // Counts the flow down however the splice ends (even dropped unrun
     // by a link that ended).
-    let active = ActiveFlow(active);
+    let (active, to_connector, to_listener) = count_flow(&core, &routing_key);
+    to_connector.inc_by(early.len() as u64);
+    let mut tcp = Counted::new(tcp, to_connector, to_listener);
     let driver = flow.driver();
     let splice = async move {
         let result = flows::splice(&core, &mut tcp, &mut flow).await;
@@ -217,7 +204,31 @@ async fn serve_client(core: Arc<Core>, tcp: TcpStream, target: Arc<Target>) {
 }
 
 /// One active flow in `meshlink_link_flows_active`, counted down on drop.
-struct ActiveFlow(Gauge);
+pub(crate) struct ActiveFlow(Gauge);
+
+/// Counts a flow opened to `routing_key`: `meshlink_link_flows_opened_total`
+/// now, `meshlink_link_flows_active` until the returned guard drops; and
+/// its byte counters (to the connector, to the listener).
+pub(crate) fn count_flow(core: &Core, routing_key: &str) -> (ActiveFlow, Counter, Counter) {
+    let m = &core.metrics;
+    let labels = m.key(routing_key);
+    m.flows_opened.get_or_create(&labels).inc();
+    let active = m.flows_active.get_or_create(&labels).clone();
+    active.inc();
+    let bytes = |direction| {
+        m.flow_bytes
+            .get_or_create(&BytesLabels {
+                routing_key: routing_key.to_owned(),
+                direction,
+            })
+            .clone()
+    };
+    (
+        ActiveFlow(active),
+        bytes("to_connector"),
+        bytes("to_listener"),
+    )
+}
 
 impl Drop for ActiveFlow {
     fn drop(&mut self) {

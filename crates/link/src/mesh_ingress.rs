@@ -33,7 +33,7 @@ use crate::core::{BindKind, Core};
 use crate::counted::Counted;
 use crate::flows;
 use crate::listener;
-use crate::metrics::{BytesLabels, ReasonLabels};
+use crate::metrics::ReasonLabels;
 use crate::status::BindStatus;
 
 /// The name the ingress's bind status has among the listeners (a resource
@@ -261,22 +261,10 @@ async fn serve(core: &Arc<Core>, tcp: TcpStream) -> Result<(), Refusal> {
     let mut flow = flows::open(core, &routing_key, &[])
         .await
         .map_err(|e| ("no_flow", format!("routing key {routing_key:?}: {e}")))?;
-    let m = &core.metrics;
-    let labels = m.key(&routing_key);
-    m.flows_opened.get_or_create(&labels).inc();
-    let active = m.flows_active.get_or_create(&labels).clone();
-    let bytes = |direction| {
-        m.flow_bytes
-            .get_or_create(&BytesLabels {
-                routing_key: routing_key.clone(),
-                direction,
-            })
-            .clone()
-    };
-    let mut tls = Counted::new(stream, bytes("to_connector"), bytes("to_listener"));
-    active.inc();
+    let (active, to_connector, to_listener) = listener::count_flow(core, &routing_key);
+    let mut tls = Counted::new(stream, to_connector, to_listener);
     let result = flows::splice(core, &mut tls, &mut flow).await;
-    active.dec();
+    drop(active);
     if let Err(e) = result {
         tracing::debug!(routing_key, error = %e, "mesh ingress flow ended with an error");
     }
