@@ -49,7 +49,8 @@ pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 pub(crate) struct Entry {
     mesh: String,
     routing_key: String,
-    allowed: BTreeSet<String>,
+    /// Shared, so a connection takes it without copying the set.
+    allowed: Arc<BTreeSet<String>>,
     tls: Arc<ServerConfig>,
 }
 
@@ -73,7 +74,7 @@ pub(crate) fn table(cfg: &MeshIngressConfig) -> Table {
                         Entry {
                             mesh: mesh.name.clone(),
                             routing_key: k.routing_key.clone(),
-                            allowed: k.allowed.iter().cloned().collect(),
+                            allowed: Arc::new(k.allowed.iter().cloned().collect()),
                             tls: tls.clone(),
                         },
                     );
