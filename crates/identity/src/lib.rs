@@ -41,6 +41,7 @@ pub use x509::PemError;
 pub mod rate_limit;
 pub mod renewal;
 pub mod token;
+mod token_memo;
 
 pub use rate_limit::{KeyedRateLimiter, RateLimitError, RetryAfter};
 pub use renewal::{

@@ -25,6 +25,8 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair as _, UnparsedPublicKey};
 use serde::{Deserialize, Serialize};
 
+use crate::token_memo::SignatureMemo;
+
 /// Tolerated clock difference between the token issuer and the verifier,
 /// applied to both `iat` (not yet valid) and `exp` (expired).
 pub const CLOCK_SKEW: Duration = Duration::from_secs(60);
@@ -322,6 +324,7 @@ impl TokenSigningKey {
         TokenVerifier {
             key_id: self.key_id.clone(),
             public_key: self.pair.public_key().as_ref().to_vec(),
+            verified: Default::default(),
         }
     }
 }
@@ -334,11 +337,13 @@ fn key_id_of(public_key: &[u8]) -> String {
         .collect()
 }
 
-/// Verifies proxy tokens against one public key. Cheap to clone.
+/// Verifies proxy tokens against one public key. Cheap to clone; clones
+/// share the memo of tokens whose signature was already verified.
 #[derive(Debug, Clone)]
 pub struct TokenVerifier {
     key_id: String,
     public_key: Vec<u8>,
+    verified: std::sync::Arc<crate::token_memo::SignatureMemo>,
 }
 
 // === impl TokenVerifier ===
@@ -419,14 +424,20 @@ impl TokenVerifier {
             let what = ["header", "payload", "signature"][i];
             return Err(malformed(format!("{what} segment is empty")));
         }
-        let signature = decode_segment(signature_b64, "signature")?;
-        let signed_len = header_b64.len() + 1 + payload_b64.len();
-        let signed = &token.as_bytes()[..signed_len];
-        UnparsedPublicKey::new(&ED25519, &self.public_key)
-            .verify(signed, &signature)
-            .map_err(|_| {
-                TokenError::BadSignature("signature does not match header and payload".into())
-            })?;
+        // The same bytes verified before: the signature holds (the memo
+        // keeps only successes; expiry and revocation are checked below).
+        let digest = SignatureMemo::digest(token);
+        if !self.verified.contains(&digest) {
+            let signature = decode_segment(signature_b64, "signature")?;
+            let signed_len = header_b64.len() + 1 + payload_b64.len();
+            let signed = &token.as_bytes()[..signed_len];
+            UnparsedPublicKey::new(&ED25519, &self.public_key)
+                .verify(signed, &signature)
+                .map_err(|_| {
+                    TokenError::BadSignature("signature does not match header and payload".into())
+                })?;
+            self.verified.insert(digest);
+        }
 
         let payload = decode_segment(payload_b64, "payload")?;
         let claims: TokenClaims = serde_json::from_slice(&payload)

@@ -375,3 +375,34 @@ fn router_token_without_a_site_or_of_another_kind_is_refused() {
         "{err}"
     );
 }
+
+/// A verifier remembers tokens whose signature it checked (a reconnecting
+/// proxy costs no second Ed25519 verify), but only those exact bytes: a
+/// forgery of a remembered token is still refused, and expiry and
+/// revocation are still checked on every use.
+#[test]
+fn a_remembered_signature_still_checks_everything_that_can_change() {
+    let key = key();
+    let verifier = key.verifier();
+    let claims = claims();
+    let token = key.issue(&claims);
+    assert_eq!(verifier.verify(&token, now(), never).unwrap(), claims);
+    // The same verifier (and its clones) accepts the same bytes again.
+    assert_eq!(
+        verifier.clone().verify(&token, now(), never).unwrap(),
+        claims
+    );
+    // A forgery that reuses the remembered signature is refused.
+    let mut parts = segments(&token);
+    let mut forged = claims.clone();
+    forged.name = "db-1".into();
+    parts[1] = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged).unwrap());
+    let err = verifier.verify(&parts.join("."), now(), never).unwrap_err();
+    assert!(matches!(err, TokenError::BadSignature(_)), "{err}");
+    // Revocation and expiry are not remembered.
+    let err = verifier.verify(&token, now(), |_| true).unwrap_err();
+    assert!(matches!(err, TokenError::Revoked { .. }), "{err}");
+    let err = verifier.verify(&token, now() + 2 * DAY, never).unwrap_err();
+    assert!(matches!(err, TokenError::Expired { .. }), "{err}");
+    assert_eq!(verifier.verify(&token, now(), never).unwrap(), claims);
+}

@@ -12,13 +12,16 @@
 /// Expands to a module `$module` with `run` (plan and store a batch in an
 /// open transaction) and `get_many` for the sqlx database `$db`.
 macro_rules! batch_backend {
-    ($module:ident, $db:ty) => {
+    ($module:ident, $db:ty, $binds:expr) => {
         pub(crate) mod $module {
             use std::collections::HashMap;
 
             use crate::batch::{self, BatchPlan, BatchWrite};
             use crate::schema::ObjectRow;
             use crate::{Object, ObjectKey, StoreError};
+
+            /// How this backend's multi-row statements bind.
+            const BINDS: batch::Binds = $binds;
 
             /// Reads the rows of `keys` (missing keys are absent).
             async fn rows(
@@ -27,7 +30,7 @@ macro_rules! batch_backend {
             ) -> Result<HashMap<ObjectKey, ObjectRow>, StoreError> {
                 let mut out = HashMap::with_capacity(keys.len());
                 for (kind, mesh, names) in batch::name_chunks(keys) {
-                    let sql = batch::select_names(names.len());
+                    let sql = batch::select_names(BINDS, names.len());
                     let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(kind).bind(mesh);
                     for n in names {
                         q = q.bind(n);
@@ -71,7 +74,7 @@ macro_rules! batch_backend {
                 let current = {
                     let mut out = HashMap::with_capacity(keys.len());
                     for (kind, mesh, names) in batch::name_chunks(&keys) {
-                        let sql = batch::select_names(names.len());
+                        let sql = batch::select_names(BINDS, names.len());
                         let mut q = sqlx::query_as::<_, ObjectRow>(&sql).bind(kind).bind(mesh);
                         for n in names {
                             q = q.bind(n);
@@ -87,7 +90,7 @@ macro_rules! batch_backend {
                     return Ok(plan);
                 }
                 for chunk in plan.finals.chunks(batch::ROWS_PER_STATEMENT) {
-                    let sql = batch::upsert_objects(chunk.len());
+                    let sql = batch::upsert_objects(BINDS, chunk.len());
                     let mut q = sqlx::query(&sql);
                     for &i in chunk {
                         let c = &plan.changes[i];
@@ -103,7 +106,7 @@ macro_rules! batch_backend {
                     q.execute(&mut *conn).await?;
                 }
                 for chunk in plan.changes.chunks(batch::ROWS_PER_STATEMENT) {
-                    let sql = batch::insert_changes(chunk.len());
+                    let sql = batch::insert_changes(BINDS, chunk.len());
                     let mut q = sqlx::query(&sql);
                     for c in chunk {
                         q = q
@@ -128,5 +131,5 @@ macro_rules! batch_backend {
     };
 }
 
-batch_backend!(sqlite_batch, sqlx::Sqlite);
-batch_backend!(postgres_batch, sqlx::Postgres);
+batch_backend!(sqlite_batch, sqlx::Sqlite, batch::Binds::Anonymous);
+batch_backend!(postgres_batch, sqlx::Postgres, batch::Binds::Numbered);

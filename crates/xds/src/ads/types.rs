@@ -237,7 +237,7 @@ pub(crate) fn version_over<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) 
         h.update([b'\n']);
     }
     let digest = h.finalize();
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(&digest[..8])
 }
 
 /// Names in `sent` that are no longer wanted or no longer exist.

@@ -50,8 +50,7 @@ pub fn network_cluster(routing_key: &str) -> String {
 pub fn network_sni(routing_key: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(routing_key.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("k-{hex}.network.meshlink")
+    format!("k-{}.network.meshlink", hex::encode(&digest[..8]))
 }
 
 /// The SPIFFE ID of site `site`'s router in trust domain `trust_domain`:

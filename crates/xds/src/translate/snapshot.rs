@@ -287,9 +287,7 @@ fn hash_hex(bytes: &[u8]) -> String {
 }
 
 fn truncate_hex(digest: &[u8]) -> String {
-    let mut s: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    s.truncate(VERSION_LEN);
-    s
+    hex::encode(&digest[..VERSION_LEN / 2])
 }
 
 #[cfg(test)]
