@@ -156,5 +156,5 @@ fn a_dataplane_change_no_selector_can_see_leaves_the_view_unchanged() {
     assert!(view.upsert(dataplane("backend-1", "10.0.0.21", "backend", false, 52)));
     let held = &view.dataplanes[&("default".to_owned(), "backend-1".to_owned())];
     assert!(!held.online);
-    assert_eq!(held.inbounds[0].1, "10.0.0.21");
+    assert_eq!(held.inbounds[0].address, "10.0.0.21");
 }

@@ -114,11 +114,17 @@ impl TagSelector {
 
     /// Whether `tags` satisfy every requirement.
     pub fn matches(&self, tags: &std::collections::BTreeMap<String, String>) -> bool {
+        self.matches_with(|k| tags.get(k).map(String::as_str))
+    }
+
+    /// Whether the tags that `get` looks up (a tag's value by key)
+    /// satisfy every requirement, for tags not held in a map.
+    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|r| match r {
-            TagRequirement::Equals(k, v) => tags.get(k) == Some(v),
-            TagRequirement::NotEquals(k, v) => tags.get(k) != Some(v),
-            TagRequirement::Exists(k) => tags.contains_key(k),
-            TagRequirement::Absent(k) => !tags.contains_key(k),
+            TagRequirement::Equals(k, v) => get(k) == Some(v.as_str()),
+            TagRequirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
+            TagRequirement::Exists(k) => get(k).is_some(),
+            TagRequirement::Absent(k) => get(k).is_none(),
         })
     }
 }

@@ -278,6 +278,12 @@ async fn finish<E: Engine>(
 }
 
 /// The request / state loop of a stream that owns its key.
+///
+/// Everything that can end the stream or needs it (drain, revocation,
+/// takeover, the renewal deadline) is one future created once and polled
+/// by reference, so a wake-up costs no registration with a shared
+/// cancellation token; the drain token is this stream's own child of the
+/// server's, so 10,000 streams do not contend on one lock.
 #[allow(clippy::too_many_arguments)]
 async fn serve<E, I>(
     shared: &Arc<Shared>,
@@ -299,10 +305,20 @@ where
     shared
         .inspector
         .update(&key, id, |r| r.client = Some(client.as_str()));
-    spawn_renewal_timer(shared, lease);
+    let stop = shared.draining.child_token();
+    let drain = stop.cancelled();
+    let revoked = token_revoked(binding);
+    let taken_over = lease.cancelled();
+    let mut renewal = Renewal::new(shared.clock);
+    tokio::pin!(drain, revoked, taken_over);
+    let revoked_end = || {
+        let jti = binding.map(|b| b.jti()).unwrap_or_default();
+        End::Fail("revoked", revoked_status(jti))
+    };
     let mut current: Option<Arc<ProxyState>> = state_rx.borrow_and_update().clone();
     if let Some(state) = &current {
         report_certificate(shared, &key, id, state);
+        renewal.follow(state);
     }
     shared.connected(key.clone(), id, client);
     let mut pending = Some(first);
@@ -315,15 +331,18 @@ where
         } else {
             tokio::select! {
                 biased;
-                () = shared.draining.cancelled() => return End::Fail("shutdown", shutting_down()),
-                () = token_revoked(binding) => {
-                    let jti = binding.map(|b| b.jti()).unwrap_or_default();
-                    return End::Fail("revoked", revoked_status(jti));
-                }
-                () = lease.cancelled() => return End::Fail("takeover", Status::aborted(format!(
+                () = &mut drain => return End::Fail("shutdown", shutting_down()),
+                () = &mut revoked => return revoked_end(),
+                () = &mut taken_over => return End::Fail("takeover", Status::aborted(format!(
                     "a newer stream for proxy {key} took over from this one ({id}); \
                      this happens when the proxy reconnects, and the newer stream is served"
                 ))),
+                () = renewal.due(), if renewal.armed => {
+                    tracing::debug!(proxy = %key, "identity certificate due for renewal");
+                    shared.hub.renew(key.clone(), id);
+                    renewal.asked();
+                    Vec::new()
+                }
                 changed = state_rx.changed() => {
                     if changed.is_err() {
                         return End::Fail("takeover", Status::aborted(format!("proxy {key} is no longer owned by this stream")));
@@ -335,6 +354,7 @@ where
                             if current.as_ref().is_none_or(|c| c.identity != state.identity) {
                                 report_certificate(shared, &key, id, &state);
                             }
+                            renewal.follow(&state);
                             current = Some(state);
                             out
                         }
@@ -354,15 +374,16 @@ where
                 },
             }
         };
+        if responses.is_empty() {
+            report_types(shared, &key, id, &mut engine);
+            continue;
+        }
         // A client that stops reading must not hold up a drain or a
         // revocation: they win over a blocked send.
         let sent = tokio::select! {
             biased;
-            () = shared.draining.cancelled() => return End::Fail("shutdown", shutting_down()),
-            () = token_revoked(binding) => {
-                let jti = binding.map(|b| b.jti()).unwrap_or_default();
-                return End::Fail("revoked", revoked_status(jti));
-            }
+            () = &mut drain => return End::Fail("shutdown", shutting_down()),
+            () = &mut revoked => return revoked_end(),
             sent = send_all::<E>(shared, tx, responses) => sent,
         };
         if !sent {
@@ -500,35 +521,63 @@ fn node_id_mismatch(credential: &Credential, node_id: &str) -> Status {
     ))
 }
 
-/// The owner's renewal timer: when the published identity reaches its
-/// renewal time, asks the hub for a new one. Spawned on the lease, so it
-/// dies with the owner (I1).
-fn spawn_renewal_timer(shared: &Arc<Shared>, lease: &OwnerLease<ProxyState>) {
-    let mut rx = lease.subscribe();
-    let hub = shared.hub.clone();
-    let clock = shared.clock;
-    let (key, id) = (lease.key().clone(), lease.id());
-    lease.spawn(async move {
-        loop {
-            let renew_at = rx.borrow_and_update().as_ref().and_then(|s| s.renew_at);
-            let Some(at) = renew_at else {
-                if rx.changed().await.is_err() {
-                    return;
-                }
-                continue;
-            };
-            let wait = at.duration_since(clock.now()).unwrap_or(Duration::ZERO);
-            tokio::select! {
-                changed = rx.changed() => if changed.is_err() { return },
-                () = tokio::time::sleep(wait) => {
-                    tracing::debug!(proxy = %key, "identity certificate due for renewal");
-                    hub.renew(key.clone(), id);
-                    tokio::select! {
-                        changed = rx.changed() => if changed.is_err() { return },
-                        () = tokio::time::sleep(RENEW_RETRY) => {}
-                    }
-                }
-            }
+/// The owner's renewal deadline, kept in the stream task itself (it ends
+/// with the stream, I1): when the published identity reaches its renewal
+/// time, the stream asks the hub for a new one, and asks again every
+/// [`RENEW_RETRY`] until a state with a new renewal time arrives. One
+/// timer per stream, moved only when the deadline changes.
+struct Renewal {
+    clock: meshlink_identity::WallClock,
+    /// The renewal time of the last state seen.
+    renew_at: Option<std::time::SystemTime>,
+    /// Whether a deadline is set.
+    armed: bool,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Renewal {
+    fn new(clock: meshlink_identity::WallClock) -> Self {
+        Self {
+            clock,
+            renew_at: None,
+            armed: false,
+            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
         }
-    });
+    }
+
+    /// Takes the renewal time of a published state; the deadline moves
+    /// only when that time changed.
+    fn follow(&mut self, state: &ProxyState) {
+        if state.renew_at == self.renew_at {
+            return;
+        }
+        self.renew_at = state.renew_at;
+        match state.renew_at {
+            Some(at) => {
+                let wait = at
+                    .duration_since(self.clock.now())
+                    .unwrap_or(Duration::ZERO);
+                self.arm(wait);
+            }
+            None => self.armed = false,
+        }
+    }
+
+    /// The hub was asked; ask again after [`RENEW_RETRY`] unless a new
+    /// identity arrives first.
+    fn asked(&mut self) {
+        self.arm(RENEW_RETRY);
+    }
+
+    fn arm(&mut self, wait: Duration) {
+        self.armed = true;
+        self.timer
+            .as_mut()
+            .reset(tokio::time::Instant::now() + wait);
+    }
+
+    /// Resolves at the deadline; only to be polled while armed.
+    fn due(&mut self) -> std::pin::Pin<&mut tokio::time::Sleep> {
+        self.timer.as_mut()
+    }
 }

@@ -25,4 +25,4 @@ pub use translate::{
     RouterConfig, Withheld, ca_secret_name, certificate_secret_name, multi_key_listener_name,
     translate_router,
 };
-pub use view::{SelectableDataplane, SiteChange, SiteView, TlsMaterial};
+pub use view::{SelectableDataplane, SelectableInbound, SiteChange, SiteView, TlsMaterial};

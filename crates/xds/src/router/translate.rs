@@ -337,10 +337,14 @@ fn select(view: &SiteView, connector: &Resource) -> Vec<SelectedPod> {
         if !dp.online && !spec.includes_not_ready() {
             continue;
         }
-        if let Some((_, address)) = dp.inbounds.iter().find(|(tags, _)| selector.matches(tags)) {
+        if let Some(inbound) = dp
+            .inbounds
+            .iter()
+            .find(|i| selector.matches_with(|k| i.tag(k)))
+        {
             out.push(SelectedPod {
                 name: format!("{mesh}/{name}"),
-                ip: address.clone(),
+                ip: inbound.address.clone(),
             });
         }
     }
