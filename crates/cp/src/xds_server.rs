@@ -6,10 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryServiceServer;
 use meshlink_identity::KeyedRateLimiter;
 use meshlink_runtime::Shutdown;
-use meshlink_xds::ads::AdsServer;
+use meshlink_xds::ads::{AdsServer, AdsService};
 use meshlink_xds::certify::certify_server::CertifyServer;
 use meshlink_xds::certify::router_status_server::RouterStatusServer;
 use tonic::transport::server::TcpIncoming;
@@ -69,7 +68,7 @@ pub(crate) async fn start(
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .add_service(CertifyServer::new(certify))
         .add_service(RouterStatusServer::new(router_status))
-        .add_service(AggregatedDiscoveryServiceServer::new(ads.clone()));
+        .add_service(AdsService::new(ads.clone()));
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let fut = async move {
         router

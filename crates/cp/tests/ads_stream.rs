@@ -190,3 +190,37 @@ async fn a_stream_without_a_token_is_refused_with_a_reason() {
     drop((tx, client));
     cp.stop().await;
 }
+
+/// The xDS port's codec buffers start small (`meshlink_xds::ads::STREAM_BUFFER`)
+/// and grow for the messages that need it: a first request far larger than
+/// that (Envoy's node carries its build and extension list) is decoded, and
+/// responses larger than it (the identity Secret) are encoded, on one stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_larger_than_the_stream_buffer_pass_both_ways() {
+    let cp = TestCp::start().await;
+    apply_xds_mesh(&cp).await;
+    let token = cp.dataplane_token("default", "web-1").await;
+    let mut big_node = node("default", "web-1", "envoy");
+    big_node.user_agent_name = "x".repeat(64 * meshlink_xds::ads::STREAM_BUFFER);
+    let first = DiscoveryRequest {
+        node: Some(big_node),
+        ..sotw(SECRET_TYPE, &["identity_cert:web"], None)
+    };
+    assert!(first.encoded_len() > 64 * meshlink_xds::ads::STREAM_BUFFER);
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(first).await.expect("queue");
+    let mut client = AggregatedDiscoveryServiceClient::new(cp.xds_channel().await);
+    let mut responses = client
+        .stream_aggregated_resources(with_token(ReceiverStream::new(rx), &token))
+        .await
+        .expect("stream accepted")
+        .into_inner();
+    let sds = next(&mut responses).await;
+    assert_eq!(sds.type_url, SECRET_TYPE);
+    assert!(
+        sds.encoded_len() > meshlink_xds::ads::STREAM_BUFFER,
+        "the identity Secret (certificate chain and key) is larger than the initial buffer"
+    );
+    drop((tx, responses, client));
+    cp.stop().await;
+}

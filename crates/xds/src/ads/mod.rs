@@ -32,6 +32,7 @@
 
 mod admission;
 mod delta;
+mod grpc;
 mod inspect;
 mod metrics;
 mod revocation;
@@ -61,6 +62,7 @@ use tonic::transport::CertificateDer;
 use tonic::{Request, Response, Status, Streaming};
 
 pub use admission::{Admission, AdmissionConfig, RETRY_AFTER_MS, RetryAfter};
+pub use grpc::{AdsService, STREAM_BUFFER};
 pub use inspect::{Inspector, StreamObserver, StreamReport, StreamView};
 pub use metrics::{AdsMetrics, REJECT_REASONS};
 pub use stream::SHUTTING_DOWN_MESSAGE;

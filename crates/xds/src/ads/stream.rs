@@ -30,6 +30,12 @@ use crate::translate::ClientKind;
 /// client to read.
 const OUTPUT_BUFFER: usize = 16;
 
+/// The stream task's side of its output buffer. Responses and the end
+/// status are boxed: the channel allocates its slots 32 at a time, and
+/// unboxed (`DeltaDiscoveryResponse` beside a `Status`) those were about
+/// 6 KiB per stream, most of what an idle stream's buffer held.
+type Outgoing<R> = mpsc::Sender<Result<Box<R>, Box<Status>>>;
+
 /// How long a stream's end status waits for room in a full output buffer.
 const FINAL_STATUS_WAIT: Duration = Duration::from_secs(1);
 
@@ -131,7 +137,10 @@ where
         .streams
         .clone()
         .spawn(run(shared, credential, engine, requests, tx));
-    let responses = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let responses = futures::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|next| next.map(|r| r.map(|resp| *resp).map_err(|status| *status)))
+    });
     (Box::pin(responses), task)
 }
 
@@ -172,7 +181,7 @@ async fn run<E, I>(
     credential: Credential,
     engine: E,
     mut requests: I,
-    tx: mpsc::Sender<Result<E::Resp, Status>>,
+    tx: Outgoing<E::Resp>,
 ) where
     E: Engine,
     I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
@@ -252,7 +261,7 @@ async fn finish<E: Engine>(
     key: &ProxyKey,
     lease: Option<OwnerLease<ProxyState>>,
     end: End,
-    tx: &mpsc::Sender<Result<E::Resp, Status>>,
+    tx: &Outgoing<E::Resp>,
 ) {
     let reason = match end {
         End::Closed => None,
@@ -262,7 +271,7 @@ async fn finish<E: Engine>(
             let reason = status.message().to_owned();
             // Bounded: a client that stopped reading does not get to delay
             // the cleanup (or a drain) for long.
-            let _ = tokio::time::timeout(FINAL_STATUS_WAIT, tx.send(Err(status))).await;
+            let _ = tokio::time::timeout(FINAL_STATUS_WAIT, tx.send(Err(Box::new(status)))).await;
             Some(reason)
         }
     };
@@ -293,7 +302,7 @@ async fn serve<E, I>(
     mut engine: E,
     first: E::Req,
     mut requests: I,
-    tx: &mpsc::Sender<Result<E::Resp, Status>>,
+    tx: &Outgoing<E::Resp>,
 ) -> End
 where
     E: Engine,
@@ -434,12 +443,12 @@ fn on_request<E: Engine>(
 
 async fn send_all<E: Engine>(
     shared: &Shared,
-    tx: &mpsc::Sender<Result<E::Resp, Status>>,
+    tx: &Outgoing<E::Resp>,
     responses: Vec<E::Resp>,
 ) -> bool {
     for resp in responses {
         shared.metrics.pushed(super::short_type(E::type_of(&resp)));
-        if tx.send(Ok(resp)).await.is_err() {
+        if tx.send(Ok(Box::new(resp))).await.is_err() {
             return false;
         }
     }
