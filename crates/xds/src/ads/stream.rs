@@ -288,11 +288,10 @@ async fn finish<E: Engine>(
 
 /// The request / state loop of a stream that owns its key.
 ///
-/// Everything that can end the stream or needs it (drain, revocation,
-/// takeover, the renewal deadline) is one future created once and polled
-/// by reference, so a wake-up costs no registration with a shared
-/// cancellation token; the drain token is this stream's own child of the
-/// server's, so 10,000 streams do not contend on one lock.
+/// What can end the stream (drain, revocation, takeover) and the renewal
+/// deadline are each a future created once and polled by reference, so a
+/// wake-up registers no new waiter; the drain token is this stream's own
+/// child of the server's, so 10,000 streams do not contend on one lock.
 #[allow(clippy::too_many_arguments)]
 async fn serve<E, I>(
     shared: &Arc<Shared>,
