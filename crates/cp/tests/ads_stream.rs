@@ -48,24 +48,35 @@ fn delta_names(r: &DeltaDiscoveryResponse) -> Vec<&str> {
     r.resources.iter().map(|r| r.name.as_str()).collect()
 }
 
+/// Opens a SotW stream with `token` whose first request is `first`;
+/// returns the request sender (keep it to keep the stream open) and the
+/// responses.
+async fn open_sotw(
+    cp: &TestCp,
+    token: &str,
+    first: DiscoveryRequest,
+) -> (mpsc::Sender<DiscoveryRequest>, Streaming<DiscoveryResponse>) {
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(first).await.expect("queue");
+    let mut client = AggregatedDiscoveryServiceClient::new(cp.xds_channel().await);
+    let responses = client
+        .stream_aggregated_resources(with_token(ReceiverStream::new(rx), token))
+        .await
+        .expect("stream accepted")
+        .into_inner();
+    (tx, responses)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sotw_envoy_client_gets_secrets_clusters_and_listeners() {
     let cp = TestCp::start().await;
     apply_xds_mesh(&cp).await;
     let token = cp.dataplane_token("default", "web-1").await;
-    let (tx, rx) = mpsc::channel(16);
-    tx.send(DiscoveryRequest {
+    let first = DiscoveryRequest {
         node: Some(node("default", "web-1", "envoy")),
         ..sotw(CLUSTER_TYPE, &[], None)
-    })
-    .await
-    .expect("queue");
-    let mut client = AggregatedDiscoveryServiceClient::new(cp.xds_channel().await);
-    let mut responses = client
-        .stream_aggregated_resources(with_token(ReceiverStream::new(rx), &token))
-        .await
-        .expect("stream accepted")
-        .into_inner();
+    };
+    let (tx, mut responses) = open_sotw(&cp, &token, first).await;
 
     let cds = next(&mut responses).await;
     assert_eq!(cds.type_url, CLUSTER_TYPE);
@@ -108,7 +119,7 @@ async fn sotw_envoy_client_gets_secrets_clusters_and_listeners() {
     assert_eq!(lds.type_url, LISTENER_TYPE);
     assert_eq!(lds.resources.len(), 2, "inbound and outbound: {lds:?}");
     assert_ne!(lds.nonce, cds.nonce, "every response has its own nonce");
-    drop((tx, responses, client));
+    drop((tx, responses));
     cp.stop().await;
 }
 
@@ -207,20 +218,13 @@ async fn messages_larger_than_the_stream_buffer_pass_both_ways() {
         ..sotw(SECRET_TYPE, &["identity_cert:web"], None)
     };
     assert!(first.encoded_len() > 64 * meshlink_xds::ads::STREAM_BUFFER);
-    let (tx, rx) = mpsc::channel(16);
-    tx.send(first).await.expect("queue");
-    let mut client = AggregatedDiscoveryServiceClient::new(cp.xds_channel().await);
-    let mut responses = client
-        .stream_aggregated_resources(with_token(ReceiverStream::new(rx), &token))
-        .await
-        .expect("stream accepted")
-        .into_inner();
+    let (tx, mut responses) = open_sotw(&cp, &token, first).await;
     let sds = next(&mut responses).await;
     assert_eq!(sds.type_url, SECRET_TYPE);
     assert!(
         sds.encoded_len() > meshlink_xds::ads::STREAM_BUFFER,
         "the identity Secret (certificate chain and key) is larger than the initial buffer"
     );
-    drop((tx, responses, client));
+    drop((tx, responses));
     cp.stop().await;
 }
