@@ -343,7 +343,7 @@ fn key_id_of(public_key: &[u8]) -> String {
 pub struct TokenVerifier {
     key_id: String,
     public_key: Vec<u8>,
-    verified: std::sync::Arc<crate::token_memo::SignatureMemo>,
+    verified: std::sync::Arc<SignatureMemo>,
 }
 
 // === impl TokenVerifier ===

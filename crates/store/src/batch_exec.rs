@@ -29,9 +29,9 @@ macro_rules! batch_backend {
             /// How this backend's multi-row statements bind.
             const BINDS: batch::Binds = $binds;
 
-            /// Reads the rows of `keys` (missing keys are absent).
+            /// Reads the rows of `keys` on `conn` (missing keys are absent).
             async fn rows(
-                pool: &sqlx::Pool<$db>,
+                conn: &mut <$db as sqlx::Database>::Connection,
                 keys: &[&ObjectKey],
             ) -> Result<HashMap<ObjectKey, ObjectRow>, StoreError> {
                 let mut out = HashMap::with_capacity(keys.len());
@@ -44,7 +44,7 @@ macro_rules! batch_backend {
                     for n in names {
                         q = q.bind(n);
                     }
-                    for row in q.fetch_all(pool).await? {
+                    for row in q.fetch_all(&mut *conn).await? {
                         out.insert(row.key(), row);
                     }
                 }
@@ -57,7 +57,8 @@ macro_rules! batch_backend {
                 keys: &[ObjectKey],
             ) -> Result<Vec<Option<Object>>, StoreError> {
                 let refs: Vec<&ObjectKey> = keys.iter().collect();
-                let found = rows(pool, &refs).await?;
+                let mut conn = pool.acquire().await?;
+                let found = rows(&mut conn, &refs).await?;
                 keys.iter()
                     .map(|k| {
                         found
@@ -80,23 +81,7 @@ macro_rules! batch_backend {
                     .fetch_one(&mut *conn)
                     .await?;
                 let keys: Vec<&ObjectKey> = writes.iter().map(BatchWrite::key).collect();
-                let current = {
-                    let mut out = HashMap::with_capacity(keys.len());
-                    for (kind, mesh, names) in batch::name_chunks(&keys) {
-                        let sql = batch::select_names(BINDS, names.len());
-                        let mut q = sqlx::query_as::<_, ObjectRow>(&sql)
-                            .persistent(false)
-                            .bind(kind)
-                            .bind(mesh);
-                        for n in names {
-                            q = q.bind(n);
-                        }
-                        for row in q.fetch_all(&mut *conn).await? {
-                            out.insert(row.key(), row);
-                        }
-                    }
-                    out
-                };
+                let current = rows(&mut *conn, &keys).await?;
                 let plan = batch::plan_batch(writes, current, last);
                 if plan.changes.is_empty() {
                     return Ok(plan);

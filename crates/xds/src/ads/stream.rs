@@ -382,10 +382,6 @@ where
                 },
             }
         };
-        if responses.is_empty() {
-            report_types(shared, &key, id, &mut engine);
-            continue;
-        }
         // A client that stops reading must not hold up a drain or a
         // revocation: they win over a blocked send.
         let sent = tokio::select! {
