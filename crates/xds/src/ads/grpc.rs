@@ -1,37 +1,35 @@
 //! The ADS gRPC service as the xDS port serves it: the two methods of
 //! Envoy's `AggregatedDiscoveryService`, routed to [`AdsServer`] like the
-//! generated `AggregatedDiscoveryServiceServer` does, but with per-stream
-//! codec buffers sized for xDS traffic.
+//! generated `AggregatedDiscoveryServiceServer` does, but with stream
+//! buffers sized for xDS traffic.
 //!
 //! The generated server uses tonic's default codec buffers, 8 KiB for
 //! encoding and 8 KiB for decoding, allocated when a stream opens and kept
-//! for its life. An ADS stream is long-lived and mostly idle, and its
-//! messages are small (an ACK is a few hundred bytes), so those two
-//! buffers were 16 KiB of every connected proxy's ~50 KiB in the control
-//! plane (heap profile of 2,000 connected proxies). Here they start at
-//! [`STREAM_BUFFER`] and grow only for a stream whose messages need it
-//! (Envoy's first request, with its node metadata, is the usual one).
+//! for its life; the encode buffer then stays at the size of the largest
+//! response the stream sent. An ADS stream is long-lived and mostly idle,
+//! and its messages are small (an ACK is a few hundred bytes). Here the
+//! request decoder's buffer starts at [`STREAM_BUFFER`] and grows only for
+//! a stream whose requests need it (Envoy's first request, with its node
+//! metadata, is the usual one), and responses are encoded one buffer per
+//! message ([`super::response_body`]), so an idle stream holds none.
 
 use std::convert::Infallible;
-use std::marker::PhantomData;
 
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
-use tonic::codec::{BufferSettings, Codec};
+use tonic::codec::BufferSettings;
 use tonic::codegen::{Body, BoxFuture, Context, Poll, Service, StdError, http};
-use tonic::server::{Grpc, NamedService, StreamingService};
+use tonic::server::NamedService;
 use tonic::{Status, Streaming};
 use tonic_prost::ProstCodec;
 
-use super::{AdsServer, ResponseStream};
+use super::AdsServer;
+use super::response_body::http_response;
 
-/// Initial size of a stream's encode and decode buffers (tonic's default
-/// is 8 KiB each).
+/// Initial size of a stream's request decode buffer (tonic's default is
+/// 8 KiB).
 pub const STREAM_BUFFER: usize = 1024;
 
-/// Encoded bytes after which a response stream yields (tonic's default).
+/// tonic's default; the decoder does not use it.
 const YIELD_THRESHOLD: usize = 32 * 1024;
 
 const SOTW_PATH: &str =
@@ -73,72 +71,42 @@ where
         let ads = self.ads.clone();
         match req.uri().path() {
             SOTW_PATH => Box::pin(async move {
-                Ok(Grpc::new(SmallBuffers::default())
-                    .streaming(Sotw(ads), req)
-                    .await)
+                Ok(match requests(req) {
+                    Ok(req) => http_response(ads.stream_aggregated_resources(req).await),
+                    Err(status) => status.into_http(),
+                })
             }),
             DELTA_PATH => Box::pin(async move {
-                Ok(Grpc::new(SmallBuffers::default())
-                    .streaming(Delta(ads), req)
-                    .await)
+                Ok(match requests(req) {
+                    Ok(req) => http_response(ads.delta_aggregated_resources(req).await),
+                    Err(status) => status.into_http(),
+                })
             }),
             _ => Box::pin(async move { Ok(Status::unimplemented("").into_http()) }),
         }
     }
 }
 
-/// tonic's prost codec with [`STREAM_BUFFER`]-sized buffers.
-struct SmallBuffers<T, U>(PhantomData<fn() -> (T, U)>);
-
-impl<T, U> Default for SmallBuffers<T, U> {
-    fn default() -> Self {
-        Self(PhantomData)
-    }
-}
-
-impl<T, U> Codec for SmallBuffers<T, U>
+/// The request body as a stream of decoded messages. Compressed requests
+/// are refused: this server offers no `grpc-accept-encoding`, so a client
+/// that compresses anyway gets a clear `UNIMPLEMENTED`.
+fn requests<B, T>(req: http::Request<B>) -> Result<tonic::Request<Streaming<T>>, Status>
 where
-    T: prost::Message + Send + 'static,
-    U: prost::Message + Default + Send + 'static,
+    B: Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+    T: prost::Message + Default + Send + 'static,
 {
-    type Encode = T;
-    type Decode = U;
-    type Encoder = <ProstCodec<T, U> as Codec>::Encoder;
-    type Decoder = <ProstCodec<T, U> as Codec>::Decoder;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        ProstCodec::<T, U>::raw_encoder(BufferSettings::new(STREAM_BUFFER, YIELD_THRESHOLD))
+    if let Some(encoding) = req.headers().get("grpc-encoding")
+        && encoding.as_bytes() != b"identity"
+    {
+        return Err(Status::unimplemented(format!(
+            "request compressed with {:?}; this control plane accepts uncompressed requests only",
+            String::from_utf8_lossy(encoding.as_bytes())
+        )));
     }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        ProstCodec::<T, U>::raw_decoder(BufferSettings::new(STREAM_BUFFER, YIELD_THRESHOLD))
-    }
-}
-
-/// `StreamAggregatedResources` (state of the world).
-struct Sotw(AdsServer);
-
-impl StreamingService<DiscoveryRequest> for Sotw {
-    type Response = DiscoveryResponse;
-    type ResponseStream = ResponseStream<DiscoveryResponse>;
-    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
-
-    fn call(&mut self, request: tonic::Request<Streaming<DiscoveryRequest>>) -> Self::Future {
-        let ads = self.0.clone();
-        Box::pin(async move { ads.stream_aggregated_resources(request).await })
-    }
-}
-
-/// `DeltaAggregatedResources` (incremental).
-struct Delta(AdsServer);
-
-impl StreamingService<DeltaDiscoveryRequest> for Delta {
-    type Response = DeltaDiscoveryResponse;
-    type ResponseStream = ResponseStream<DeltaDiscoveryResponse>;
-    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
-
-    fn call(&mut self, request: tonic::Request<Streaming<DeltaDiscoveryRequest>>) -> Self::Future {
-        let ads = self.0.clone();
-        Box::pin(async move { ads.delta_aggregated_resources(request).await })
-    }
+    let decoder =
+        ProstCodec::<T, T>::raw_decoder(BufferSettings::new(STREAM_BUFFER, YIELD_THRESHOLD));
+    Ok(tonic::Request::from_http(req.map(|body| {
+        Streaming::new_request(decoder, body, None, None)
+    })))
 }

@@ -35,6 +35,7 @@ mod delta;
 mod grpc;
 mod inspect;
 mod metrics;
+mod response_body;
 mod revocation;
 mod sotw;
 mod stream;
