@@ -48,7 +48,8 @@ impl Subscription {
     /// otherwise `*` in the list means wildcard. Returns whether the
     /// subscription changed.
     pub(crate) fn replace(&mut self, names: &[String]) -> bool {
-        let before = self.clone();
+        let (wildcard, legacy, requested) = (self.wildcard, self.legacy, self.requested);
+        let mut names_changed = false;
         if names.is_empty() {
             if !self.requested || self.legacy {
                 self.wildcard = true;
@@ -56,21 +57,40 @@ impl Subscription {
             } else {
                 self.wildcard = false;
             }
+            names_changed = !self.names.is_empty();
             self.names.clear();
         } else {
             self.legacy = false;
             self.wildcard = names.iter().any(|n| n == WILDCARD);
-            self.names = names.iter().filter(|n| *n != WILDCARD).cloned().collect();
+            // The common request (an ACK) repeats the list it sent before:
+            // compare before building a new set.
+            let same = {
+                let mut given: Vec<&str> = names
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|n| *n != WILDCARD)
+                    .collect();
+                given.sort_unstable();
+                given.dedup();
+                given.len() == self.names.len()
+                    && given.iter().zip(&self.names).all(|(a, b)| *a == b.as_str())
+            };
+            if !same {
+                self.names = names.iter().filter(|n| *n != WILDCARD).cloned().collect();
+                names_changed = true;
+            }
         }
         self.requested = true;
-        *self != before
+        names_changed
+            || (wildcard, legacy, requested) != (self.wildcard, self.legacy, self.requested)
     }
 
     /// Delta: adds and removes names. A first request that subscribes to
     /// nothing is a legacy wildcard subscription. Returns whether the
     /// subscription changed.
     pub(crate) fn update(&mut self, subscribe: &[String], unsubscribe: &[String]) -> bool {
-        let before = self.clone();
+        let (wildcard, legacy, requested) = (self.wildcard, self.legacy, self.requested);
+        let mut names_changed = false;
         if !self.requested && subscribe.is_empty() {
             self.wildcard = true;
             self.legacy = true;
@@ -78,8 +98,8 @@ impl Subscription {
         for n in subscribe {
             if n == WILDCARD {
                 self.wildcard = true;
-            } else {
-                self.names.insert(n.clone());
+            } else if !self.names.contains(n) {
+                names_changed |= self.names.insert(n.clone());
             }
         }
         for n in unsubscribe {
@@ -87,11 +107,12 @@ impl Subscription {
                 self.wildcard = false;
                 self.legacy = false;
             } else {
-                self.names.remove(n);
+                names_changed |= self.names.remove(n);
             }
         }
         self.requested = true;
-        *self != before
+        names_changed
+            || (wildcard, legacy, requested) != (self.wildcard, self.legacy, self.requested)
     }
 }
 
@@ -113,6 +134,21 @@ mod tests {
         assert!(!sub.is_wildcard() && sub.wants("a") && !sub.wants("b"));
         assert!(sub.replace(&[]), "after explicit names, empty unsubscribes");
         assert!(!sub.wants("a"));
+    }
+
+    #[test]
+    fn repeating_a_subscription_changes_nothing() {
+        let mut sotw = Subscription::default();
+        assert!(sotw.replace(&s(&["b", "a", "a"])));
+        assert!(!sotw.replace(&s(&["a", "b"])), "same set, other order");
+        assert!(sotw.replace(&s(&["a", "c"])));
+        assert!(sotw.wants("c") && !sotw.wants("b"));
+        assert!(sotw.replace(&s(&["a", "c", "*"])), "adding * is a change");
+        let mut delta = Subscription::default();
+        assert!(delta.update(&s(&["a"]), &[]));
+        assert!(!delta.update(&s(&["a"]), &[]), "subscribing again");
+        assert!(!delta.update(&[], &s(&["zz"])), "unsubscribing a name never held");
+        assert!(delta.update(&[], &s(&["a"])));
     }
 
     #[test]
