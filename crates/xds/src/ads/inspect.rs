@@ -3,15 +3,19 @@
 //!
 //! Owns one [`StreamReport`] per proxy key, written only by the stream that
 //! currently owns the key (checked by stream id, like the owner registry).
+//! The per-type part of a report is not copied here: the stream attaches
+//! its protocol engine ([`TypeReports`]), and a report is read from it when
+//! asked for, so the stream's hot path takes no inspector lock.
 //! A closed stream's report stays, marked disconnected, until the proxy
 //! connects again, its Dataplane is deleted ([`Inspector::forget`]) or it
 //! has been disconnected past a grace period
 //! ([`Inspector::evict_disconnected`]); the control plane calls both.
 //!
 //! An optional observer receives a [`StreamView`] (the part of a report
-//! the Dataplane status is made of) whenever that part changes. It is
-//! called under the inspector's lock, so the views of one proxy arrive in
-//! the order they happened; it must only queue the view.
+//! the Dataplane status is made of) whenever that part changes: on open
+//! and close, a new certificate, and a change of the outstanding NACK. It
+//! is called under the inspector's lock, so the views of one proxy arrive
+//! in the order they happened; it must only queue the view.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::types::{TypeReport, short_type};
+use super::types::TypeReport;
 use crate::hub::IdentityInfo;
 use crate::owner::{OwnerId, ProxyKey};
 
@@ -109,10 +113,36 @@ pub struct Inspector {
     observer: Option<StreamObserver>,
 }
 
+/// A stream's per-type reports, read when a report is asked for.
+pub(crate) trait TypeReports: Send + Sync {
+    /// Per resource type (short name): versions sent, acknowledged, NACKed.
+    fn type_reports(&self) -> BTreeMap<&'static str, TypeReport>;
+}
+
+/// One proxy's report as held: everything but the per-type part, which is
+/// read from the stream's engine.
+struct Slot {
+    report: StreamReport,
+    types: Option<Arc<dyn TypeReports>>,
+    /// The outstanding NACK, as the stream last computed it.
+    rejected: Option<String>,
+}
+
+impl Slot {
+    /// The whole report; the per-type part comes from the attached engine
+    /// (or stays as it was when the stream closed).
+    fn full(&self) -> StreamReport {
+        let mut r = self.report.clone();
+        if let Some(types) = &self.types {
+            r.types = types.type_reports();
+        }
+        r
+    }
+}
+
 #[derive(Default)]
 struct Inner {
-    reports: HashMap<ProxyKey, StreamReport>,
-    views: HashMap<ProxyKey, StreamView>,
+    reports: HashMap<ProxyKey, Slot>,
 }
 
 impl std::fmt::Debug for Inspector {
@@ -128,10 +158,12 @@ fn at_unix(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-/// An outstanding NACK of the latest version sent, as `StreamView`
-/// holds it (allocates only when there is one).
-fn rejected_of(r: &StreamReport) -> Option<String> {
-    r.types.iter().find_map(|(t, tr)| {
+/// An outstanding NACK of the latest version sent, as `StreamView` holds
+/// it (allocates only when there is one).
+pub(crate) fn rejected_of<'a>(
+    types: impl Iterator<Item = (&'a str, &'a TypeReport)>,
+) -> Option<String> {
+    types.into_iter().find_map(|(t, tr)| {
         let nack = tr.last_nack.as_ref()?;
         let latest = tr.last_sent_version.as_deref() == Some(nack.version.as_str())
             && tr.last_acked_version.as_deref() != Some(nack.version.as_str());
@@ -139,19 +171,9 @@ fn rejected_of(r: &StreamReport) -> Option<String> {
     })
 }
 
-/// Whether `view` is what [`view_of`] gives for `r`, without building it.
-fn same_view(view: &StreamView, r: &StreamReport) -> bool {
-    view.connected == r.connected
-        && view.connected_at == at_unix(r.connected_at)
-        && view.disconnected_at == r.disconnected_at.map(at_unix)
-        && view.control_plane == r.control_plane
-        && view.certificate == r.certificate
-        && view.rejected == rejected_of(r)
-}
-
-/// The status-relevant part of `r`.
-fn view_of(key: &ProxyKey, r: &StreamReport) -> StreamView {
-    let rejected = rejected_of(r);
+/// The status-relevant part of a slot.
+fn view_of(key: &ProxyKey, slot: &Slot) -> StreamView {
+    let r = &slot.report;
     StreamView {
         key: key.clone(),
         connected: r.connected,
@@ -159,7 +181,7 @@ fn view_of(key: &ProxyKey, r: &StreamReport) -> StreamView {
         connected_at: at_unix(r.connected_at),
         disconnected_at: r.disconnected_at.map(at_unix),
         certificate: r.certificate.clone(),
-        rejected,
+        rejected: slot.rejected.clone(),
     }
 }
 
@@ -183,19 +205,23 @@ impl Inspector {
 
     /// The report of `key`, if it ever connected to this instance.
     pub fn report(&self, key: &ProxyKey) -> Option<StreamReport> {
-        self.lock().reports.get(key).cloned()
+        self.lock().reports.get(key).map(Slot::full)
     }
 
     /// Every report, sorted by mesh and name.
     pub fn reports(&self) -> Vec<StreamReport> {
-        let mut all: Vec<_> = self.lock().reports.values().cloned().collect();
+        let mut all: Vec<_> = self.lock().reports.values().map(Slot::full).collect();
         all.sort_by(|a, b| (&a.mesh, &a.name).cmp(&(&b.mesh, &b.name)));
         all
     }
 
     /// Number of proxies with an open stream.
     pub fn connected(&self) -> usize {
-        self.lock().reports.values().filter(|r| r.connected).count()
+        self.lock()
+            .reports
+            .values()
+            .filter(|s| s.report.connected)
+            .count()
     }
 
     /// Number of reports held (connected or not).
@@ -211,9 +237,7 @@ impl Inspector {
     /// Drops `key`'s report (its Dataplane was deleted). An open stream
     /// keeps running; its next update finds no report and is ignored.
     pub fn forget(&self, key: &ProxyKey) -> bool {
-        let mut inner = self.lock();
-        inner.views.remove(key);
-        inner.reports.remove(key).is_some()
+        self.lock().reports.remove(key).is_some()
     }
 
     /// Drops the reports of proxies disconnected before `before`; returns
@@ -223,12 +247,16 @@ impl Inspector {
         let gone: Vec<ProxyKey> = inner
             .reports
             .iter()
-            .filter(|(_, r)| !r.connected && r.disconnected_at.is_some_and(|d| at_unix(d) < before))
+            .filter(|(_, s)| {
+                !s.report.connected
+                    && s.report
+                        .disconnected_at
+                        .is_some_and(|d| at_unix(d) < before)
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for k in &gone {
             inner.reports.remove(k);
-            inner.views.remove(k);
         }
         gone.len()
     }
@@ -256,57 +284,80 @@ impl Inspector {
             certificate: None,
         };
         let mut inner = self.lock();
-        inner.reports.insert(key.clone(), report);
-        self.observe(&mut inner, key);
+        inner.reports.insert(
+            key.clone(),
+            Slot {
+                report,
+                types: None,
+                rejected: None,
+            },
+        );
+        self.observe(&inner, key);
     }
 
-    /// Runs `f` on `key`'s report if stream `id` wrote it.
-    pub(crate) fn update(&self, key: &ProxyKey, id: OwnerId, f: impl FnOnce(&mut StreamReport)) {
+    /// Runs `f` on `key`'s slot if stream `id` wrote it; tells the
+    /// observer if `f` says the view changed.
+    fn update(&self, key: &ProxyKey, id: OwnerId, f: impl FnOnce(&mut Slot) -> bool) {
         let mut inner = self.lock();
-        if let Some(r) = inner.reports.get_mut(key)
-            && r.stream_id == id.stream_id
+        if let Some(slot) = inner.reports.get_mut(key)
+            && slot.report.stream_id == id.stream_id
+            && f(slot)
         {
-            f(r);
-            self.observe(&mut inner, key);
+            self.observe(&inner, key);
         }
     }
 
-    /// Tells the observer about `key`'s view if it changed.
-    fn observe(&self, inner: &mut Inner, key: &ProxyKey) {
-        let Some(observer) = &self.observer else {
-            return;
-        };
-        let Some(r) = inner.reports.get(key) else {
-            return;
-        };
-        if inner.views.get(key).is_some_and(|v| same_view(v, r)) {
-            return;
+    /// Tells the observer about `key`'s view.
+    fn observe(&self, inner: &Inner, key: &ProxyKey) {
+        if let (Some(observer), Some(slot)) = (&self.observer, inner.reports.get(key)) {
+            observer(view_of(key, slot));
         }
-        let view = view_of(key, r);
-        inner.views.insert(key.clone(), view.clone());
-        observer(view);
     }
 
-    pub(crate) fn closed(&self, key: &ProxyKey, id: OwnerId, reason: Option<String>) {
-        self.update(key, id, |r| {
-            r.connected = false;
-            r.disconnected_at = Some(unix_now());
-            r.close_reason = reason;
-        });
-    }
-
-    /// Records the per-type reports that changed (by type URL); the
-    /// other types' reports stay as they are.
-    pub(crate) fn set_types(
+    /// Attaches stream `id`'s engine: the per-type part of the report is
+    /// read from it from now on.
+    pub(crate) fn attach(
         &self,
         key: &ProxyKey,
         id: OwnerId,
-        changed: impl Iterator<Item = (&'static str, TypeReport)>,
+        client: &'static str,
+        types: Arc<dyn TypeReports>,
     ) {
-        self.update(key, id, |r| {
-            for (t, report) in changed {
-                r.types.insert(short_type(t), report);
+        self.update(key, id, |s| {
+            s.report.client = Some(client);
+            s.types = Some(types);
+            false
+        });
+    }
+
+    /// Records the identity certificate stream `id` sent.
+    pub(crate) fn certificate(&self, key: &ProxyKey, id: OwnerId, cert: Option<IdentityInfo>) {
+        self.update(key, id, |s| {
+            let changed = s.report.certificate != cert;
+            s.report.certificate = cert;
+            changed
+        });
+    }
+
+    /// Records the outstanding NACK stream `id` computed.
+    pub(crate) fn rejected(&self, key: &ProxyKey, id: OwnerId, rejected: Option<String>) {
+        self.update(key, id, |s| {
+            let changed = s.rejected != rejected;
+            s.rejected = rejected;
+            changed
+        });
+    }
+
+    pub(crate) fn closed(&self, key: &ProxyKey, id: OwnerId, reason: Option<String>) {
+        self.update(key, id, |s| {
+            // Keep what the stream last reported per type; the engine goes.
+            if let Some(types) = s.types.take() {
+                s.report.types = types.type_reports();
             }
+            s.report.connected = false;
+            s.report.disconnected_at = Some(unix_now());
+            s.report.close_reason = reason;
+            true
         });
     }
 
@@ -336,13 +387,32 @@ mod tests {
         }
     }
 
+    /// Per-type reports as a stream's engine would hold them.
+    #[derive(Default)]
+    struct FixedTypes(Mutex<BTreeMap<&'static str, TypeReport>>);
+
+    impl TypeReports for FixedTypes {
+        fn type_reports(&self) -> BTreeMap<&'static str, TypeReport> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl FixedTypes {
+        fn set(&self, report: TypeReport) -> Option<String> {
+            let mut types = self.0.lock().unwrap();
+            types.insert("Listener", report);
+            rejected_of(types.iter().map(|(t, r)| (*t, r)))
+        }
+    }
+
     #[test]
     fn views_follow_open_nack_ack_and_close_and_repeat_nothing() {
         let (insp, seen) = recording();
         let key = ProxyKey::new("default", "web-1");
         insp.opened(&key, id(1), "sotw", "cp-a");
-        // A change outside the view (client kind) is not reported again.
-        insp.update(&key, id(1), |r| r.client = Some("envoy"));
+        let types = Arc::new(FixedTypes::default());
+        // A change outside the view (client kind) is not reported.
+        insp.attach(&key, id(1), "envoy", types.clone());
         let nacked = TypeReport {
             last_sent_version: Some("v2".into()),
             last_acked_version: Some("v1".into()),
@@ -352,22 +422,41 @@ mod tests {
             }),
             ..TypeReport::default()
         };
-        insp.set_types(
-            &key,
-            id(1),
-            [(crate::translate::LISTENER_TYPE, nacked.clone())].into_iter(),
-        );
+        let rejected = types.set(nacked.clone());
+        assert_eq!(rejected.as_deref(), Some("Listener: bad listener"));
+        insp.rejected(&key, id(1), rejected.clone());
+        // The same outstanding NACK again is not a change.
+        insp.rejected(&key, id(1), rejected);
         let mut fixed = nacked.clone();
         fixed.last_sent_version = Some("v3".into());
         fixed.last_acked_version = Some("v3".into());
-        insp.set_types(
-            &key,
-            id(1),
-            [(crate::translate::LISTENER_TYPE, fixed)].into_iter(),
+        let rejected = types.set(fixed.clone());
+        assert_eq!(
+            rejected, None,
+            "a NACK of an older version is not outstanding"
         );
+        insp.rejected(&key, id(1), rejected);
+        // The report reads the engine's per-type state as it is now.
+        let report = insp.report(&key).unwrap();
+        assert_eq!(report.client, Some("envoy"));
+        assert_eq!(report.types["Listener"], fixed);
         // A stale stream cannot close the report.
         insp.closed(&key, id(0), None);
         insp.closed(&key, id(1), None);
+        drop(
+            types
+                .0
+                .lock()
+                .unwrap()
+                .insert("Cluster", TypeReport::default()),
+        );
+        let closed = insp.report(&key).unwrap();
+        assert!(!closed.connected);
+        assert_eq!(
+            closed.types.keys().collect::<Vec<_>>(),
+            vec![&"Listener"],
+            "a closed stream's report keeps what it had at close"
+        );
         let seen = seen.lock().unwrap();
         let summary: Vec<(bool, Option<String>)> = seen
             .iter()

@@ -4,7 +4,7 @@
 //! revocation or drain, each with its own status.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -19,9 +19,10 @@ use tokio::task::JoinHandle;
 use tonic::Status;
 
 use super::delta::DeltaEngine;
+use super::inspect::{TypeReports, rejected_of};
 use super::revocation::TokenBinding;
 use super::sotw::SotwEngine;
-use super::types::{Outcome, TypeReport, TypeState};
+use super::types::{Outcome, TypeReport, TypeState, short_type};
 use super::{Credential, ProxyState, ResponseStream, Shared};
 use crate::owner::{OwnerId, OwnerLease, ProxyKey};
 use crate::translate::ClientKind;
@@ -115,6 +116,26 @@ impl Engine for DeltaEngine {
     }
     fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
         DeltaEngine::types_mut(self)
+    }
+}
+
+/// A stream's engine, shared with the inspector, which reads its per-type
+/// reports when a report is asked for. Only the stream task writes it.
+struct SharedEngine<E>(Mutex<E>);
+
+impl<E: Engine> SharedEngine<E> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, E> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<E: Engine> TypeReports for SharedEngine<E> {
+    fn type_reports(&self) -> BTreeMap<&'static str, TypeReport> {
+        self.lock()
+            .types_mut()
+            .iter()
+            .map(|(t, s)| (short_type(t), s.report.clone()))
+            .collect()
     }
 }
 
@@ -298,7 +319,7 @@ async fn serve<E, I>(
     lease: &OwnerLease<ProxyState>,
     binding: Option<&TokenBinding<'_>>,
     client: ClientKind,
-    mut engine: E,
+    engine: E,
     first: E::Req,
     mut requests: I,
     tx: &Outgoing<E::Resp>,
@@ -310,9 +331,11 @@ where
     let key = lease.key().clone();
     let id = lease.id();
     let mut state_rx = lease.subscribe();
+    let engine = Arc::new(SharedEngine(Mutex::new(engine)));
     shared
         .inspector
-        .update(&key, id, |r| r.client = Some(client.as_str()));
+        .attach(&key, id, client.as_str(), engine.clone());
+    let mut rejected: Option<String> = None;
     let stop = shared.draining.child_token();
     let drain = stop.cancelled();
     let revoked = token_revoked(binding);
@@ -332,7 +355,7 @@ where
     let mut pending = Some(first);
     loop {
         let responses = if let Some(req) = pending.take() {
-            match on_request(shared, &key, &mut engine, &req, current.as_deref()) {
+            match on_request(shared, &key, &mut *engine.lock(), &req, current.as_deref()) {
                 Ok(r) => r,
                 Err(status) => return End::Fail("invalid_request", status),
             }
@@ -358,7 +381,7 @@ where
                     let next = state_rx.borrow_and_update().clone();
                     match next {
                         Some(state) => {
-                            let out = engine.on_state(current.as_deref(), &state);
+                            let out = engine.lock().on_state(current.as_deref(), &state);
                             if current.as_ref().is_none_or(|c| c.identity != state.identity) {
                                 report_certificate(shared, &key, id, &state);
                             }
@@ -375,7 +398,7 @@ where
                         tracing::debug!(proxy = %key, %status, "ADS stream read failed");
                         return End::Closed;
                     }
-                    Some(Ok(req)) => match on_request(shared, &key, &mut engine, &req, current.as_deref()) {
+                    Some(Ok(req)) => match on_request(shared, &key, &mut *engine.lock(), &req, current.as_deref()) {
                         Ok(r) => r,
                         Err(status) => return End::Fail("invalid_request", status),
                     },
@@ -393,24 +416,32 @@ where
         if !sent {
             return End::Closed;
         }
-        report_types(shared, &key, id, &mut engine);
+        report_rejected(shared, &key, id, &engine, &mut rejected);
     }
 }
 
-/// Copies the per-type reports that changed since the last call to the
-/// inspector (none: no lock is taken).
-fn report_types<E: Engine>(shared: &Shared, key: &ProxyKey, id: OwnerId, engine: &mut E) {
-    let changed: Vec<(&'static str, TypeReport)> = engine
-        .types_mut()
-        .iter_mut()
-        .filter(|(_, s)| s.report_dirty)
-        .map(|(t, s)| {
-            s.report_dirty = false;
-            (*t, s.report.clone())
-        })
-        .collect();
-    if !changed.is_empty() {
-        shared.inspector.set_types(key, id, changed.into_iter());
+/// Tells the inspector when the stream's outstanding NACK changed (the
+/// common case, no NACK on any type, allocates nothing and takes no
+/// inspector lock).
+fn report_rejected<E: Engine>(
+    shared: &Shared,
+    key: &ProxyKey,
+    id: OwnerId,
+    engine: &SharedEngine<E>,
+    last: &mut Option<String>,
+) {
+    let now = {
+        let mut engine = engine.lock();
+        rejected_of(
+            engine
+                .types_mut()
+                .iter()
+                .map(|(t, s)| (short_type(t), &s.report)),
+        )
+    };
+    if now != *last {
+        *last = now.clone();
+        shared.inspector.rejected(key, id, now);
     }
 }
 
@@ -455,9 +486,7 @@ fn report_certificate(shared: &Shared, key: &ProxyKey, id: OwnerId, state: &Prox
     shared
         .metrics
         .certificate(key, identity.as_ref().map(|i| i.not_after));
-    shared
-        .inspector
-        .update(key, id, |r| r.certificate = identity);
+    shared.inspector.certificate(key, id, identity);
 }
 
 /// Checks the first request's node against the credential's proxy key,

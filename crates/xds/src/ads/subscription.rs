@@ -147,7 +147,10 @@ mod tests {
         let mut delta = Subscription::default();
         assert!(delta.update(&s(&["a"]), &[]));
         assert!(!delta.update(&s(&["a"]), &[]), "subscribing again");
-        assert!(!delta.update(&[], &s(&["zz"])), "unsubscribing a name never held");
+        assert!(
+            !delta.update(&[], &s(&["zz"])),
+            "unsubscribing a name never held"
+        );
         assert!(delta.update(&[], &s(&["a"])));
     }
 

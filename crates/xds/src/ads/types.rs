@@ -117,9 +117,6 @@ pub(crate) struct TypeState {
     /// then a next state that shares this type's set with it needs no
     /// comparison.
     pub(crate) synced: bool,
-    /// Whether `report` changed since the stream last copied it to the
-    /// inspector.
-    pub(crate) report_dirty: bool,
 }
 
 // === impl TypeState ===
@@ -133,7 +130,6 @@ impl TypeState {
         changed_at: Option<Instant>,
     ) {
         self.nonce = Some(nonce.to_owned());
-        self.report_dirty = true;
         self.report.last_sent_version = Some(version.to_owned());
         self.report.responses += 1;
         self.report.resources = self.sent.len();
@@ -149,7 +145,6 @@ impl TypeState {
     /// response carried a change.
     pub(crate) fn acked(&mut self, nonce: &str, version: &str) -> Option<Duration> {
         if self.report.last_acked_version.as_deref() != Some(version) {
-            self.report_dirty = true;
             self.report.last_acked_version = Some(version.to_owned());
         }
         match self.pending.take() {
@@ -166,7 +161,6 @@ impl TypeState {
         if matches!(&self.pending, Some((n, _)) if n == nonce) {
             self.pending = None;
         }
-        self.report_dirty = true;
         self.report.last_nack = Some(NackReport {
             version: version.to_owned(),
             detail,
