@@ -14,7 +14,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use tonic::Status;
 
 use super::ProxyState;
-use super::types::{Nonces, Outcome, TypeState, gone, known_type, wanted};
+use super::types::{Nonces, Outcome, TypeStates, gone, known_type, wanted};
 use crate::translate::{Snapshot, TYPE_ORDER};
 
 /// Unanswered responses remembered per stream; a client that never ACKs
@@ -32,7 +32,7 @@ enum Part {
 /// Delta protocol state of one stream.
 #[derive(Debug)]
 pub(crate) struct DeltaEngine {
-    types: BTreeMap<&'static str, TypeState>,
+    types: TypeStates,
     /// Nonce → the snapshot type version it carried, until ACKed/NACKed
     /// (at most [`MAX_IN_FLIGHT`], oldest dropped first).
     in_flight: BTreeMap<u64, String>,
@@ -55,12 +55,12 @@ impl DeltaEngine {
 
     /// Per-type state, for reports.
     #[cfg(test)]
-    pub(crate) fn types(&self) -> &BTreeMap<&'static str, TypeState> {
+    pub(crate) fn types(&self) -> &TypeStates {
         &self.types
     }
 
     /// Per-type state, for taking the reports that changed.
-    pub(crate) fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+    pub(crate) fn types_mut(&mut self) -> &mut TypeStates {
         &mut self.types
     }
 
@@ -95,7 +95,7 @@ impl DeltaEngine {
         if first {
             // Resume: the client says what it already holds.
             for (name, version) in &req.initial_resource_versions {
-                ts.sent.insert(name.clone(), version.clone());
+                ts.sent.insert(name, version);
             }
         }
         let changed = ts.sub.update(
@@ -184,7 +184,7 @@ impl DeltaEngine {
             Vec::new()
         } else {
             wanted(resources, &ts.sub)
-                .filter(|(n, r)| ts.sent.get(*n) != Some(&r.version))
+                .filter(|(n, r)| ts.sent.get(n) != Some(r.version.as_str()))
                 .map(|(n, r)| Resource {
                     name: n.clone(),
                     version: r.version.clone(),
@@ -202,7 +202,7 @@ impl DeltaEngine {
             return None;
         }
         for r in &updates {
-            ts.sent.insert(r.name.clone(), r.version.clone());
+            ts.sent.insert(&r.name, &r.version);
         }
         for n in &removed {
             ts.sent.remove(n);

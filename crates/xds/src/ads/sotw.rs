@@ -12,13 +12,15 @@ use envoy_types::pb::google::protobuf::Any;
 use tonic::Status;
 
 use super::ProxyState;
-use super::types::{Nonces, Outcome, TypeState, is_full_state, known_type, version_over, wanted};
+use super::types::{
+    Nonces, Outcome, TypeState, TypeStates, is_full_state, known_type, version_over, wanted,
+};
 use crate::translate::{Snapshot, TYPE_ORDER};
 
 /// SotW protocol state of one stream.
 #[derive(Debug)]
 pub(crate) struct SotwEngine {
-    types: BTreeMap<&'static str, TypeState>,
+    types: TypeStates,
     nonces: Nonces,
     control_plane: String,
 }
@@ -38,12 +40,12 @@ impl SotwEngine {
 
     /// Per-type state, for reports.
     #[cfg(test)]
-    pub(crate) fn types(&self) -> &BTreeMap<&'static str, TypeState> {
+    pub(crate) fn types(&self) -> &TypeStates {
         &self.types
     }
 
     /// Per-type state, for taking the reports that changed.
-    pub(crate) fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+    pub(crate) fn types_mut(&mut self) -> &mut TypeStates {
         &mut self.types
     }
 
@@ -178,10 +180,7 @@ impl SotwEngine {
             return None;
         }
         ts.nacked_version = None;
-        ts.sent = items
-            .iter()
-            .map(|(n, (v, _))| ((*n).to_owned(), (*v).to_owned()))
-            .collect();
+        ts.sent = items.iter().map(|(n, (v, _))| (*n, *v)).collect();
         let nonce = self.nonces.next();
         ts.sent_response(&nonce, &version, state.map(|s| s.changed_at));
         Some(DiscoveryResponse {
@@ -205,14 +204,15 @@ fn removed_bodies(
     next: &Snapshot,
     t: &'static str,
 ) -> Vec<(String, String, Any)> {
-    let next_names: BTreeSet<&String> =
-        wanted(next.resources(t), &ts.sub).map(|(n, _)| n).collect();
+    let next_names: BTreeSet<&str> = wanted(next.resources(t), &ts.sub)
+        .map(|(n, _)| n.as_str())
+        .collect();
     ts.sent
         .keys()
         .filter(|n| !next_names.contains(n))
         .filter_map(|n| {
             let r = prev.get(t, n)?;
-            Some((n.clone(), r.version.clone(), r.resource.clone()))
+            Some((n.to_owned(), r.version.clone(), r.resource.clone()))
         })
         .collect()
 }

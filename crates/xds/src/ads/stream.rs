@@ -22,7 +22,7 @@ use super::delta::DeltaEngine;
 use super::inspect::{TypeReports, rejected_of};
 use super::revocation::TokenBinding;
 use super::sotw::SotwEngine;
-use super::types::{Outcome, TypeReport, TypeState, short_type};
+use super::types::{Outcome, TypeReport, TypeStates, short_type};
 use super::{Credential, ProxyState, ResponseStream, Shared};
 use crate::owner::{OwnerId, OwnerLease, ProxyKey};
 use crate::translate::ClientKind;
@@ -58,7 +58,7 @@ pub(crate) trait Engine: Send + 'static {
         state: Option<&ProxyState>,
     ) -> Result<Outcome<Self::Resp>, Status>;
     fn on_state(&mut self, prev: Option<&ProxyState>, state: &ProxyState) -> Vec<Self::Resp>;
-    fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState>;
+    fn types_mut(&mut self) -> &mut TypeStates;
 }
 
 impl Engine for SotwEngine {
@@ -85,7 +85,7 @@ impl Engine for SotwEngine {
     ) -> Vec<DiscoveryResponse> {
         SotwEngine::on_state(self, prev, state)
     }
-    fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+    fn types_mut(&mut self) -> &mut TypeStates {
         SotwEngine::types_mut(self)
     }
 }
@@ -114,7 +114,7 @@ impl Engine for DeltaEngine {
     ) -> Vec<DeltaDiscoveryResponse> {
         DeltaEngine::on_state(self, prev, state)
     }
-    fn types_mut(&mut self) -> &mut BTreeMap<&'static str, TypeState> {
+    fn types_mut(&mut self) -> &mut TypeStates {
         DeltaEngine::types_mut(self)
     }
 }
