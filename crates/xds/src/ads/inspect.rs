@@ -161,9 +161,9 @@ fn at_unix(secs: u64) -> SystemTime {
 /// An outstanding NACK of the latest version sent, as `StreamView` holds
 /// it (allocates only when there is one).
 pub(crate) fn rejected_of<'a>(
-    types: impl Iterator<Item = (&'a str, &'a TypeReport)>,
+    mut types: impl Iterator<Item = (&'a str, &'a TypeReport)>,
 ) -> Option<String> {
-    types.into_iter().find_map(|(t, tr)| {
+    types.find_map(|(t, tr)| {
         let nack = tr.last_nack.as_ref()?;
         let latest = tr.last_sent_version.as_deref() == Some(nack.version.as_str())
             && tr.last_acked_version.as_deref() != Some(nack.version.as_str());

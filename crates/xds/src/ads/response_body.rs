@@ -16,7 +16,6 @@ use bytes::{BufMut, Bytes, BytesMut};
 use http_body::{Body, Frame};
 use tonic::Status;
 use tonic::codegen::http;
-use tonic::metadata::MetadataMap;
 
 use super::ResponseStream;
 
@@ -94,7 +93,7 @@ pub(crate) fn http_response<T: prost::Message + Send + 'static>(
         Ok(r) => r,
         Err(status) => return status.into_http(),
     };
-    let (metadata, messages, extensions): (MetadataMap, _, _) = response.into_parts();
+    let (metadata, messages, extensions) = response.into_parts();
     let mut http = http::Response::new(tonic::body::Body::new(ResponseBody::new(messages)));
     *http.headers_mut() = metadata.into_headers();
     *http.extensions_mut() = extensions;

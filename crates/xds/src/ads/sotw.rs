@@ -39,14 +39,8 @@ impl SotwEngine {
     }
 
     /// Per-type state, for reports.
-    #[cfg(test)]
     pub(crate) fn types(&self) -> &TypeStates {
         &self.types
-    }
-
-    /// Per-type state, for taking the reports that changed.
-    pub(crate) fn types_mut(&mut self) -> &mut TypeStates {
-        &mut self.types
     }
 
     /// Handles one request against the owner's current state (if any).

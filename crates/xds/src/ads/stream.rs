@@ -58,7 +58,8 @@ pub(crate) trait Engine: Send + 'static {
         state: Option<&ProxyState>,
     ) -> Result<Outcome<Self::Resp>, Status>;
     fn on_state(&mut self, prev: Option<&ProxyState>, state: &ProxyState) -> Vec<Self::Resp>;
-    fn types_mut(&mut self) -> &mut TypeStates;
+    /// Per-type state, read for the inspector's reports.
+    fn types(&self) -> &TypeStates;
 }
 
 impl Engine for SotwEngine {
@@ -85,8 +86,8 @@ impl Engine for SotwEngine {
     ) -> Vec<DiscoveryResponse> {
         SotwEngine::on_state(self, prev, state)
     }
-    fn types_mut(&mut self) -> &mut TypeStates {
-        SotwEngine::types_mut(self)
+    fn types(&self) -> &TypeStates {
+        SotwEngine::types(self)
     }
 }
 
@@ -114,8 +115,8 @@ impl Engine for DeltaEngine {
     ) -> Vec<DeltaDiscoveryResponse> {
         DeltaEngine::on_state(self, prev, state)
     }
-    fn types_mut(&mut self) -> &mut TypeStates {
-        DeltaEngine::types_mut(self)
+    fn types(&self) -> &TypeStates {
+        DeltaEngine::types(self)
     }
 }
 
@@ -132,7 +133,7 @@ impl<E: Engine> SharedEngine<E> {
 impl<E: Engine> TypeReports for SharedEngine<E> {
     fn type_reports(&self) -> BTreeMap<&'static str, TypeReport> {
         self.lock()
-            .types_mut()
+            .types()
             .iter()
             .map(|(t, s)| (short_type(t), s.report.clone()))
             .collect()
@@ -431,10 +432,10 @@ fn report_rejected<E: Engine>(
     last: &mut Option<String>,
 ) {
     let now = {
-        let mut engine = engine.lock();
+        let engine = engine.lock();
         rejected_of(
             engine
-                .types_mut()
+                .types()
                 .iter()
                 .map(|(t, s)| (short_type(t), &s.report)),
         )
