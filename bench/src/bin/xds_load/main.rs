@@ -272,6 +272,11 @@ fn print_table(r: &Value) {
             "/propagation/median_all_ms",
             "ms",
         ),
+        (
+            "propagation: cp CPU per proxy per change (median)",
+            "/propagation/median_cp_cpu_us_per_proxy",
+            "µs",
+        ),
         ("cp RSS before connect", "/cp_rss_kib/before_connect", "KiB"),
         ("cp RSS all connected", "/cp_rss_kib/all_connected", "KiB"),
         (

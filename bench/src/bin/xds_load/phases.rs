@@ -121,6 +121,7 @@ impl Phases<'_> {
         let idle_after_s = self.quiesce("before propagation").await;
         let mut out = Vec::new();
         let (mut p50, mut p90, mut p99, mut max) = (vec![], vec![], vec![], vec![]);
+        let mut cpu_us_per_proxy = vec![];
         for _ in 0..rounds {
             let r = self.round;
             self.round += 1;
@@ -155,16 +156,21 @@ impl Phases<'_> {
                 f64::NAN
             });
             let counters = self.fleet.counters().since(c0);
+            let s1 = self.sample();
+            if let Some(cpu) = s1.cp_cpu_since(&s0) {
+                cpu_us_per_proxy.push(cpu * 1e6 / self.fleet.len() as f64);
+            }
             out.push(json!({
                 "round": r,
                 "api_write_ms": round(api_ms),
                 "ack_since_write": lat.json(),
                 "per_proxy": per_proxy(counters, self.fleet.len()),
-                "cpu": self.sample().cpu_since(&s0),
+                "cpu": s1.cpu_since(&s0),
             }));
         }
         Ok(json!({
             "cp_idle_wait_s": idle_after_s.map(round),
+            "median_cp_cpu_us_per_proxy": round(median(cpu_us_per_proxy)),
             "rounds": out,
             "median_p50_ms": round(median(p50)),
             "median_p90_ms": round(median(p90)),

@@ -105,6 +105,15 @@ pub(crate) fn rss_kib(pid: &str) -> Option<u64> {
         .ok()
 }
 
+/// `x` CPU seconds rounded to the kernel's 10 ms tick, as JSON.
+pub(crate) fn round_ticks(x: f64) -> Value {
+    if x.is_finite() {
+        json!((x * 100.0).round() / 100.0)
+    } else {
+        Value::Null
+    }
+}
+
 /// User + system CPU seconds of `pid` (clock ticks assumed 100 Hz, the
 /// Linux default).
 pub(crate) fn cpu_seconds(pid: &str) -> Option<f64> {
@@ -142,10 +151,16 @@ impl ProcSample {
     /// CPU used between `earlier` and `self`: (control plane, generator).
     pub(crate) fn cpu_since(&self, earlier: &Self) -> Value {
         let d = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => round(a - b),
+            (Some(a), Some(b)) => round_ticks(a - b),
             _ => Value::Null,
         };
         json!({"cp_cpu_s": d(self.cp_cpu_s, earlier.cp_cpu_s),
             "xds_load_cpu_s": d(self.self_cpu_s, earlier.self_cpu_s)})
+    }
+
+    /// Control-plane CPU seconds between `earlier` and `self`, unrounded
+    /// (the kernel counts in 10 ms ticks).
+    pub(crate) fn cp_cpu_since(&self, earlier: &Self) -> Option<f64> {
+        Some(self.cp_cpu_s? - earlier.cp_cpu_s?)
     }
 }
