@@ -31,29 +31,32 @@ pub(crate) struct TokenBinding<'a> {
     owner: &'a Revocations,
     jti: String,
     stream: u64,
-    /// Cancelled when the token is revoked.
-    pub(crate) revoked: CancellationToken,
 }
 
 impl Revocations {
-    /// Registers stream `stream` as authenticated by token `jti`. Fails if
-    /// the token was revoked already.
-    pub(crate) fn bind(&self, jti: &str, stream: u64) -> Option<TokenBinding<'_>> {
+    /// Registers stream `stream` as authenticated by token `jti`; revoking
+    /// the token cancels `stop` (the stream's stop token, which other
+    /// events cancel too: ask [`TokenBinding::is_revoked`] why it stopped).
+    /// Fails if the token was revoked already.
+    pub(crate) fn bind(
+        &self,
+        jti: &str,
+        stream: u64,
+        stop: CancellationToken,
+    ) -> Option<TokenBinding<'_>> {
         let mut inner = self.lock();
         if inner.revoked.contains(jti) {
             return None;
         }
-        let revoked = CancellationToken::new();
         inner
             .streams
             .entry(jti.to_owned())
             .or_default()
-            .insert(stream, revoked.clone());
+            .insert(stream, stop);
         Some(TokenBinding {
             owner: self,
             jti: jti.to_owned(),
             stream,
-            revoked,
         })
     }
 
@@ -83,6 +86,11 @@ impl TokenBinding<'_> {
     pub(crate) fn jti(&self) -> &str {
         &self.jti
     }
+
+    /// Whether the token was revoked since the stream bound it.
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.owner.lock().revoked.contains(&self.jti)
+    }
 }
 
 impl Drop for TokenBinding<'_> {
@@ -104,13 +112,19 @@ mod tests {
     #[test]
     fn revoking_cancels_bound_streams_and_refuses_later_ones() {
         let r = Revocations::default();
-        let a = r.bind("t1", 1).unwrap();
-        let b = r.bind("t1", 2).unwrap();
-        let other = r.bind("t2", 3).unwrap();
+        let stops: Vec<CancellationToken> = (0..3).map(|_| CancellationToken::new()).collect();
+        let a = r.bind("t1", 1, stops[0].clone()).unwrap();
+        let b = r.bind("t1", 2, stops[1].clone()).unwrap();
+        let other = r.bind("t2", 3, stops[2].clone()).unwrap();
+        assert!(!a.is_revoked());
         assert_eq!(r.revoke("t1"), 2);
-        assert!(a.revoked.is_cancelled() && b.revoked.is_cancelled());
-        assert!(!other.revoked.is_cancelled());
-        assert!(r.bind("t1", 4).is_none(), "a revoked token binds no stream");
+        assert!(stops[0].is_cancelled() && stops[1].is_cancelled());
+        assert!(a.is_revoked() && b.is_revoked());
+        assert!(!stops[2].is_cancelled() && !other.is_revoked());
+        assert!(
+            r.bind("t1", 4, CancellationToken::new()).is_none(),
+            "a revoked token binds no stream"
+        );
         drop((a, b, other));
         assert_eq!(r.bound_tokens(), 0, "dropped bindings are forgotten");
     }

@@ -190,12 +190,29 @@ fn revoked_status(jti: &str) -> Status {
     ))
 }
 
-/// Resolves when the stream's token is revoked (never for untokened streams).
-async fn token_revoked(binding: Option<&TokenBinding<'_>>) {
-    match binding {
-        Some(b) => b.revoked.cancelled().await,
-        None => std::future::pending().await,
+/// Why a stream's stop token was cancelled: the drain first, then the
+/// revocation of its token; otherwise a newer stream took the key over
+/// (`owner` is this stream's ownership, once it has one).
+fn stopped(
+    shared: &Shared,
+    binding: Option<&TokenBinding<'_>>,
+    key: &ProxyKey,
+    owner: Option<OwnerId>,
+) -> End {
+    if shared.draining.is_cancelled() {
+        return End::Fail("shutdown", shutting_down());
     }
+    if let Some(b) = binding.filter(|b| b.is_revoked()) {
+        return End::Fail("revoked", revoked_status(b.jti()));
+    }
+    let this = owner.map(|id| format!(" ({id})")).unwrap_or_default();
+    End::Fail(
+        "takeover",
+        Status::aborted(format!(
+            "a newer stream for proxy {key} took over from this one{this}; \
+             this happens when the proxy reconnects, and the newer stream is served"
+        )),
+    )
 }
 
 async fn run<E, I>(
@@ -210,8 +227,12 @@ async fn run<E, I>(
 {
     let key = credential.key.clone();
     let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
+    // The one token that ends this stream, whatever the reason: it is a
+    // child of the drain token, revoking the stream's token cancels it, and
+    // it is the owner lease's token, so a takeover cancels it too.
+    let stop = shared.draining.child_token();
     let binding = match &credential.token_id {
-        Some(jti) => match shared.revocations.bind(jti, stream) {
+        Some(jti) => match shared.revocations.bind(jti, stream, stop.clone()) {
             Some(b) => Some(b),
             None => {
                 finish::<E>(
@@ -231,11 +252,7 @@ async fn run<E, I>(
     // leaves the key's current owner untouched.
     let first = tokio::select! {
         biased;
-        () = shared.draining.cancelled() => Err(End::Fail("shutdown", shutting_down())),
-        () = token_revoked(binding.as_ref()) => Err(End::Fail(
-            "revoked",
-            revoked_status(credential.token_id.as_deref().unwrap_or_default()),
-        )),
+        () = stop.cancelled() => Err(stopped(&shared, binding.as_ref(), &key, None)),
         req = requests.next() => match req {
             None => Err(End::Closed),
             Some(Err(status)) => {
@@ -255,7 +272,7 @@ async fn run<E, I>(
             return;
         }
     };
-    let lease = shared.registry.register(key.clone());
+    let lease = shared.registry.register_with_token(key.clone(), stop);
     shared
         .inspector
         .opened(&key, lease.id(), E::PROTOCOL, &shared.instance);
@@ -310,10 +327,12 @@ async fn finish<E: Engine>(
 
 /// The request / state loop of a stream that owns its key.
 ///
-/// What can end the stream (drain, revocation, takeover) and the renewal
-/// deadline are each a future created once and polled by reference, so a
-/// wake-up registers no new waiter; the drain token is this stream's own
-/// child of the server's, so 10,000 streams do not contend on one lock.
+/// What can end the stream (drain, revocation, takeover) is one token, the
+/// lease's, and the renewal deadline one timer; each is a future created
+/// once and polled by reference, so a wake-up registers no new waiter and
+/// takes one token's locks, not three tokens'. The token is this stream's
+/// own child of the server's drain token, so 10,000 streams do not contend
+/// on one lock.
 #[allow(clippy::too_many_arguments)]
 async fn serve<E, I>(
     shared: &Arc<Shared>,
@@ -337,16 +356,9 @@ where
         .inspector
         .attach(&key, id, client.as_str(), engine.clone());
     let mut rejected: Option<String> = None;
-    let stop = shared.draining.child_token();
-    let drain = stop.cancelled();
-    let revoked = token_revoked(binding);
-    let taken_over = lease.cancelled();
+    let stop = lease.cancelled();
     let mut renewal = Renewal::new(shared.clock);
-    tokio::pin!(drain, revoked, taken_over);
-    let revoked_end = || {
-        let jti = binding.map(|b| b.jti()).unwrap_or_default();
-        End::Fail("revoked", revoked_status(jti))
-    };
+    tokio::pin!(stop);
     let mut current: Option<Arc<ProxyState>> = state_rx.borrow_and_update().clone();
     if let Some(state) = &current {
         report_certificate(shared, &key, id, state);
@@ -363,12 +375,7 @@ where
         } else {
             tokio::select! {
                 biased;
-                () = &mut drain => return End::Fail("shutdown", shutting_down()),
-                () = &mut revoked => return revoked_end(),
-                () = &mut taken_over => return End::Fail("takeover", Status::aborted(format!(
-                    "a newer stream for proxy {key} took over from this one ({id}); \
-                     this happens when the proxy reconnects, and the newer stream is served"
-                ))),
+                () = &mut stop => return stopped(shared, binding, &key, Some(id)),
                 () = renewal.due(), if renewal.armed => {
                     tracing::debug!(proxy = %key, "identity certificate due for renewal");
                     shared.hub.renew(key.clone(), id);
@@ -406,12 +413,11 @@ where
                 },
             }
         };
-        // A client that stops reading must not hold up a drain or a
-        // revocation: they win over a blocked send.
+        // A client that stops reading must not hold up a drain, a
+        // revocation or a takeover: they win over a blocked send.
         let sent = tokio::select! {
             biased;
-            () = &mut drain => return End::Fail("shutdown", shutting_down()),
-            () = &mut revoked => return revoked_end(),
+            () = &mut stop => return stopped(shared, binding, &key, Some(id)),
             sent = send_all::<E>(shared, tx, responses) => sent,
         };
         if !sent {

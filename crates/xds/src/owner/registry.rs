@@ -94,7 +94,15 @@ impl<S> OwnerRegistry<S> {
     /// and its state channel is closed. Never waits, never fails. The new
     /// owner starts with the previous owner's latest published state, if any.
     pub fn register(&self, key: ProxyKey) -> OwnerLease<S> {
-        let cancel = CancellationToken::new();
+        self.register_with_token(key, CancellationToken::new())
+    }
+
+    /// [`register`](Self::register) with a caller-made `cancel` token: the
+    /// lease is cancelled by a takeover or its release, as always, and also
+    /// whenever the caller cancels `cancel`. An ADS stream passes the one
+    /// token that everything able to end it (drain, revocation, takeover)
+    /// cancels, so each wake-up of the stream polls one token, not three.
+    pub fn register_with_token(&self, key: ProxyKey, cancel: CancellationToken) -> OwnerLease<S> {
         let tasks = TaskTracker::new();
         let (id, state_rx, previous) = {
             let mut owners = self.lock();
