@@ -71,8 +71,13 @@ impl Latencies {
 
 /// Rounds to 0.1 (JSON null for NaN).
 pub(crate) fn round(x: f64) -> Value {
+    round_to(x, 10.0)
+}
+
+/// `x` rounded to `1 / per_unit`, as JSON (`null` if not finite).
+fn round_to(x: f64, per_unit: f64) -> Value {
     if x.is_finite() {
-        json!((x * 10.0).round() / 10.0)
+        json!((x * per_unit).round() / per_unit)
     } else {
         Value::Null
     }
@@ -107,11 +112,7 @@ pub(crate) fn rss_kib(pid: &str) -> Option<u64> {
 
 /// `x` CPU seconds rounded to the kernel's 10 ms tick, as JSON.
 pub(crate) fn round_ticks(x: f64) -> Value {
-    if x.is_finite() {
-        json!((x * 100.0).round() / 100.0)
-    } else {
-        Value::Null
-    }
+    round_to(x, 100.0)
 }
 
 /// User + system CPU seconds of `pid` (clock ticks assumed 100 Hz, the
