@@ -15,7 +15,10 @@ use meshlink_cp::{ConfigOverrides, ControlPlane};
 
 /// jemalloc returns freed memory to the OS (background purging threads and a
 /// few seconds of decay, set at build time in `.cargo/config.toml`); the
-/// system allocator kept the peak of a reconnect storm for good.
+/// system allocator kept the peak of a reconnect storm for good. The
+/// `system-allocator` feature leaves it out, for heap profilers that hook
+/// `malloc` (heaptrack; docs/BENCHMARKS.md).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

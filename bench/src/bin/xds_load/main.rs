@@ -111,6 +111,11 @@ struct Args {
     /// control plane can be restarted in between); `all` does both.
     #[arg(long, value_enum, default_value = "all")]
     phase: Phase,
+    /// Once every proxy holds its full configuration, keep them connected
+    /// this long before the next phase (for a heap or CPU profile of the
+    /// control plane with N proxies connected; prints when it starts).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    hold: Duration,
 }
 
 /// Which part of the benchmark to run.
@@ -186,6 +191,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let idle = phases.sample();
     let initial = phases.initial(args.connect_spread).await?;
     let connected = phases.sample();
+    if !args.hold.is_zero() {
+        eprintln!("holding {n} connected proxies for {:?}", args.hold);
+        tokio::time::sleep(args.hold).await;
+    }
     let propagation = phases.propagation(args.rounds).await?;
     let after_propagation = phases.sample();
     let mut storms = Vec::new();

@@ -5,7 +5,7 @@
 //! (updates in [`TYPE_ORDER`], removals last in reverse). It must never send
 //! a resource at a version the client already holds or rejected.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use envoy_types::pb::envoy::config::core::v3::ControlPlane;
 use envoy_types::pb::envoy::service::discovery::v3::{
@@ -34,8 +34,10 @@ enum Part {
 pub(crate) struct DeltaEngine {
     types: TypeStates,
     /// Nonce → the snapshot type version it carried, until ACKed/NACKed
-    /// (at most [`MAX_IN_FLIGHT`], oldest dropped first).
-    in_flight: BTreeMap<u64, String>,
+    /// (at most [`MAX_IN_FLIGHT`], oldest dropped first). A queue in nonce
+    /// order: a stream has one or two responses in flight, and a map node
+    /// was ~370 bytes per stream.
+    in_flight: VecDeque<(u64, String)>,
     nonces: Nonces,
     control_plane: String,
 }
@@ -46,8 +48,8 @@ impl DeltaEngine {
     /// A new stream's engine.
     pub(crate) fn new(control_plane: String) -> Self {
         Self {
-            types: BTreeMap::new(),
-            in_flight: BTreeMap::new(),
+            types: TypeStates::default(),
+            in_flight: VecDeque::new(),
             nonces: Nonces::default(),
             control_plane,
         }
@@ -66,14 +68,17 @@ impl DeltaEngine {
     ) -> Result<Outcome<DeltaDiscoveryResponse>, Status> {
         let t = known_type(&req.type_url)?;
         let mut out = Outcome::default();
-        let ts = self.types.entry(t).or_default();
+        let ts = self.types.entry(t);
         let first = !ts.sub.requested();
         if !req.response_nonce.is_empty() {
             let version = req
                 .response_nonce
                 .parse::<u64>()
                 .ok()
-                .and_then(|n| self.in_flight.remove(&n))
+                .and_then(|n| {
+                    let i = self.in_flight.iter().position(|(m, _)| *m == n)?;
+                    self.in_flight.remove(i).map(|(_, v)| v)
+                })
                 .unwrap_or_default();
             match &req.error_detail {
                 Some(err) => {
@@ -227,10 +232,10 @@ impl DeltaEngine {
 
     fn remember(&mut self, nonce: &str, version: &str) {
         if let Ok(n) = nonce.parse::<u64>() {
-            self.in_flight.insert(n, version.to_owned());
+            self.in_flight.push_back((n, version.to_owned()));
         }
         while self.in_flight.len() > MAX_IN_FLIGHT {
-            self.in_flight.pop_first();
+            self.in_flight.pop_front();
         }
     }
 

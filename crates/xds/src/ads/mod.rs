@@ -78,8 +78,9 @@ use crate::translate::Snapshot;
 pub struct ProxyState {
     /// Every resource of the proxy.
     pub snapshot: Snapshot,
-    /// The identity certificate in the snapshot's identity secret, if any.
-    pub identity: Option<IdentityInfo>,
+    /// The identity certificate in the snapshot's identity secret, if any;
+    /// shared by every state published with the same certificate.
+    pub identity: Option<Arc<IdentityInfo>>,
     /// When the owner's timer should ask for a new identity.
     pub renew_at: Option<SystemTime>,
     /// When the change that led to this state reached the control plane

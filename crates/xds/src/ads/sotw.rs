@@ -32,7 +32,7 @@ impl SotwEngine {
     /// every response.
     pub(crate) fn new(control_plane: String) -> Self {
         Self {
-            types: BTreeMap::new(),
+            types: TypeStates::default(),
             nonces: Nonces::default(),
             control_plane,
         }
@@ -51,7 +51,7 @@ impl SotwEngine {
     ) -> Result<Outcome<DiscoveryResponse>, Status> {
         let t = known_type(&req.type_url)?;
         let mut out = Outcome::default();
-        let ts = self.types.entry(t).or_default();
+        let ts = self.types.entry(t);
         let first = !ts.sub.requested();
         if !req.response_nonce.is_empty() {
             if ts.nonce.as_deref() != Some(req.response_nonce.as_str()) {

@@ -5,8 +5,6 @@
 //! unsubscribe). It must never look at resources: it only answers "does the
 //! client want this name".
 
-use std::collections::BTreeSet;
-
 /// The explicit wildcard name.
 pub(crate) const WILDCARD: &str = "*";
 
@@ -16,7 +14,7 @@ pub(crate) struct Subscription {
     wildcard: bool,
     /// Wildcard because the first request named nothing (legacy form).
     legacy: bool,
-    names: BTreeSet<String>,
+    names: Names,
     requested: bool,
 }
 
@@ -39,7 +37,7 @@ impl Subscription {
     }
 
     /// Explicitly subscribed names.
-    pub(crate) fn names(&self) -> &BTreeSet<String> {
+    pub(crate) fn names(&self) -> &Names {
         &self.names
     }
 
@@ -73,10 +71,14 @@ impl Subscription {
                 given.sort_unstable();
                 given.dedup();
                 given.len() == self.names.len()
-                    && given.iter().zip(&self.names).all(|(a, b)| *a == b.as_str())
+                    && given.iter().zip(self.names.iter()).all(|(a, b)| *a == b)
             };
             if !same {
-                self.names = names.iter().filter(|n| *n != WILDCARD).cloned().collect();
+                self.names = names
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|n| *n != WILDCARD)
+                    .collect();
                 names_changed = true;
             }
         }
@@ -98,8 +100,8 @@ impl Subscription {
         for n in subscribe {
             if n == WILDCARD {
                 self.wildcard = true;
-            } else if !self.names.contains(n) {
-                names_changed |= self.names.insert(n.clone());
+            } else {
+                names_changed |= self.names.insert(n);
             }
         }
         for n in unsubscribe {
@@ -113,6 +115,75 @@ impl Subscription {
         self.requested = true;
         names_changed
             || (wildcard, legacy, requested) != (self.wildcard, self.legacy, self.requested)
+    }
+}
+
+/// A set of names, sorted: a sorted vector of boxed strings, not a
+/// `BTreeSet` (whose node is eleven slots, ~280 bytes, for the one or two
+/// names a stream subscribes to per type).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Names(Vec<Box<str>>);
+
+impl Names {
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|n| (**n).cmp(name))
+    }
+
+    /// Whether `name` is in the set.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.find(name).is_ok()
+    }
+
+    /// Adds `name`; whether it was new.
+    pub(crate) fn insert(&mut self, name: &str) -> bool {
+        match self.find(name) {
+            Ok(_) => false,
+            Err(i) => {
+                self.0.insert(i, name.into());
+                true
+            }
+        }
+    }
+
+    /// Removes `name`; whether it was there.
+    pub(crate) fn remove(&mut self, name: &str) -> bool {
+        match self.find(name) {
+            Ok(i) => {
+                self.0.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The names, sorted.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|n| &**n)
+    }
+
+    /// Number of names.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the set is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Removes every name.
+    pub(crate) fn clear(&mut self) {
+        self.0 = Vec::new();
+    }
+}
+
+impl<'a> FromIterator<&'a str> for Names {
+    fn from_iter<I: IntoIterator<Item = &'a str>>(items: I) -> Self {
+        let mut v: Vec<Box<str>> = items.into_iter().map(Box::from).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.shrink_to_fit();
+        Names(v)
     }
 }
 

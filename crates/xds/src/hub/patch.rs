@@ -67,8 +67,10 @@ pub(super) struct MeshCtx {
     pub(super) memo: Memo,
     /// service → connected proxies with an outbound to it.
     refs: HashMap<String, HashSet<String>>,
-    /// Connected proxy → the services it is indexed under.
-    outbounds: HashMap<String, BTreeSet<String>>,
+    /// Connected proxy → the services it is indexed under, sorted (a
+    /// boxed slice: a proxy calls a few services, and a set's node was
+    /// ~280 bytes per proxy).
+    outbounds: HashMap<String, Box<[String]>>,
     /// Since when no proxy of the mesh is connected.
     pub(super) idle_since: Option<Instant>,
 }
@@ -131,7 +133,7 @@ impl MeshCtx {
     /// reaches (call again whenever the Dataplane may have changed).
     pub(super) fn index(&mut self, name: &str) {
         let dp = self.view.as_ref().and_then(|v| v.dataplane(name));
-        let new = outbound_services(dp);
+        let new: Box<[String]> = outbound_services(dp).into_iter().collect();
         let old = self.outbounds.insert(name.to_owned(), new.clone());
         for s in old.iter().flatten().filter(|s| !new.contains(*s)) {
             if let Some(set) = self.refs.get_mut(s) {

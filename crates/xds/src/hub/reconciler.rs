@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::patch::{Affected, MeshCtx};
 use super::{
-    DEBOUNCE, EVICT_AFTER, Event, HubMetrics, HubStats, IssuedIdentity, MAX_DELAY, MeshSource,
+    DEBOUNCE, EVICT_AFTER, Event, HubMetrics, HubStats, IdentityInfo, MAX_DELAY, MeshSource,
     MeshTrust, RESYNC_EVERY,
 };
 use crate::ads::ProxyState;
@@ -39,8 +39,10 @@ struct Entry {
     last: Option<Arc<ProxyState>>,
 }
 
+/// A proxy's identity as the hub keeps it: the public facts and the SDS
+/// Secret encoded once per issuance (the PEM strings are not kept twice).
 struct CachedIdentity {
-    issued: IssuedIdentity,
+    info: Arc<IdentityInfo>,
     renew_at: SystemTime,
     /// The identity Secret, encoded once per issuance.
     secret: (String, Arc<Versioned>),
@@ -518,7 +520,7 @@ impl<S: MeshSource> Reconciler<S> {
                     .await;
                 if let Some(c) = self.identities.get(key) {
                     encoded.identity = Some(c.secret.clone());
-                    identity = Some(c.issued.info.clone());
+                    identity = Some(c.info.clone());
                     renew_at = Some(c.renew_at);
                 }
             }
@@ -605,8 +607,8 @@ impl<S: MeshSource> Reconciler<S> {
     ) {
         let now = self.clock.now();
         let current = self.identities.get(key).is_some_and(|c| {
-            c.issued.info.ca_fingerprint == ca_fingerprint
-                && c.issued.info.spiffe_id == expected
+            c.info.ca_fingerprint == ca_fingerprint
+                && c.info.spiffe_id == expected
                 && now < c.renew_at
         });
         if current && !renew {
@@ -625,7 +627,7 @@ impl<S: MeshSource> Reconciler<S> {
                 self.identities.insert(
                     key.clone(),
                     CachedIdentity {
-                        issued,
+                        info: Arc::new(issued.info),
                         renew_at,
                         secret,
                     },

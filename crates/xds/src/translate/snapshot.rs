@@ -90,9 +90,30 @@ struct TypeSet {
 /// with [`Snapshot::with_resource`] shares every type it did not touch, and
 /// [`Snapshot::shares_type`] lets a stream skip a type that cannot have
 /// changed without comparing it.
+///
+/// The sets sit in a fixed array in [`TYPE_ORDER`], and every empty type
+/// points at one process-wide empty set: a proxy's snapshot allocates only
+/// the sets it has resources in, and cloning one copies eleven pointers
+/// (a map of eleven sets was a node and eleven allocations per proxy).
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    types: BTreeMap<&'static str, Arc<TypeSet>>,
+    types: [Arc<TypeSet>; TYPE_ORDER.len()],
+}
+
+/// Position of `type_url` in [`TYPE_ORDER`]. Callers mostly pass the
+/// constants themselves, which a pointer comparison finds without reading
+/// the (long, common-prefixed) URLs.
+fn type_index(type_url: &str) -> Option<usize> {
+    TYPE_ORDER
+        .iter()
+        .position(|t| std::ptr::eq(t.as_ptr(), type_url.as_ptr()) && t.len() == type_url.len())
+        .or_else(|| TYPE_ORDER.iter().position(|t| *t == type_url))
+}
+
+/// The one empty set every snapshot shares for its empty types.
+fn empty_set() -> Arc<TypeSet> {
+    static EMPTY: OnceLock<Arc<TypeSet>> = OnceLock::new();
+    EMPTY.get_or_init(|| Arc::new(TypeSet::default())).clone()
 }
 
 // === impl Versioned ===
@@ -131,10 +152,7 @@ impl Snapshot {
     /// An empty snapshot (every type present, no resources).
     pub fn new() -> Self {
         Self {
-            types: TYPE_ORDER
-                .iter()
-                .map(|t| (*t, Arc::new(TypeSet::default())))
-                .collect(),
+            types: std::array::from_fn(|_| empty_set()),
         }
     }
 
@@ -169,16 +187,11 @@ impl Snapshot {
     /// The type set of `type_url` for writing (copied if shared), with its
     /// cached version cleared.
     fn set_mut(&mut self, type_url: &str) -> Option<&mut TypeSet> {
-        let Some(set) = self
-            .types
-            .iter_mut()
-            .find(|(t, _)| **t == type_url)
-            .map(|(_, s)| s)
-        else {
+        let Some(i) = type_index(type_url) else {
             debug_assert!(false, "unexpected resource type {type_url}");
             return None;
         };
-        let set = Arc::make_mut(set);
+        let set = Arc::make_mut(&mut self.types[i]);
         set.version = OnceLock::new();
         Some(set)
     }
@@ -190,7 +203,7 @@ impl Snapshot {
     /// Resources of `type_url` by name (empty for an unknown type).
     pub fn resources(&self, type_url: &str) -> &Resources {
         static EMPTY: Resources = BTreeMap::new();
-        self.types.get(type_url).map_or(&EMPTY, |s| &s.resources)
+        type_index(type_url).map_or(&EMPTY, |i| &self.types[i].resources)
     }
 
     /// One resource by type URL and name.
@@ -211,8 +224,11 @@ impl Snapshot {
     /// changed. Computed once per type set, however many streams ask.
     pub fn version_of(&self, type_url: &str) -> &str {
         static EMPTY: OnceLock<String> = OnceLock::new();
-        match self.types.get(type_url) {
-            Some(set) => set.version.get_or_init(|| version_of(&set.resources)),
+        match type_index(type_url) {
+            Some(i) => {
+                let set = &self.types[i];
+                set.version.get_or_init(|| version_of(&set.resources))
+            }
             None => EMPTY.get_or_init(|| version_of(&Resources::new())),
         }
     }
@@ -220,10 +236,7 @@ impl Snapshot {
     /// Whether `type_url` is the very same set (not merely equal) in both
     /// snapshots: then nothing of that type can differ between them.
     pub fn shares_type(&self, other: &Snapshot, type_url: &str) -> bool {
-        match (self.types.get(type_url), other.types.get(type_url)) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        type_index(type_url).is_some_and(|i| Arc::ptr_eq(&self.types[i], &other.types[i]))
     }
 
     /// Whether `other` has the same resources at the same versions (the
@@ -250,8 +263,8 @@ impl Snapshot {
         let mut all = true;
         for t in TYPE_ORDER {
             if self.same_type_versions(last, t) {
-                if let (Some(mine), Some(theirs)) = (self.types.get_mut(t), last.types.get(t)) {
-                    *mine = theirs.clone();
+                if let Some(i) = type_index(t) {
+                    self.types[i] = last.types[i].clone();
                 }
             } else {
                 all = false;
@@ -262,7 +275,7 @@ impl Snapshot {
 
     /// Total number of resources, all types together.
     pub fn len(&self) -> usize {
-        self.types.values().map(|s| s.resources.len()).sum()
+        self.types.iter().map(|s| s.resources.len()).sum()
     }
 
     /// Whether there are no resources at all.
