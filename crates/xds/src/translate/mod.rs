@@ -16,6 +16,7 @@ mod memo;
 mod mesh_service;
 pub mod names;
 mod rbac;
+mod resources;
 mod sidecar;
 mod snapshot;
 mod tls;

@@ -69,10 +69,7 @@ pub struct Versioned {
     pub resource: Any,
 }
 
-/// Resources of one type by name. Values are shared: a resource built
-/// once (a service's Cluster or load assignment, a Secret per issuance) is
-/// the same allocation in every proxy's snapshot.
-pub type Resources = BTreeMap<String, Arc<Versioned>>;
+pub use super::resources::Resources;
 
 /// The resources of one type and, once asked for, their type version.
 #[derive(Debug, Clone, Default)]
@@ -171,7 +168,7 @@ impl Snapshot {
         let Some(set) = self.set_mut(&resource.resource.type_url) else {
             return;
         };
-        set.resources.entry(name).or_insert(resource);
+        set.resources.insert_if_absent(name, resource);
     }
 
     /// This snapshot with `resource` under `name` (replacing what was
@@ -202,7 +199,7 @@ impl Snapshot {
 
     /// Resources of `type_url` by name (empty for an unknown type).
     pub fn resources(&self, type_url: &str) -> &Resources {
-        static EMPTY: Resources = BTreeMap::new();
+        static EMPTY: Resources = Resources::new();
         type_index(type_url).map_or(&EMPTY, |i| &self.types[i].resources)
     }
 
