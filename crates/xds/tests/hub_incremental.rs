@@ -242,3 +242,46 @@ async fn dataplane_targets_recompute_the_dataplanes_they_select() {
     assert_eq!(recomputes(&h, MESH, Update::Upserted(plain)).await, 1);
     h.assert_current(&ALL);
 }
+
+/// The load-assignment set `name` was last published with.
+fn endpoint_set(h: &Harness, name: &str) -> std::sync::Arc<meshlink_xds::translate::TypeSet> {
+    let state = h
+        .registry
+        .state(&meshlink_xds::owner::ProxyKey::new(MESH, name))
+        .unwrap_or_else(|| panic!("{name}: nothing published"));
+    state
+        .snapshot
+        .set(meshlink_xds::translate::ENDPOINT_TYPE)
+        .expect("a served type")
+        .clone()
+}
+
+#[tokio::test(start_paused = true)]
+async fn callers_of_the_same_services_share_one_load_assignment_set_across_patches() {
+    use std::sync::Arc;
+    let h = harness();
+    let _streams = connect_all(&h).await;
+
+    // ref-1 and ref-2 call x and nothing else: one set for both, and not
+    // the set of o-1 (which calls y).
+    let before = endpoint_set(&h, "ref-1");
+    assert!(Arc::ptr_eq(&before, &endpoint_set(&h, "ref-2")));
+    assert!(!Arc::ptr_eq(&before, &endpoint_set(&h, "o-1")));
+
+    // x-1 moves: both callers are patched, and hold one new set.
+    let moved = x_dataplane("x-1", "10.0.1.9");
+    h.source.put(moved.clone());
+    h.hub.resource_changed(MESH, Update::Upserted(moved));
+    h.hub.sync(false).await;
+    h.assert_current(&ALL);
+    let after = endpoint_set(&h, "ref-1");
+    assert!(!Arc::ptr_eq(&before, &after), "the set changed");
+    assert!(
+        Arc::ptr_eq(&after, &endpoint_set(&h, "ref-2")),
+        "patched once for both callers"
+    );
+    assert!(Arc::ptr_eq(
+        &endpoint_set(&h, "o-1"),
+        &endpoint_set(&h, "o-2")
+    ));
+}

@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use super::{MeshTrust, Update};
 use crate::translate::{
-    EncodedSecrets, Memo, MeshView, Versioned, endpoint_contributions, mesh_service_outbounds,
-    names, uses_subset_sources,
+    EncodedSecrets, Memo, MeshView, SetInterner, Versioned, endpoint_contributions,
+    mesh_service_outbounds, names, uses_subset_sources,
 };
 
 /// The proxies a change can affect.
@@ -65,6 +65,9 @@ pub(super) struct MeshCtx {
     /// The trust-bundle Secret, encoded once per bundle.
     pub(super) trust_secret: Option<(String, Arc<Versioned>)>,
     pub(super) memo: Memo,
+    /// Makes the equal load-assignment sets of the mesh's proxies one
+    /// shared set, so an endpoint change patches each distinct set once.
+    pub(super) endpoint_sets: SetInterner,
     /// service → connected proxies with an outbound to it.
     refs: HashMap<String, HashSet<String>>,
     /// Connected proxy → the services it is indexed under, sorted (a

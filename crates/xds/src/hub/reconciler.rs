@@ -23,8 +23,8 @@ use super::{
 use crate::ads::ProxyState;
 use crate::owner::{OwnerId, OwnerRegistry, ProxyKey};
 use crate::translate::{
-    ClientKind, ENDPOINT_TYPE, EncodedSecrets, ProxyContext, SecretsInput, Snapshot, Versioned,
-    service_load_assignment, translate_shared,
+    ClientKind, ENDPOINT_TYPE, EncodedSecrets, ProxyContext, SecretsInput, Snapshot, TypeSet,
+    Versioned, service_load_assignment, translate_shared,
 };
 
 /// Events handled back to back before the loop looks at its timers again.
@@ -47,6 +47,11 @@ struct CachedIdentity {
     /// The identity Secret, encoded once per issuance.
     secret: (String, Arc<Versioned>),
 }
+
+/// Load-assignment sets patched in one flush, by the old set's address:
+/// the old set (held, so the address cannot be reused while it keys the
+/// map) and the patched set.
+type PatchedSets = HashMap<usize, (Arc<TypeSet>, Arc<TypeSet>)>;
 
 /// What a mesh is waiting for at the next flush.
 struct Pending {
@@ -356,9 +361,12 @@ impl<S: MeshSource> Reconciler<S> {
                 let key = ProxyKey::new(mesh.clone(), name);
                 self.recompute(&key, p.since, false).await;
             }
+            // Proxies that held the same (interned) load-assignment set get
+            // the same patched set: it is built once per distinct set.
+            let mut patched = PatchedSets::new();
             for name in patch {
                 let key = ProxyKey::new(mesh.clone(), name);
-                if !self.patch_endpoints(&key, &p.affected.services, p.since) {
+                if !self.patch_endpoints(&key, &p.affected.services, p.since, &mut patched) {
                     self.recompute(&key, p.since, false).await;
                 }
             }
@@ -375,6 +383,7 @@ impl<S: MeshSource> Reconciler<S> {
         key: &ProxyKey,
         services: &std::collections::BTreeSet<String>,
         changed_at: Instant,
+        patched: &mut PatchedSets,
     ) -> bool {
         let Some(entry) = self.proxies.get(&key.mesh).and_then(|m| m.get(&key.name)) else {
             return true;
@@ -396,6 +405,18 @@ impl<S: MeshSource> Reconciler<S> {
         };
         self.metrics.inc_recomputed();
         self.metrics.inc_patched();
+        let old_set = last.snapshot.set(ENDPOINT_TYPE).cloned();
+        if let Some(old) = &old_set
+            && let Some((_, new)) = patched.get(&Arc::as_ptr(old).addr())
+        {
+            // Another proxy held this very set: same services, same patch.
+            if Arc::ptr_eq(old, new) {
+                return true;
+            }
+            let snapshot = last.snapshot.with_set(ENDPOINT_TYPE, new.clone());
+            self.publish_patched(key, owner, &last, snapshot, changed_at);
+            return true;
+        }
         let mut snapshot = last.snapshot.clone();
         for service in services {
             if !ctx.references(service, &key.name) {
@@ -410,9 +431,35 @@ impl<S: MeshSource> Reconciler<S> {
                 snapshot = snapshot.with_resource(&name, cla);
             }
         }
+        if let Some(old) = old_set {
+            let new = if last.snapshot.same_versions(&snapshot) {
+                old.clone()
+            } else {
+                ctx.endpoint_sets.intern(&mut snapshot, ENDPOINT_TYPE);
+                snapshot
+                    .set(ENDPOINT_TYPE)
+                    .cloned()
+                    .unwrap_or_else(|| old.clone())
+            };
+            patched.insert(Arc::as_ptr(&old).addr(), (old, new));
+        }
         if last.snapshot.same_versions(&snapshot) {
             return true;
         }
+        self.publish_patched(key, owner, &last, snapshot, changed_at);
+        true
+    }
+
+    /// Publishes `snapshot`, an endpoint patch of `last`, with `last`'s
+    /// identity.
+    fn publish_patched(
+        &mut self,
+        key: &ProxyKey,
+        owner: OwnerId,
+        last: &ProxyState,
+        snapshot: Snapshot,
+        changed_at: Instant,
+    ) {
         let state = Arc::new(ProxyState {
             snapshot,
             identity: last.identity.clone(),
@@ -420,7 +467,6 @@ impl<S: MeshSource> Reconciler<S> {
             changed_at,
         });
         self.publish(key, owner, state);
-        true
     }
 
     /// Lists `mesh` from the source and applies it as a diff (trust
@@ -534,7 +580,9 @@ impl<S: MeshSource> Reconciler<S> {
                         client,
                         secrets: SecretsInput::default(),
                     };
-                    translate_shared(&proxy, view, &mut ctx.memo, &encoded)
+                    let mut snapshot = translate_shared(&proxy, view, &mut ctx.memo, &encoded);
+                    ctx.endpoint_sets.intern(&mut snapshot, ENDPOINT_TYPE);
+                    snapshot
                 }
                 None => Snapshot::new(),
             },

@@ -32,7 +32,7 @@ pub use rbac::uses_subset_sources;
 pub use snapshot::{
     CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
     ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,
-    Snapshot, TYPE_ORDER, Versioned,
+    SetInterner, Snapshot, TYPE_ORDER, TypeSet, Versioned,
 };
 pub use view::{MeshView, NetworkListeners, RouterIngress, endpoint_contributions};
 

@@ -72,8 +72,10 @@ pub struct Versioned {
 pub use super::resources::Resources;
 
 /// The resources of one type and, once asked for, their type version.
+/// Shared between snapshots (and, through [`SetInterner`], between the
+/// proxies whose sets are equal).
 #[derive(Debug, Clone, Default)]
-struct TypeSet {
+pub struct TypeSet {
     resources: Resources,
     /// [`Snapshot::version_of`], computed at most once per set.
     version: OnceLock<String>,
@@ -270,6 +272,22 @@ impl Snapshot {
         all
     }
 
+    /// The set of `type_url` itself (shared), to be handed to another
+    /// snapshot with [`Snapshot::with_set`] or compared by pointer.
+    pub fn set(&self, type_url: &str) -> Option<&Arc<TypeSet>> {
+        type_index(type_url).map(|i| &self.types[i])
+    }
+
+    /// This snapshot with `set` as its resources of `type_url`; every
+    /// other type stays shared with `self`.
+    pub fn with_set(&self, type_url: &str, set: Arc<TypeSet>) -> Snapshot {
+        let mut next = self.clone();
+        if let Some(i) = type_index(type_url) {
+            next.types[i] = set;
+        }
+        next
+    }
+
     /// Total number of resources, all types together.
     pub fn len(&self) -> usize {
         self.types.iter().map(|s| s.resources.len()).sum()
@@ -278,6 +296,43 @@ impl Snapshot {
     /// Whether there are no resources at all.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Makes equal type sets of different snapshots one shared set: a set
+/// equal (by type version) to one interned before, and still alive, is
+/// replaced by it. Sharing lets the hub patch a set once for every proxy
+/// holding it and lets streams compute its version once. Holds weak
+/// references only; dead ones are dropped as the table grows.
+#[derive(Debug, Default)]
+pub struct SetInterner {
+    sets: std::collections::HashMap<String, std::sync::Weak<TypeSet>>,
+    /// Table size after the last sweep of dead entries.
+    swept_at: usize,
+}
+
+impl SetInterner {
+    /// Replaces `snap`'s set of `type_url` by an interned equal one, or
+    /// interns it.
+    pub fn intern(&mut self, snap: &mut Snapshot, type_url: &str) {
+        let Some(i) = type_index(type_url) else {
+            return;
+        };
+        if snap.types[i].resources.is_empty() {
+            return; // every empty set is already the one shared set
+        }
+        let version = snap.version_of(type_url).to_owned();
+        if let Some(shared) = self.sets.get(&version).and_then(std::sync::Weak::upgrade)
+            && shared.resources == snap.types[i].resources
+        {
+            snap.types[i] = shared;
+            return;
+        }
+        self.sets.insert(version, Arc::downgrade(&snap.types[i]));
+        if self.sets.len() > 64 && self.sets.len() > 2 * self.swept_at {
+            self.sets.retain(|_, w| w.strong_count() > 0);
+            self.swept_at = self.sets.len();
+        }
     }
 }
 
