@@ -119,10 +119,24 @@ pub(crate) trait TypeReports: Send + Sync {
     fn type_reports(&self) -> BTreeMap<&'static str, TypeReport>;
 }
 
-/// One proxy's report as held: everything but the per-type part, which is
-/// read from the stream's engine.
+/// One proxy's report as held. A [`StreamReport`] is built from it when
+/// asked for: the mesh and name come from the key, the per-type part from
+/// the stream's engine, and the instance name and the certificate are
+/// shared (the certificate with the hub's published state), so a slot
+/// keeps no copy of what 10,000 others hold too.
 struct Slot {
-    report: StreamReport,
+    connected: bool,
+    control_plane: Arc<str>,
+    stream_id: u64,
+    generation: u64,
+    protocol: &'static str,
+    client: Option<&'static str>,
+    connected_at: u64,
+    disconnected_at: Option<u64>,
+    close_reason: Option<String>,
+    /// The per-type reports as they were when the stream closed.
+    closed_types: BTreeMap<&'static str, TypeReport>,
+    certificate: Option<Arc<IdentityInfo>>,
     types: Option<Arc<dyn TypeReports>>,
     /// The outstanding NACK, as the stream last computed it.
     rejected: Option<String>,
@@ -131,18 +145,33 @@ struct Slot {
 impl Slot {
     /// The whole report; the per-type part comes from the attached engine
     /// (or stays as it was when the stream closed).
-    fn full(&self) -> StreamReport {
-        let mut r = self.report.clone();
-        if let Some(types) = &self.types {
-            r.types = types.type_reports();
+    fn full(&self, key: &ProxyKey) -> StreamReport {
+        StreamReport {
+            mesh: key.mesh.clone(),
+            name: key.name.clone(),
+            connected: self.connected,
+            control_plane: self.control_plane.to_string(),
+            stream_id: self.stream_id,
+            generation: self.generation,
+            protocol: self.protocol,
+            client: self.client,
+            connected_at: self.connected_at,
+            disconnected_at: self.disconnected_at,
+            close_reason: self.close_reason.clone(),
+            types: match &self.types {
+                Some(types) => types.type_reports(),
+                None => self.closed_types.clone(),
+            },
+            certificate: self.certificate.as_deref().cloned(),
         }
-        r
     }
 }
 
 #[derive(Default)]
 struct Inner {
     reports: HashMap<ProxyKey, Slot>,
+    /// The instance name the last stream opened with, shared by the slots.
+    instance: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Inspector {
@@ -173,14 +202,13 @@ pub(crate) fn rejected_of<'a>(
 
 /// The status-relevant part of a slot.
 fn view_of(key: &ProxyKey, slot: &Slot) -> StreamView {
-    let r = &slot.report;
     StreamView {
         key: key.clone(),
-        connected: r.connected,
-        control_plane: r.control_plane.clone(),
-        connected_at: at_unix(r.connected_at),
-        disconnected_at: r.disconnected_at.map(at_unix),
-        certificate: r.certificate.clone(),
+        connected: slot.connected,
+        control_plane: slot.control_plane.to_string(),
+        connected_at: at_unix(slot.connected_at),
+        disconnected_at: slot.disconnected_at.map(at_unix),
+        certificate: slot.certificate.as_deref().cloned(),
         rejected: slot.rejected.clone(),
     }
 }
@@ -205,23 +233,19 @@ impl Inspector {
 
     /// The report of `key`, if it ever connected to this instance.
     pub fn report(&self, key: &ProxyKey) -> Option<StreamReport> {
-        self.lock().reports.get(key).map(Slot::full)
+        self.lock().reports.get(key).map(|s| s.full(key))
     }
 
     /// Every report, sorted by mesh and name.
     pub fn reports(&self) -> Vec<StreamReport> {
-        let mut all: Vec<_> = self.lock().reports.values().map(Slot::full).collect();
+        let mut all: Vec<_> = self.lock().reports.iter().map(|(k, s)| s.full(k)).collect();
         all.sort_by(|a, b| (&a.mesh, &a.name).cmp(&(&b.mesh, &b.name)));
         all
     }
 
     /// Number of proxies with an open stream.
     pub fn connected(&self) -> usize {
-        self.lock()
-            .reports
-            .values()
-            .filter(|s| s.report.connected)
-            .count()
+        self.lock().reports.values().filter(|s| s.connected).count()
     }
 
     /// Number of reports held (connected or not).
@@ -247,12 +271,7 @@ impl Inspector {
         let gone: Vec<ProxyKey> = inner
             .reports
             .iter()
-            .filter(|(_, s)| {
-                !s.report.connected
-                    && s.report
-                        .disconnected_at
-                        .is_some_and(|d| at_unix(d) < before)
-            })
+            .filter(|(_, s)| !s.connected && s.disconnected_at.is_some_and(|d| at_unix(d) < before))
             .map(|(k, _)| k.clone())
             .collect();
         for k in &gone {
@@ -268,11 +287,18 @@ impl Inspector {
         protocol: &'static str,
         control_plane: &str,
     ) {
-        let report = StreamReport {
-            mesh: key.mesh.clone(),
-            name: key.name.clone(),
+        let mut inner = self.lock();
+        let control_plane = match &inner.instance {
+            Some(shared) if **shared == *control_plane => shared.clone(),
+            _ => {
+                let shared: Arc<str> = control_plane.into();
+                inner.instance = Some(shared.clone());
+                shared
+            }
+        };
+        let slot = Slot {
             connected: true,
-            control_plane: control_plane.to_owned(),
+            control_plane,
             stream_id: id.stream_id,
             generation: id.generation,
             protocol,
@@ -280,18 +306,12 @@ impl Inspector {
             connected_at: unix_now(),
             disconnected_at: None,
             close_reason: None,
-            types: BTreeMap::new(),
+            closed_types: BTreeMap::new(),
             certificate: None,
+            types: None,
+            rejected: None,
         };
-        let mut inner = self.lock();
-        inner.reports.insert(
-            key.clone(),
-            Slot {
-                report,
-                types: None,
-                rejected: None,
-            },
-        );
+        inner.reports.insert(key.clone(), slot);
         self.observe(&inner, key);
     }
 
@@ -300,7 +320,7 @@ impl Inspector {
     fn update(&self, key: &ProxyKey, id: OwnerId, f: impl FnOnce(&mut Slot) -> bool) {
         let mut inner = self.lock();
         if let Some(slot) = inner.reports.get_mut(key)
-            && slot.report.stream_id == id.stream_id
+            && slot.stream_id == id.stream_id
             && f(slot)
         {
             self.observe(&inner, key);
@@ -324,17 +344,17 @@ impl Inspector {
         types: Arc<dyn TypeReports>,
     ) {
         self.update(key, id, |s| {
-            s.report.client = Some(client);
+            s.client = Some(client);
             s.types = Some(types);
             false
         });
     }
 
     /// Records the identity certificate stream `id` sent.
-    pub(crate) fn certificate(&self, key: &ProxyKey, id: OwnerId, cert: Option<IdentityInfo>) {
+    pub(crate) fn certificate(&self, key: &ProxyKey, id: OwnerId, cert: Option<Arc<IdentityInfo>>) {
         self.update(key, id, |s| {
-            let changed = s.report.certificate != cert;
-            s.report.certificate = cert;
+            let changed = s.certificate != cert;
+            s.certificate = cert;
             changed
         });
     }
@@ -352,11 +372,11 @@ impl Inspector {
         self.update(key, id, |s| {
             // Keep what the stream last reported per type; the engine goes.
             if let Some(types) = s.types.take() {
-                s.report.types = types.type_reports();
+                s.closed_types = types.type_reports();
             }
-            s.report.connected = false;
-            s.report.disconnected_at = Some(unix_now());
-            s.report.close_reason = reason;
+            s.connected = false;
+            s.disconnected_at = Some(unix_now());
+            s.close_reason = reason;
             true
         });
     }

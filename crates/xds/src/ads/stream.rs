@@ -500,11 +500,12 @@ async fn send_all<E: Engine>(
 }
 
 fn report_certificate(shared: &Shared, key: &ProxyKey, id: OwnerId, state: &ProxyState) {
-    let identity = state.identity.as_deref();
     shared
         .metrics
-        .certificate(key, identity.map(|i| i.not_after));
-    shared.inspector.certificate(key, id, identity.cloned());
+        .certificate(key, state.identity.as_ref().map(|i| i.not_after));
+    shared
+        .inspector
+        .certificate(key, id, state.identity.clone());
 }
 
 /// Checks the first request's node against the credential's proxy key,
