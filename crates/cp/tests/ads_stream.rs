@@ -202,28 +202,30 @@ async fn a_stream_without_a_token_is_refused_with_a_reason() {
     cp.stop().await;
 }
 
-/// The xDS port's codec buffers start small (`meshlink_xds::ads::STREAM_BUFFER`)
-/// and grow for the messages that need it: a first request far larger than
-/// that (Envoy's node carries its build and extension list) is decoded, and
-/// responses larger than it (the identity Secret) are encoded, on one stream.
+/// The xDS port decodes requests into a buffer that exists only while a
+/// message arrives, and encodes each response into a buffer of its size:
+/// a 64 KiB first request (Envoy's node carries its build and extension
+/// list; this one spans several HTTP/2 DATA frames) is decoded, and the
+/// identity Secret is encoded, on one stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn messages_larger_than_the_stream_buffer_pass_both_ways() {
+async fn messages_larger_than_an_http2_frame_pass_both_ways() {
+    const KIB: usize = 1024;
     let cp = TestCp::start().await;
     apply_xds_mesh(&cp).await;
     let token = cp.dataplane_token("default", "web-1").await;
     let mut big_node = node("default", "web-1", "envoy");
-    big_node.user_agent_name = "x".repeat(64 * meshlink_xds::ads::STREAM_BUFFER);
+    big_node.user_agent_name = "x".repeat(64 * KIB);
     let first = DiscoveryRequest {
         node: Some(big_node),
         ..sotw(SECRET_TYPE, &["identity_cert:web"], None)
     };
-    assert!(first.encoded_len() > 64 * meshlink_xds::ads::STREAM_BUFFER);
+    assert!(first.encoded_len() > 64 * KIB);
     let (tx, mut responses) = open_sotw(&cp, &token, first).await;
     let sds = next(&mut responses).await;
     assert_eq!(sds.type_url, SECRET_TYPE);
     assert!(
-        sds.encoded_len() > meshlink_xds::ads::STREAM_BUFFER,
-        "the identity Secret (certificate chain and key) is larger than the initial buffer"
+        sds.encoded_len() > KIB,
+        "the identity Secret (certificate chain and key) is more than a KiB"
     );
     drop((tx, responses));
     cp.stop().await;

@@ -6,31 +6,22 @@
 //! The generated server uses tonic's default codec buffers, 8 KiB for
 //! encoding and 8 KiB for decoding, allocated when a stream opens and kept
 //! for its life; the encode buffer then stays at the size of the largest
-//! response the stream sent. An ADS stream is long-lived and mostly idle,
-//! and its messages are small (an ACK is a few hundred bytes). Here the
-//! request decoder's buffer starts at [`STREAM_BUFFER`] and grows only for
-//! a stream whose requests need it (Envoy's first request, with its node
-//! metadata, is the usual one), and responses are encoded one buffer per
-//! message ([`super::response_body`]), so an idle stream holds none.
+//! response the stream sent, the decode buffer at the largest request's
+//! (an Envoy's first request, with its node and extension list, is several
+//! KiB). An ADS stream is long-lived and mostly idle. Here requests are
+//! decoded into a buffer that exists only while a message is arriving
+//! ([`super::request_stream`]), and responses are encoded one buffer per
+//! message ([`super::response_body`]), so an idle stream holds neither.
 
 use std::convert::Infallible;
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::AggregatedDiscoveryService;
-use tonic::codec::BufferSettings;
+use tonic::Status;
 use tonic::codegen::{Body, BoxFuture, Context, Poll, Service, StdError, http};
 use tonic::server::NamedService;
-use tonic::{Status, Streaming};
-use tonic_prost::ProstCodec;
 
 use super::AdsServer;
+use super::request_stream::Requests;
 use super::response_body::http_response;
-
-/// Initial size of a stream's request decode buffer (tonic's default is
-/// 8 KiB).
-pub const STREAM_BUFFER: usize = 1024;
-
-/// tonic's default; the decoder does not use it.
-const YIELD_THRESHOLD: usize = 32 * 1024;
 
 const SOTW_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
@@ -56,7 +47,7 @@ impl NamedService for AdsService {
 
 impl<B> Service<http::Request<B>> for AdsService
 where
-    B: Body + Send + 'static,
+    B: Body + Send + Unpin + 'static,
     B::Error: Into<StdError> + Send + 'static,
 {
     type Response = http::Response<tonic::body::Body>;
@@ -72,13 +63,13 @@ where
         match req.uri().path() {
             SOTW_PATH => Box::pin(async move {
                 Ok(match requests(req) {
-                    Ok(req) => http_response(ads.stream_aggregated_resources(req).await),
+                    Ok(req) => http_response(ads.sotw_request(req).await),
                     Err(status) => status.into_http(),
                 })
             }),
             DELTA_PATH => Box::pin(async move {
                 Ok(match requests(req) {
-                    Ok(req) => http_response(ads.delta_aggregated_resources(req).await),
+                    Ok(req) => http_response(ads.delta_request(req).await),
                     Err(status) => status.into_http(),
                 })
             }),
@@ -90,9 +81,9 @@ where
 /// The request body as a stream of decoded messages. Compressed requests
 /// are refused: this server offers no `grpc-accept-encoding`, so a client
 /// that compresses anyway gets a clear `UNIMPLEMENTED`.
-fn requests<B, T>(req: http::Request<B>) -> Result<tonic::Request<Streaming<T>>, Status>
+fn requests<B, T>(req: http::Request<B>) -> Result<tonic::Request<Requests<B, T>>, Status>
 where
-    B: Body + Send + 'static,
+    B: Body + Send + Unpin + 'static,
     B::Error: Into<StdError> + Send + 'static,
     T: prost::Message + Default + Send + 'static,
 {
@@ -104,9 +95,5 @@ where
             String::from_utf8_lossy(encoding.as_bytes())
         )));
     }
-    let decoder =
-        ProstCodec::<T, T>::raw_decoder(BufferSettings::new(STREAM_BUFFER, YIELD_THRESHOLD));
-    Ok(tonic::Request::from_http(req.map(|body| {
-        Streaming::new_request(decoder, body, None, None)
-    })))
+    Ok(tonic::Request::from_http(req.map(Requests::new)))
 }

@@ -35,6 +35,7 @@ mod delta;
 mod grpc;
 mod inspect;
 mod metrics;
+mod request_stream;
 mod response_body;
 mod revocation;
 mod sotw;
@@ -63,7 +64,7 @@ use tonic::transport::CertificateDer;
 use tonic::{Request, Response, Status, Streaming};
 
 pub use admission::{Admission, AdmissionConfig, RETRY_AFTER_MS, RetryAfter};
-pub use grpc::{AdsService, STREAM_BUFFER};
+pub use grpc::AdsService;
 pub use inspect::{Inspector, StreamObserver, StreamReport, StreamView};
 pub use metrics::{AdsMetrics, REJECT_REASONS};
 pub use stream::SHUTTING_DOWN_MESSAGE;
@@ -368,6 +369,44 @@ impl AdsServer {
         stream::open(self.shared.clone(), credential, engine, requests)
     }
 
+    /// Admits and serves a state-of-the-world stream whose requests come
+    /// from `request`'s body (decoded by tonic or by the xDS port's own
+    /// [`AdsService`]).
+    pub(crate) async fn sotw_request<I>(
+        &self,
+        request: Request<I>,
+    ) -> Result<Response<ResponseStream<DiscoveryResponse>>, Status>
+    where
+        I: Stream<Item = Result<DiscoveryRequest, Status>> + Send + Unpin + 'static,
+    {
+        // Admission reads only the metadata and the peer certificates; the
+        // body (which need not be `Sync`) is not held across that await.
+        let (metadata, extensions, requests) = request.into_parts();
+        let credential = self
+            .admit(&Request::from_parts(metadata, extensions, ()))
+            .await?;
+        // The task is owned by the server's tracker (drain waits for it).
+        let (responses, _tracked) = self.serve_sotw_as(credential, requests);
+        Ok(Response::new(responses))
+    }
+
+    /// [`AdsServer::sotw_request`] for a delta stream.
+    pub(crate) async fn delta_request<I>(
+        &self,
+        request: Request<I>,
+    ) -> Result<Response<ResponseStream<DeltaDiscoveryResponse>>, Status>
+    where
+        I: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Send + Unpin + 'static,
+    {
+        let (metadata, extensions, requests) = request.into_parts();
+        let credential = self
+            .admit(&Request::from_parts(metadata, extensions, ()))
+            .await?;
+        // The task is owned by the server's tracker (drain waits for it).
+        let (responses, _tracked) = self.serve_delta_as(credential, requests);
+        Ok(Response::new(responses))
+    }
+
     /// Admission, then the credential check.
     async fn admit<T>(&self, request: &Request<T>) -> Result<Credential, Status> {
         let refused = |reason: &'static str, status: Status| {
@@ -410,19 +449,13 @@ impl AggregatedDiscoveryService for AdsServer {
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
     ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        let credential = self.admit(&request).await?;
-        // The task is owned by the server's tracker (drain waits for it).
-        let (responses, _tracked) = self.serve_sotw_as(credential, request.into_inner());
-        Ok(Response::new(responses))
+        self.sotw_request(request).await
     }
 
     async fn delta_aggregated_resources(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        let credential = self.admit(&request).await?;
-        // The task is owned by the server's tracker (drain waits for it).
-        let (responses, _tracked) = self.serve_delta_as(credential, request.into_inner());
-        Ok(Response::new(responses))
+        self.delta_request(request).await
     }
 }
