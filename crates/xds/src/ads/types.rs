@@ -356,7 +356,7 @@ pub(crate) fn version_over<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) 
 /// Names in `sent` that are no longer wanted or no longer exist.
 pub(crate) fn gone(sent: &Sent, resources: &Resources, sub: &Subscription) -> BTreeSet<String> {
     sent.keys()
-        .filter(|n| !sub.wants(n) || !resources.contains_key(*n))
+        .filter(|n| !sub.wants(n) || !resources.contains_key(n))
         .map(str::to_owned)
         .collect()
 }
