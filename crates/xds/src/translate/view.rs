@@ -253,9 +253,13 @@ impl MeshView {
     }
 
     /// Adds or replaces a Dataplane (ignored unless it is one); returns
-    /// the previous one.
-    pub fn upsert_dataplane(&mut self, r: Resource) -> Option<Resource> {
+    /// the previous one. The view keeps its metadata and spec, not its
+    /// status: translation reads none of it, and the status of every
+    /// connected proxy (connection, certificate, conditions) is rewritten
+    /// as it connects, so keeping it cost the hub about a KiB per proxy.
+    pub fn upsert_dataplane(&mut self, mut r: Resource) -> Option<Resource> {
         self.add_endpoints(r.spec.as_dataplane()?);
+        r.status = Default::default();
         match self.by_name.get(r.name()) {
             Some(&i) => {
                 let old = std::mem::replace(&mut self.dataplanes[i], r);
@@ -399,5 +403,23 @@ mod tests {
         assert_eq!(v.dataplane_count(), 2);
         assert!(v.dataplane("c").is_some() && v.dataplane("a").is_none());
         assert!(endpoints(&v, "y").is_empty());
+    }
+
+    #[test]
+    fn the_view_keeps_a_dataplanes_spec_and_metadata_not_its_status() {
+        let mut with_status = dp("a", "10.0.0.1", "x", 80).to_json();
+        with_status["status"] = json!({"online": true, "controlPlaneInstance": "cp-1"});
+        let with_status = Resource::from_json(with_status).expect("valid status");
+        assert_ne!(
+            with_status.status,
+            Default::default(),
+            "the input has a status"
+        );
+        let mut v = MeshView::new(mesh(), vec![with_status.clone()], Vec::new());
+        v.upsert_dataplane(with_status.clone());
+        let kept = v.dataplane_resource("a").unwrap();
+        assert_eq!(kept.spec, with_status.spec);
+        assert_eq!(kept.metadata, with_status.metadata);
+        assert_eq!(kept.status, Default::default());
     }
 }
