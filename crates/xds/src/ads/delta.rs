@@ -183,7 +183,7 @@ impl DeltaEngine {
             Vec::new()
         } else {
             wanted(resources, &ts.sub)
-                .filter(|(n, r)| ts.sent.get(n) != Some(r.version.as_str()))
+                .filter(|(n, r)| ts.sent.version(n) != Some(r.version.as_str()))
                 .map(|(n, r)| Resource {
                     name: n.clone(),
                     version: r.version.clone(),

@@ -379,15 +379,7 @@ impl AdsServer {
     where
         I: Stream<Item = Result<DiscoveryRequest, Status>> + Send + Unpin + 'static,
     {
-        // Admission reads only the metadata and the peer certificates; the
-        // body (which need not be `Sync`) is not held across that await.
-        let (metadata, extensions, requests) = request.into_parts();
-        let credential = self
-            .admit(&Request::from_parts(metadata, extensions, ()))
-            .await?;
-        // The task is owned by the server's tracker (drain waits for it).
-        let (responses, _tracked) = self.serve_sotw_as(credential, requests);
-        Ok(Response::new(responses))
+        self.admit_and_serve(request, Self::serve_sotw_as).await
     }
 
     /// [`AdsServer::sotw_request`] for a delta stream.
@@ -398,12 +390,24 @@ impl AdsServer {
     where
         I: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Send + Unpin + 'static,
     {
+        self.admit_and_serve(request, Self::serve_delta_as).await
+    }
+
+    /// Admission and the credential check, then `serve` with the body's
+    /// requests. Admission reads only the metadata and the peer
+    /// certificates; the body (which need not be `Sync`) is not held
+    /// across that await.
+    async fn admit_and_serve<I, R>(
+        &self,
+        request: Request<I>,
+        serve: impl FnOnce(&Self, Credential, I) -> (ResponseStream<R>, JoinHandle<()>),
+    ) -> Result<Response<ResponseStream<R>>, Status> {
         let (metadata, extensions, requests) = request.into_parts();
         let credential = self
             .admit(&Request::from_parts(metadata, extensions, ()))
             .await?;
         // The task is owned by the server's tracker (drain waits for it).
-        let (responses, _tracked) = self.serve_delta_as(credential, requests);
+        let (responses, _tracked) = serve(self, credential, requests);
         Ok(Response::new(responses))
     }
 

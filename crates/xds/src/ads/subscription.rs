@@ -5,6 +5,8 @@
 //! unsubscribe). It must never look at resources: it only answers "does the
 //! client want this name".
 
+use super::types::NameMap;
+
 /// The explicit wildcard name.
 pub(crate) const WILDCARD: &str = "*";
 
@@ -118,72 +120,29 @@ impl Subscription {
     }
 }
 
-/// A set of names, sorted: a sorted vector of boxed strings, not a
-/// `BTreeSet` (whose node is eleven slots, ~280 bytes, for the one or two
-/// names a stream subscribes to per type).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Names(Vec<Box<str>>);
+/// A set of names, sorted (see [`NameMap`]).
+pub(crate) type Names = NameMap<()>;
 
 impl Names {
-    fn find(&self, name: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|n| (**n).cmp(name))
-    }
-
     /// Whether `name` is in the set.
     pub(crate) fn contains(&self, name: &str) -> bool {
-        self.find(name).is_ok()
+        self.get(name).is_some()
     }
 
     /// Adds `name`; whether it was new.
     pub(crate) fn insert(&mut self, name: &str) -> bool {
-        match self.find(name) {
-            Ok(_) => false,
-            Err(i) => {
-                self.0.insert(i, name.into());
-                true
-            }
-        }
-    }
-
-    /// Removes `name`; whether it was there.
-    pub(crate) fn remove(&mut self, name: &str) -> bool {
-        match self.find(name) {
-            Ok(i) => {
-                self.0.remove(i);
-                true
-            }
-            Err(_) => false,
-        }
+        self.put(name, (), |_| false)
     }
 
     /// The names, sorted.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|n| &**n)
-    }
-
-    /// Number of names.
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether the set is empty.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Removes every name.
-    pub(crate) fn clear(&mut self) {
-        self.0 = Vec::new();
+        self.keys()
     }
 }
 
 impl<'a> FromIterator<&'a str> for Names {
     fn from_iter<I: IntoIterator<Item = &'a str>>(items: I) -> Self {
-        let mut v: Vec<Box<str>> = items.into_iter().map(Box::from).collect();
-        v.sort_unstable();
-        v.dedup();
-        v.shrink_to_fit();
-        Names(v)
+        NameMap::from_items(items.into_iter().map(|n| (n.into(), ())))
     }
 }
 

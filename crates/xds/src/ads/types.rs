@@ -148,35 +148,43 @@ impl std::ops::Index<&str> for TypeStates {
     }
 }
 
-/// Name → version, sorted by name: what a stream's client holds of one
-/// type. A sorted vector of boxed strings, not a `BTreeMap` (whose node is
-/// eleven slots): a stream holds a handful of names per type.
+/// A small map from resource name to `V`, sorted by name: a sorted vector
+/// of boxed names, not a `BTreeMap` (whose node is eleven slots, ~280 to
+/// ~370 bytes) for the handful of names a stream holds or asks for per
+/// type. [`Sent`] maps names to versions; a subscription's names are a
+/// `NameMap<()>`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Sent(Vec<(Box<str>, Box<str>)>);
+pub(crate) struct NameMap<V>(Vec<(Box<str>, V)>);
 
-impl Sent {
+impl<V> NameMap<V> {
     fn find(&self, name: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|(n, _)| (**n).cmp(name))
     }
 
-    /// The version held of `name`.
-    pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        self.find(name).ok().map(|i| &*self.0[i].1)
+    /// The value of `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&V> {
+        self.find(name).ok().map(|i| &self.0[i].1)
     }
 
-    /// Records that the client holds `name` at `version`.
-    pub(crate) fn insert(&mut self, name: &str, version: &str) {
+    /// Puts `value` under `name`; whether the name was new. An existing
+    /// value is replaced only if `replace` says so (saving a reallocation
+    /// when it is equal).
+    pub(crate) fn put(&mut self, name: &str, value: V, replace: impl FnOnce(&V) -> bool) -> bool {
         match self.find(name) {
             Ok(i) => {
-                if *self.0[i].1 != *version {
-                    self.0[i].1 = version.into();
+                if replace(&self.0[i].1) {
+                    self.0[i].1 = value;
                 }
+                false
             }
-            Err(i) => self.0.insert(i, (name.into(), version.into())),
+            Err(i) => {
+                self.0.insert(i, (name.into(), value));
+                true
+            }
         }
     }
 
-    /// Forgets `name`; whether it was held.
+    /// Forgets `name`; whether it was there.
     pub(crate) fn remove(&mut self, name: &str) -> bool {
         match self.find(name) {
             Ok(i) => {
@@ -187,32 +195,55 @@ impl Sent {
         }
     }
 
-    /// Names held, sorted.
+    /// The names, sorted.
     pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(n, _)| &**n)
     }
 
-    /// Number of names held.
+    /// Number of names.
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    /// Whether nothing is held.
+    /// Whether there are none.
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Forgets every name (and the memory they took).
+    pub(crate) fn clear(&mut self) {
+        self.0 = Vec::new();
+    }
+
+    /// A map of `items`, sorted; of two items with one name, the first
+    /// stays.
+    pub(crate) fn from_items(items: impl IntoIterator<Item = (Box<str>, V)>) -> Self {
+        let mut v: Vec<(Box<str>, V)> = items.into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.dedup_by(|a, b| a.0 == b.0);
+        v.shrink_to_fit();
+        NameMap(v)
+    }
+}
+
+/// Name → version: what a stream's client holds of one type.
+pub(crate) type Sent = NameMap<Box<str>>;
+
+impl Sent {
+    /// The version held of `name`.
+    pub(crate) fn version(&self, name: &str) -> Option<&str> {
+        self.get(name).map(|v| &**v)
+    }
+
+    /// Records that the client holds `name` at `version`.
+    pub(crate) fn insert(&mut self, name: &str, version: &str) {
+        self.put(name, version.into(), |held| **held != *version);
     }
 }
 
 impl<'a> FromIterator<(&'a str, &'a str)> for Sent {
     fn from_iter<I: IntoIterator<Item = (&'a str, &'a str)>>(items: I) -> Self {
-        let mut v: Vec<(Box<str>, Box<str>)> = items
-            .into_iter()
-            .map(|(n, v)| (n.into(), v.into()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.dedup_by(|a, b| a.0 == b.0);
-        v.shrink_to_fit();
-        Sent(v)
+        NameMap::from_items(items.into_iter().map(|(n, v)| (n.into(), v.into())))
     }
 }
 
@@ -373,8 +404,8 @@ mod tests {
         sent.insert("c", "1");
         sent.insert("b", "2");
         assert_eq!(sent.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
-        assert_eq!(sent.get("b"), Some("2"));
-        assert_eq!(sent.get("zz"), None);
+        assert_eq!(sent.version("b"), Some("2"));
+        assert_eq!(sent.version("zz"), None);
         assert!(sent.remove("a"));
         assert!(!sent.remove("a"));
         assert_eq!(sent.len(), 2);
