@@ -20,9 +20,7 @@ use http_body::Body;
 use tonic::Status;
 use tonic::codegen::StdError;
 
-/// Length of the gRPC message prefix: a compression flag and a big-endian
-/// u32 length.
-const PREFIX: usize = 5;
+use super::response_body::PREFIX;
 
 /// Largest request accepted, as tonic's default (4 MiB).
 pub(crate) const MAX_REQUEST: usize = 4 * 1024 * 1024;
@@ -105,13 +103,8 @@ where
             }
             match ready!(Pin::new(&mut this.body).poll_frame(cx)) {
                 Some(Ok(frame)) => {
-                    if let Ok(mut data) = frame.into_data() {
-                        while data.has_remaining() {
-                            let chunk = data.chunk();
-                            this.buf.put_slice(chunk);
-                            let n = chunk.len();
-                            data.advance(n);
-                        }
+                    if let Ok(data) = frame.into_data() {
+                        this.buf.put(data);
                     }
                 }
                 Some(Err(e)) => {

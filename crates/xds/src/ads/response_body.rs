@@ -21,7 +21,7 @@ use super::ResponseStream;
 
 /// Length of the gRPC message prefix: a compression flag and a big-endian
 /// u32 length.
-const PREFIX: usize = 5;
+pub(super) const PREFIX: usize = 5;
 
 /// A response stream as an HTTP body of gRPC-framed messages, ending with
 /// `grpc-status` trailers.

@@ -18,7 +18,7 @@ use super::subscription::Subscription;
 use crate::translate::{
     CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
     ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,
-    TYPE_ORDER, Versioned,
+    TYPE_ORDER, Versioned, type_index,
 };
 
 /// The type URL as one of the served constants, or a clear error.
@@ -104,30 +104,21 @@ pub struct TypeReport {
 #[derive(Debug, Default)]
 pub(crate) struct TypeStates([Option<Box<TypeState>>; TYPE_ORDER.len()]);
 
-/// Position of a served type in [`TYPE_ORDER`] (`t` is one of its
-/// constants, as [`known_type`] returns them).
-fn slot_of(t: &str) -> Option<usize> {
-    TYPE_ORDER
-        .iter()
-        .position(|o| std::ptr::eq(o.as_ptr(), t.as_ptr()) && o.len() == t.len())
-        .or_else(|| TYPE_ORDER.iter().position(|o| *o == t))
-}
-
 impl TypeStates {
     /// The state of `t`, created on first use.
     pub(crate) fn entry(&mut self, t: &'static str) -> &mut TypeState {
-        let i = slot_of(t).expect("a served type");
+        let i = type_index(t).expect("a served type");
         self.0[i].get_or_insert_with(Box::default)
     }
 
     /// The state of `t`, if the stream used it.
     pub(crate) fn get(&self, t: &str) -> Option<&TypeState> {
-        self.0[slot_of(t)?].as_deref()
+        self.0[type_index(t)?].as_deref()
     }
 
     /// The state of `t` for writing, if the stream used it.
     pub(crate) fn get_mut(&mut self, t: &str) -> Option<&mut TypeState> {
-        self.0[slot_of(t)?].as_deref_mut()
+        self.0[type_index(t)?].as_deref_mut()
     }
 
     /// The types the stream used, in [`TYPE_ORDER`], with their states.

@@ -29,6 +29,7 @@ use envoy_types::pb::google::protobuf::{Struct, value::Kind as ValueKind};
 pub use memo::Memo;
 pub use mesh_service::{mesh_service_outbounds, selected_dataplanes};
 pub use rbac::uses_subset_sources;
+pub(crate) use snapshot::type_index;
 pub use snapshot::{
     CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
     ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,

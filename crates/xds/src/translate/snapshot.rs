@@ -102,7 +102,7 @@ pub struct Snapshot {
 /// Position of `type_url` in [`TYPE_ORDER`]. Callers mostly pass the
 /// constants themselves, which a pointer comparison finds without reading
 /// the (long, common-prefixed) URLs.
-fn type_index(type_url: &str) -> Option<usize> {
+pub(crate) fn type_index(type_url: &str) -> Option<usize> {
     TYPE_ORDER
         .iter()
         .position(|t| std::ptr::eq(t.as_ptr(), type_url.as_ptr()) && t.len() == type_url.len())
