@@ -19,6 +19,7 @@
 mod ads;
 pub mod api;
 mod backend_ref_check;
+mod coalesced_writes;
 pub mod config;
 pub mod cp_tls;
 pub mod data_dir;

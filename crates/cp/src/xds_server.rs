@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use meshlink_identity::KeyedRateLimiter;
 use meshlink_runtime::Shutdown;
 use meshlink_xds::ads::{AdsServer, AdsService};
@@ -14,6 +15,7 @@ use meshlink_xds::certify::router_status_server::RouterStatusServer;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 
+use crate::coalesced_writes::CoalescedWrites;
 use crate::identity::certify::CertifyService;
 use crate::identity::issuance::IssuanceHooks;
 use crate::identity::tokens::TokenService;
@@ -69,7 +71,11 @@ pub(crate) async fn start(
         .add_service(CertifyServer::new(certify))
         .add_service(RouterStatusServer::new(router_status))
         .add_service(AdsService::new(ads.clone()));
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    // Each connection's writes are batched per scheduler pass (see
+    // coalesced_writes.rs): one write for many streams' responses.
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .map(|accepted| accepted.map(CoalescedWrites::new));
     let fut = async move {
         router
             .serve_with_incoming_shutdown(incoming, async move {
