@@ -200,6 +200,12 @@ mod tests {
         }
     }
 
+    /// A waker that counts its wake-ups, and the counter.
+    fn counting_waker() -> (Arc<Wakes>, std::task::Waker) {
+        let wakes = Arc::new(Wakes::default());
+        (wakes.clone(), wakes.into())
+    }
+
     fn write(io: &mut CoalescedWrites<Recorder>, cx: &mut Context<'_>, bytes: &[u8]) {
         let n = Pin::new(io).poll_write(cx, bytes);
         assert!(matches!(n, Poll::Ready(Ok(len)) if len == bytes.len()));
@@ -207,8 +213,7 @@ mod tests {
 
     #[test]
     fn writes_are_sent_together_on_the_flush_after_one_yield() {
-        let wakes = Arc::new(Wakes::default());
-        let waker = wakes.clone().into();
+        let (wakes, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut io = CoalescedWrites::new(Recorder::default());
         write(&mut io, &mut cx, b"one ");
@@ -237,8 +242,7 @@ mod tests {
 
     #[test]
     fn a_flush_with_nothing_held_does_not_yield() {
-        let wakes = Arc::new(Wakes::default());
-        let waker = wakes.clone().into();
+        let (wakes, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut io = CoalescedWrites::new(Recorder::default());
         assert!(Pin::new(&mut io).poll_flush(&mut cx).is_ready());
@@ -248,8 +252,7 @@ mod tests {
 
     #[test]
     fn past_the_limit_a_write_sends_what_is_held_first() {
-        let wakes = Arc::new(Wakes::default());
-        let waker = wakes.clone().into();
+        let (_, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut io = CoalescedWrites::new(Recorder::default());
         let chunk = vec![7u8; HOLD_LIMIT / 2];
@@ -264,8 +267,7 @@ mod tests {
 
     #[test]
     fn shutdown_sends_what_is_held() {
-        let wakes = Arc::new(Wakes::default());
-        let waker = wakes.clone().into();
+        let (_, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         let mut io = CoalescedWrites::new(Recorder::default());
         write(&mut io, &mut cx, b"goaway");
