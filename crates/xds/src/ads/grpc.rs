@@ -21,7 +21,7 @@ use tonic::server::NamedService;
 
 use super::AdsServer;
 use super::request_stream::Requests;
-use super::response_body::http_response;
+use super::response_body::inline_response;
 
 const SOTW_PATH: &str =
     "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
@@ -63,13 +63,13 @@ where
         match req.uri().path() {
             SOTW_PATH => Box::pin(async move {
                 Ok(match requests(req) {
-                    Ok(req) => http_response(ads.sotw_request(req).await),
+                    Ok(req) => inline_response(ads.sotw_body(req).await),
                     Err(status) => status.into_http(),
                 })
             }),
             DELTA_PATH => Box::pin(async move {
                 Ok(match requests(req) {
-                    Ok(req) => http_response(ads.delta_request(req).await),
+                    Ok(req) => inline_response(ads.delta_body(req).await),
                     Err(status) => status.into_http(),
                 })
             }),

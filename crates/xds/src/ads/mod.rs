@@ -33,6 +33,7 @@
 mod admission;
 mod delta;
 mod grpc;
+mod inline_body;
 mod inspect;
 mod metrics;
 mod request_stream;
@@ -167,8 +168,11 @@ pub(crate) struct Shared {
     pub(crate) revocations: revocation::Revocations,
     /// Cancelled by [`AdsServer::drain`].
     pub(crate) draining: CancellationToken,
-    /// Every stream task.
+    /// Every stream: stream tasks, and a token per stream run by its
+    /// response body.
     pub(crate) streams: TaskTracker,
+    /// The stalled-stream watchers of the streams run by their bodies.
+    pub(crate) watchers: TaskTracker,
     /// Stream ids for token bindings (owner ids come later, at registration).
     pub(crate) next_stream: std::sync::atomic::AtomicU64,
 }
@@ -271,6 +275,7 @@ impl AdsServer {
                 revocations: revocation::Revocations::default(),
                 draining: CancellationToken::new(),
                 streams: TaskTracker::new(),
+                watchers: TaskTracker::new(),
                 next_stream: std::sync::atomic::AtomicU64::new(0),
             }),
         }
@@ -281,16 +286,18 @@ impl AdsServer {
     pub fn drain(&self) {
         self.shared.draining.cancel();
         self.shared.streams.close();
+        self.shared.watchers.close();
     }
 
-    /// Resolves once [`AdsServer::drain`] was called and every stream task
-    /// has run its cleanup.
+    /// Resolves once [`AdsServer::drain`] was called and every stream has
+    /// run its cleanup.
     pub async fn wait_streams(&self) {
         self.shared.draining.cancelled().await;
         self.shared.streams.wait().await;
+        self.shared.watchers.wait().await;
     }
 
-    /// Number of stream tasks still running.
+    /// Number of streams still open.
     pub fn live_streams(&self) -> usize {
         self.shared.streams.len()
     }
@@ -393,19 +400,63 @@ impl AdsServer {
         self.admit_and_serve(request, Self::serve_delta_as).await
     }
 
+    /// Admits a state-of-the-world stream and returns the response body
+    /// that runs it (the xDS port's [`AdsService`]).
+    pub(crate) async fn sotw_body<I>(
+        &self,
+        request: Request<I>,
+    ) -> Result<inline_body::InlineBody<DiscoveryResponse>, Status>
+    where
+        I: Stream<Item = Result<DiscoveryRequest, Status>> + Send + Unpin + 'static,
+    {
+        let (credential, requests) = self.admit_request(request).await?;
+        let engine = sotw::SotwEngine::new(self.shared.instance.clone());
+        Ok(stream::open_inline(
+            self.shared.clone(),
+            credential,
+            engine,
+            requests,
+        ))
+    }
+
+    /// [`AdsServer::sotw_body`] for a delta stream.
+    pub(crate) async fn delta_body<I>(
+        &self,
+        request: Request<I>,
+    ) -> Result<inline_body::InlineBody<DeltaDiscoveryResponse>, Status>
+    where
+        I: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Send + Unpin + 'static,
+    {
+        let (credential, requests) = self.admit_request(request).await?;
+        let engine = delta::DeltaEngine::new(self.shared.instance.clone());
+        Ok(stream::open_inline(
+            self.shared.clone(),
+            credential,
+            engine,
+            requests,
+        ))
+    }
+
+    /// Admission and the credential check of `request`; returns the
+    /// credential and the request body. Admission reads only the metadata
+    /// and the peer certificates; the body (which need not be `Sync`) is
+    /// not held across that await.
+    async fn admit_request<I>(&self, request: Request<I>) -> Result<(Credential, I), Status> {
+        let (metadata, extensions, requests) = request.into_parts();
+        let credential = self
+            .admit(&Request::from_parts(metadata, extensions, ()))
+            .await?;
+        Ok((credential, requests))
+    }
+
     /// Admission and the credential check, then `serve` with the body's
-    /// requests. Admission reads only the metadata and the peer
-    /// certificates; the body (which need not be `Sync`) is not held
-    /// across that await.
+    /// requests (see [`AdsServer::admit_request`]).
     async fn admit_and_serve<I, R>(
         &self,
         request: Request<I>,
         serve: impl FnOnce(&Self, Credential, I) -> (ResponseStream<R>, JoinHandle<()>),
     ) -> Result<Response<ResponseStream<R>>, Status> {
-        let (metadata, extensions, requests) = request.into_parts();
-        let credential = self
-            .admit(&Request::from_parts(metadata, extensions, ()))
-            .await?;
+        let (credential, requests) = self.admit_request(request).await?;
         // The task is owned by the server's tracker (drain waits for it).
         let (responses, _tracked) = serve(self, credential, requests);
         Ok(Response::new(responses))

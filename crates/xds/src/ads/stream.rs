@@ -1,7 +1,15 @@
-//! One ADS stream's task: first-request checks, then the owner lease, the
+//! One ADS stream: first-request checks, then the owner lease, the
 //! request / state loop, the renewal timer, and cleanup that touches only
 //! what this stream owns. The stream ends on client close, takeover, token
 //! revocation or drain, each with its own status.
+//!
+//! The loop runs in one of two places. On the xDS port it is the response
+//! body itself ([`open_inline`]): hyper's task for the HTTP/2 stream polls
+//! it, so a change wakes one task per proxy and the response is framed in
+//! the same poll. Through [`super::AdsServer::serve_sotw`] (tests, tonic's
+//! generated service) it is a task of its own writing into a channel
+//! ([`open`]). The cleanup is the same [`Registration`] in both, run when
+//! the loop ends or, if the body is dropped first, on drop.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,10 +23,13 @@ use std::sync::atomic::Ordering;
 
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 use tonic::Status;
 
 use super::delta::DeltaEngine;
+use super::inline_body::{self, InlineBody};
 use super::inspect::{TypeReports, rejected_of};
 use super::revocation::TokenBinding;
 use super::sotw::SotwEngine;
@@ -31,12 +42,28 @@ use crate::translate::ClientKind;
 /// client to read.
 const OUTPUT_BUFFER: usize = 16;
 
-/// The stream task's side of its output buffer. Responses and the end
-/// status are boxed, and the channel is `futures`' bounded one: it queues
-/// a node per message and holds about 250 bytes while idle, where tokio's
-/// (its cache-padded channel state and a first block of 32 slots) held
-/// about 1 KiB per stream (heap profile of 2,000 streams).
-type Outgoing<R> = mpsc::Sender<Result<Box<R>, Box<Status>>>;
+/// One message a stream emits: a response, or the status it ends with.
+/// Both are boxed, so a queued message is two words.
+pub(crate) type Message<R> = Result<Box<R>, Box<Status>>;
+
+/// Where a stream's messages go: a channel to the response body (a stream
+/// task) or the queue of the body that runs the loop ([`InlineOutput`]).
+pub(crate) trait Output<R>: Send {
+    /// Queues `msg`; resolves once there is room for the next one, `false`
+    /// if the receiving side is gone.
+    fn send(&mut self, msg: Message<R>) -> impl Future<Output = bool> + Send;
+}
+
+/// The stream task's side of its output buffer, `futures`' bounded
+/// channel: it queues a node per message and holds about 250 bytes while
+/// idle, where tokio's (its cache-padded channel state and a first block
+/// of 32 slots) held about 1 KiB per stream (heap profile of 2,000
+/// streams).
+impl<R: Send> Output<R> for mpsc::Sender<Message<R>> {
+    fn send(&mut self, msg: Message<R>) -> impl Future<Output = bool> + Send {
+        async move { SinkExt::send(self, msg).await.is_ok() }
+    }
+}
 
 /// How long a stream's end status waits for room in a full output buffer.
 const FINAL_STATUS_WAIT: Duration = Duration::from_secs(1);
@@ -141,8 +168,9 @@ impl<E: Engine> TypeReports for SharedEngine<E> {
     }
 }
 
-/// Spawns the stream's task on the server's tracker. Ownership of the key
-/// is taken only after the first request's node.id matched the credential.
+/// Spawns the stream's task on the server's tracker; the task writes the
+/// responses into the returned stream. Ownership of the key is taken only
+/// after the first request's node.id matched the credential.
 pub(crate) fn open<E, I>(
     shared: Arc<Shared>,
     credential: Credential,
@@ -154,15 +182,57 @@ where
     I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
 {
     let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
-    shared.metrics.stream_opened(E::PROTOCOL);
-    tracing::debug!(proxy = %credential.key, protocol = E::PROTOCOL, "ADS stream opened");
-    let task = shared
-        .streams
-        .clone()
-        .spawn(run(shared, credential, engine, requests, tx));
+    let registration = Registration::opened::<E>(&shared, &credential.key, None);
+    let task =
+        shared
+            .streams
+            .clone()
+            .spawn(run(shared, credential, engine, requests, tx, registration));
     let responses = rx.map(|r| r.map(|resp| *resp).map_err(|status| *status));
     (Box::pin(responses), task)
 }
+
+/// The stream as the response body that runs it: no task of its own, no
+/// channel. The stream counts as live on the server's tracker until it
+/// ended; a watcher (a small tracked task that sleeps until the stream is
+/// stopped) runs the cleanup if a stopped stream is not polled within
+/// [`FINAL_STATUS_WAIT`], because hyper polls a body only while the
+/// client's flow-control window has room.
+pub(crate) fn open_inline<E, I>(
+    shared: Arc<Shared>,
+    credential: Credential,
+    engine: E,
+    requests: I,
+) -> InlineBody<E::Resp>
+where
+    E: Engine,
+    I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
+    E::Resp: prost::Message,
+{
+    let (output, queue) = inline_body::queue();
+    let registration =
+        Registration::opened::<E>(&shared, &credential.key, Some(shared.streams.token()));
+    let watcher = shared.watchers.spawn(end_if_stalled(registration.clone()));
+    lock(&registration).watcher = Some(watcher.abort_handle());
+    InlineBody::new(
+        queue,
+        run(shared, credential, engine, requests, output, registration),
+    )
+}
+
+/// Waits until the stream is stopped; if it has not ended
+/// [`FINAL_STATUS_WAIT`] later (its body is not being polled: the client
+/// stopped reading), runs its cleanup. Aborted when the stream ends.
+async fn end_if_stalled(registration: SharedRegistration) {
+    let stop = lock(&registration).stop.clone();
+    stop.cancelled().await;
+    tokio::time::sleep(FINAL_STATUS_WAIT).await;
+    lock(&registration).end(Some(STALLED_REASON.to_owned()));
+}
+
+/// The close reason of a stopped stream whose client was not reading it.
+const STALLED_REASON: &str = "stopped by the control plane (drain, token revocation or \
+     takeover) while the client was not reading the stream";
 
 /// The message of the `UNAVAILABLE` every stream ends with when the
 /// instance drains; clients move to another control plane on seeing it.
@@ -221,34 +291,41 @@ fn stopped(
     )
 }
 
-async fn run<E, I>(
+/// The stream's hold on its [`Registration`]: the registration ends when
+/// the stream's future does, even if it was dropped mid-way.
+struct Holding(SharedRegistration);
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        lock(&self.0).end(None);
+    }
+}
+
+async fn run<E, I, O>(
     shared: Arc<Shared>,
     credential: Credential,
     engine: E,
     mut requests: I,
-    mut tx: Outgoing<E::Resp>,
+    mut out: O,
+    registration: SharedRegistration,
 ) where
     E: Engine,
     I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
+    O: Output<E::Resp>,
 {
+    let registration = Holding(registration);
     let key = credential.key.clone();
     let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
     // The one token that ends this stream, whatever the reason: it is a
     // child of the drain token, revoking the stream's token cancels it, and
     // it is the owner lease's token, so a takeover cancels it too.
-    let stop = shared.draining.child_token();
+    let stop = lock(&registration.0).stop.clone();
     let binding = match &credential.token_id {
         Some(jti) => match shared.revocations.bind(jti, stream, stop.clone()) {
             Some(b) => Some(b),
             None => {
-                Box::pin(finish::<E>(
-                    &shared,
-                    &key,
-                    None,
-                    End::fail("revoked", revoked_status(jti)),
-                    &mut tx,
-                ))
-                .await;
+                let end = End::fail("revoked", revoked_status(jti));
+                Box::pin(finish(&shared, &key, &registration.0, end, &mut out)).await;
                 return;
             }
         },
@@ -274,39 +351,44 @@ async fn run<E, I>(
     let (req, client) = match first {
         Ok(first) => first,
         Err(end) => {
-            Box::pin(finish::<E>(&shared, &key, None, end, &mut tx)).await;
+            Box::pin(finish(&shared, &key, &registration.0, end, &mut out)).await;
             return;
         }
     };
-    let lease = shared.registry.register_with_token(key.clone(), stop);
+    let lease = shared
+        .registry
+        .register_with_token(key.clone(), stop.clone());
+    let id = lease.id();
+    let state_rx = lease.subscribe();
     shared
         .inspector
-        .opened(&key, lease.id(), E::PROTOCOL, &shared.instance);
+        .opened(&key, id, E::PROTOCOL, &shared.instance);
+    if lock(&registration.0).own(lease).is_err() {
+        // The watcher ended this stream meanwhile; the lease was dropped
+        // (released) on the way back.
+        return;
+    }
+    let owner = Owner {
+        key: &key,
+        id,
+        stop: &stop,
+        binding: binding.as_ref(),
+    };
     let end = serve(
-        &shared,
-        &lease,
-        binding.as_ref(),
-        client,
-        engine,
-        req,
-        requests,
-        &mut tx,
+        &shared, owner, state_rx, client, engine, req, requests, &mut out,
     )
     .await;
-    let id = lease.id();
-    Box::pin(finish::<E>(&shared, &key, Some(lease), end, &mut tx)).await;
+    Box::pin(finish(&shared, &key, &registration.0, end, &mut out)).await;
     drop(binding);
-    tracing::debug!(proxy = %key, owner = %id, "ADS stream closed");
 }
 
-/// Sends the end status and runs the cleanup, all of it compare-and-delete:
-/// a newer owner is untouched.
-async fn finish<E: Engine>(
+/// Sends the end status, then ends the registration.
+async fn finish<R: Send, O: Output<R>>(
     shared: &Shared,
     key: &ProxyKey,
-    lease: Option<OwnerLease<ProxyState>>,
+    registration: &SharedRegistration,
     end: End,
-    tx: &mut Outgoing<E::Resp>,
+    out: &mut O,
 ) {
     let reason = match end {
         End::Closed => None,
@@ -316,19 +398,106 @@ async fn finish<E: Engine>(
             let reason = status.message().to_owned();
             // Bounded: a client that stopped reading does not get to delay
             // the cleanup (or a drain) for long.
-            let _ = tokio::time::timeout(FINAL_STATUS_WAIT, tx.send(Err(status))).await;
+            let _ = tokio::time::timeout(FINAL_STATUS_WAIT, out.send(Err(status))).await;
             Some(reason)
         }
     };
-    if let Some(lease) = lease {
-        let id = lease.id();
-        shared.inspector.closed(key, id, reason);
-        shared.disconnected(key.clone(), id);
-        if lease.release() {
-            shared.metrics.certificate(key, None);
-        }
+    lock(registration).end(reason);
+}
+
+/// The stream's ownership of its key, as the request / state loop uses
+/// it.
+struct Owner<'a> {
+    key: &'a ProxyKey,
+    id: OwnerId,
+    /// The lease's token (see [`Registration::stop`]).
+    stop: &'a CancellationToken,
+    binding: Option<&'a TokenBinding<'a>>,
+}
+
+/// A stream's registration, shared by the stream and its watcher.
+type SharedRegistration = Arc<Mutex<Registration>>;
+
+/// What a stream registered and must undo when it ends, however it ends:
+/// its stop token, the owner lease once it has one, the open-streams gauge
+/// and its place on the server's tracker. [`Registration::end`] runs once:
+/// from [`finish`], from the stalled-stream watcher, or when the stream's
+/// future is dropped mid-way (a body hyper dropped; see [`Holding`]). Everything it removes is
+/// compare-and-delete, so a newer owner is untouched.
+pub(crate) struct Registration {
+    shared: Arc<Shared>,
+    key: ProxyKey,
+    protocol: &'static str,
+    /// Ends the stream: a child of the drain token, cancelled by the token
+    /// binding on revocation and by the owner registry on takeover.
+    stop: CancellationToken,
+    lease: Option<OwnerLease<ProxyState>>,
+    /// Counts the stream on the server's tracker (inline streams; a stream
+    /// task is tracked itself).
+    tracked: Option<TaskTrackerToken>,
+    watcher: Option<AbortHandle>,
+    ended: bool,
+}
+
+impl Registration {
+    fn opened<E: Engine>(
+        shared: &Arc<Shared>,
+        key: &ProxyKey,
+        tracked: Option<TaskTrackerToken>,
+    ) -> SharedRegistration {
+        shared.metrics.stream_opened(E::PROTOCOL);
+        tracing::debug!(proxy = %key, protocol = E::PROTOCOL, "ADS stream opened");
+        Arc::new(Mutex::new(Registration {
+            shared: shared.clone(),
+            key: key.clone(),
+            protocol: E::PROTOCOL,
+            stop: shared.draining.child_token(),
+            lease: None,
+            tracked,
+            watcher: None,
+            ended: false,
+        }))
     }
-    shared.metrics.stream_closed(E::PROTOCOL);
+
+    /// Takes the owner lease into the registration; gives it back if the
+    /// stream ended meanwhile (the caller drops it, which releases it).
+    fn own(&mut self, lease: OwnerLease<ProxyState>) -> Result<(), OwnerLease<ProxyState>> {
+        if self.ended {
+            return Err(lease);
+        }
+        self.lease = Some(lease);
+        Ok(())
+    }
+
+    /// Runs the cleanup (once): the inspector and the reconciler are told
+    /// the owner's stream ended (with `reason` if it failed), the lease is
+    /// released, the gauge and the tracker count it as closed.
+    fn end(&mut self, reason: Option<String>) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let shared = &self.shared;
+        if let Some(lease) = self.lease.take() {
+            let id = lease.id();
+            shared.inspector.closed(&self.key, id, reason);
+            shared.disconnected(self.key.clone(), id);
+            if lease.release() {
+                shared.metrics.certificate(&self.key, None);
+            }
+            tracing::debug!(proxy = %self.key, owner = %id, "ADS stream closed");
+        }
+        shared.metrics.stream_closed(self.protocol);
+        self.stop.cancel();
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+        self.tracked = None;
+    }
+}
+
+fn lock(registration: &SharedRegistration) -> std::sync::MutexGuard<'_, Registration> {
+    registration.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The request / state loop of a stream that owns its key.
@@ -340,29 +509,30 @@ async fn finish<E: Engine>(
 /// own child of the server's drain token, so 10,000 streams do not contend
 /// on one lock.
 #[allow(clippy::too_many_arguments)]
-async fn serve<E, I>(
+async fn serve<E, I, O>(
     shared: &Arc<Shared>,
-    lease: &OwnerLease<ProxyState>,
-    binding: Option<&TokenBinding<'_>>,
+    owner: Owner<'_>,
+    mut state_rx: tokio::sync::watch::Receiver<Option<Arc<ProxyState>>>,
     client: ClientKind,
     engine: E,
     first: Box<E::Req>,
     mut requests: I,
-    tx: &mut Outgoing<E::Resp>,
+    out: &mut O,
 ) -> End
 where
     E: Engine,
     I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
+    O: Output<E::Resp>,
 {
-    let key = lease.key().clone();
-    let id = lease.id();
-    let mut state_rx = lease.subscribe();
+    let key = owner.key.clone();
+    let id = owner.id;
+    let binding = owner.binding;
     let engine = Arc::new(SharedEngine(Mutex::new(engine)));
     shared
         .inspector
         .attach(&key, id, client.as_str(), engine.clone());
     let mut rejected: Option<String> = None;
-    let stop = lease.cancelled();
+    let stop = owner.stop.cancelled();
     let mut renewal = Renewal::new(shared.clock);
     tokio::pin!(stop);
     let mut current: Option<Arc<ProxyState>> = state_rx.borrow_and_update().clone();
@@ -424,7 +594,7 @@ where
         let sent = tokio::select! {
             biased;
             () = &mut stop => return stopped(shared, binding, &key, Some(id)),
-            sent = send_all::<E>(shared, tx, responses) => sent,
+            sent = send_all::<E, O>(shared, out, responses) => sent,
         };
         if !sent {
             return End::Closed;
@@ -480,9 +650,9 @@ fn on_request<E: Engine>(
     Ok(outcome.responses)
 }
 
-async fn send_all<E: Engine>(
+async fn send_all<E: Engine, O: Output<E::Resp>>(
     shared: &Shared,
-    tx: &mut Outgoing<E::Resp>,
+    out: &mut O,
     responses: Vec<E::Resp>,
 ) -> bool {
     // Each response is boxed before the await, so none is kept inline in
@@ -492,7 +662,7 @@ async fn send_all<E: Engine>(
         Ok(Box::new(resp))
     });
     for msg in boxed {
-        if tx.send(msg).await.is_err() {
+        if !out.send(msg).await {
             return false;
         }
     }

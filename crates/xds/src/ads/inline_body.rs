@@ -1,0 +1,236 @@
+//! The response body that runs its ADS stream: hyper's task for the
+//! HTTP/2 stream polls the body, the body polls the stream's loop, and the
+//! responses the loop queued are framed and returned in the same poll.
+//!
+//! With a stream task and a channel instead, a change woke two tasks per
+//! proxy (the stream task, then hyper's), and each response crossed a
+//! channel. The queue here is shared by the body and the loop only, and the
+//! loop waits for the body to take everything it queued before it goes on
+//! (backpressure: hyper polls the body only while the client's
+//! flow-control window has room).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use tonic::Status;
+
+use super::response_body::{frame, trailers};
+use super::stream::{Message, Output};
+
+/// The messages a stream's loop queued and its body has not taken yet.
+type Queue<R> = Arc<Mutex<VecDeque<Message<R>>>>;
+
+fn locked<R>(queue: &Queue<R>) -> std::sync::MutexGuard<'_, VecDeque<Message<R>>> {
+    queue.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A queue for one stream: the loop's end and the body's.
+pub(crate) fn queue<R>() -> (InlineOutput<R>, Queue<R>) {
+    let queue = Queue::default();
+    (
+        InlineOutput {
+            queue: queue.clone(),
+        },
+        queue,
+    )
+}
+
+/// The loop's side of the queue.
+pub(crate) struct InlineOutput<R> {
+    queue: Queue<R>,
+}
+
+impl<R: Send> Output<R> for InlineOutput<R> {
+    /// Queues `msg` and resolves once the body took every queued message.
+    /// The pending case registers no waker on purpose: the body polls the
+    /// loop again only after it emptied the queue, and it returns a frame
+    /// (never `Pending`) while the queue holds one.
+    fn send(&mut self, msg: Message<R>) -> impl Future<Output = bool> + Send {
+        locked(&self.queue).push_back(msg);
+        std::future::poll_fn(|_| {
+            if locked(&self.queue).is_empty() {
+                Poll::Ready(true)
+            } else {
+                Poll::Pending
+            }
+        })
+    }
+}
+
+/// The HTTP body of an ADS response stream that runs the stream's loop:
+/// gRPC-framed responses, then `grpc-status` trailers.
+pub(crate) struct InlineBody<R> {
+    queue: Queue<R>,
+    /// The stream's loop; `None` once it returned.
+    run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    ended: bool,
+}
+
+impl<R> InlineBody<R> {
+    /// A body taking `run`'s messages from `queue`.
+    pub(crate) fn new(queue: Queue<R>, run: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self {
+            queue,
+            run: Some(Box::pin(run)),
+            ended: false,
+        }
+    }
+
+    /// Polls the loop; true once it returned.
+    fn poll_run(&mut self, cx: &mut Context<'_>) -> bool {
+        match &mut self.run {
+            None => true,
+            Some(run) => {
+                if run.as_mut().poll(cx).is_ready() {
+                    self.run = None;
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+    }
+
+    fn end(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        self.ended = true;
+        Poll::Ready(Some(Ok(Frame::trailers(trailers(status)))))
+    }
+}
+
+impl<R: prost::Message + Send + 'static> Body for InlineBody<R> {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        loop {
+            let next = locked(&this.queue).pop_front();
+            match next {
+                Some(Ok(response)) => return Poll::Ready(Some(Ok(Frame::data(frame(&*response))))),
+                Some(Err(status)) => {
+                    // The end status: the loop only has its cleanup left,
+                    // which one more poll runs (were it to wait, the
+                    // cleanup runs when the body is dropped).
+                    this.poll_run(cx);
+                    return this.end(&status);
+                }
+                None => {
+                    let done = this.poll_run(cx);
+                    if locked(&this.queue).is_empty() {
+                        return if done {
+                            this.end(&Status::ok(""))
+                        } else {
+                            Poll::Pending
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ads::response_body::PREFIX;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+    use http_body_util::BodyExt;
+
+    fn response(version: &str) -> DiscoveryResponse {
+        DiscoveryResponse {
+            version_info: version.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// A body whose loop sends `messages` one by one.
+    fn body_sending(messages: Vec<Message<DiscoveryResponse>>) -> InlineBody<DiscoveryResponse> {
+        let (mut output, queue) = queue();
+        InlineBody::new(queue, async move {
+            for msg in messages {
+                output.send(msg).await;
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn messages_are_framed_and_the_end_status_becomes_trailers() {
+        let mut body = body_sending(vec![
+            Ok(Box::new(response("1"))),
+            Ok(Box::new(response("2"))),
+            Err(Box::new(Status::unavailable(
+                "control plane shutting down; reconnect",
+            ))),
+        ]);
+        let mut data = Vec::new();
+        let mut trailer = None;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.unwrap();
+            match frame.into_data() {
+                Ok(d) => data.push(d),
+                Err(f) => trailer = f.into_trailers().ok(),
+            }
+        }
+        assert_eq!(data.len(), 2);
+        for (bytes, version) in data.iter().zip(["1", "2"]) {
+            assert_eq!(bytes[0], 0, "not compressed");
+            let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
+            assert_eq!(len, bytes.len() - PREFIX, "the buffer is exactly one frame");
+            let decoded = <DiscoveryResponse as prost::Message>::decode(&bytes[PREFIX..]).unwrap();
+            assert_eq!(decoded, response(version));
+        }
+        let trailer = trailer.expect("trailers end the body");
+        assert_eq!(trailer["grpc-status"], "14");
+        // grpc-message is percent-encoded on the wire.
+        assert_eq!(
+            trailer["grpc-message"],
+            "control%20plane%20shutting%20down;%20reconnect"
+        );
+        assert!(body.is_end_stream());
+        assert!(body.run.is_none(), "the loop ran to its end");
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_ends_cleanly_sends_status_ok() {
+        let mut body = body_sending(Vec::new());
+        let frame = body.frame().await.unwrap().unwrap();
+        let trailer = frame.into_trailers().unwrap();
+        assert_eq!(trailer["grpc-status"], "0");
+        assert!(body.frame().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_loop_waits_until_the_body_took_what_it_queued() {
+        let (mut output, queue) = queue::<DiscoveryResponse>();
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = sent.clone();
+        let mut body = InlineBody::new(queue.clone(), async move {
+            for v in ["1", "2", "3"] {
+                output.send(Ok(Box::new(response(v)))).await;
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            std::future::pending::<()>().await;
+        });
+        let frame = body.frame().await.unwrap().unwrap();
+        assert!(frame.is_data());
+        assert_eq!(locked(&queue).len(), 0, "one message queued at a time");
+        assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 0);
+        body.frame().await.unwrap().unwrap();
+        assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}
