@@ -21,7 +21,9 @@
 # errors after each run. RSS_SETTLE_SECS (default 60; 0 skips it): after
 # each storm, with every proxy still connected, the cp's RSS is read again
 # that long after all were current ("cp RSS after --rss-settle"), and once
-# more that long after the run (no proxy connected).
+# more that long after the run (no proxy connected). XDS_LOAD_ARGS adds
+# arguments to the measured phase (e.g. "--rounds 15" for a steadier
+# median of the per-change CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=("$@")
@@ -63,6 +65,8 @@ run_one() {
     echo "cp CPU in the 10 s after setup: $(( $(cpu_ticks "$CP_PID") - t0 )) centiseconds"
     local args=("${common[@]}" --phase xds --cp-pid "$CP_PID" --rss-settle "${RSS_SETTLE_SECS:-60}s")
     [[ -n "$c" ]] && args+=(--connections "$c")
+    # shellcheck disable=SC2206 # word splitting is the point
+    [[ -n "${XDS_LOAD_ARGS:-}" ]] && args+=(${XDS_LOAD_ARGS})
     local status=0 drops; drops=$(listen_overflows)
     "$BIN/xds-load" "${args[@]}" >"$WORK/out-$1.txt" || status=$?
     head -n -1 "$WORK/out-$1.txt"

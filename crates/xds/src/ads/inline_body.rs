@@ -12,10 +12,12 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures::task::{ArcWake, AtomicWaker, waker_ref};
 use http_body::{Body, Frame};
 use tonic::Status;
 
@@ -62,12 +64,30 @@ impl<R: Send> Output<R> for InlineOutput<R> {
     }
 }
 
+/// Whether the stream's loop was woken since it was last polled, and the
+/// waker of the task polling the body. hyper polls a body whenever its
+/// task wakes (send capacity, a reset, another frame's turn), and most of
+/// those polls have nothing for the loop; it is polled only when one of
+/// its own wakers fired.
+struct Woken {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl ArcWake for Woken {
+    fn wake_by_ref(this: &Arc<Self>) {
+        this.woken.store(true, Ordering::Release);
+        this.task.wake();
+    }
+}
+
 /// The HTTP body of an ADS response stream that runs the stream's loop:
 /// gRPC-framed responses, then `grpc-status` trailers.
 pub(crate) struct InlineBody<R> {
     queue: Queue<R>,
     /// The stream's loop; `None` once it returned.
     run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    woken: Arc<Woken>,
     ended: bool,
 }
 
@@ -77,16 +97,30 @@ impl<R> InlineBody<R> {
         Self {
             queue,
             run: Some(Box::pin(run)),
+            woken: Arc::new(Woken {
+                woken: AtomicBool::new(true),
+                task: AtomicWaker::new(),
+            }),
             ended: false,
         }
     }
 
-    /// Polls the loop; true once it returned.
+    /// Polls the loop if it was woken (or may go on: the body took what it
+    /// queued); true once it returned.
     fn poll_run(&mut self, cx: &mut Context<'_>) -> bool {
         match &mut self.run {
             None => true,
             Some(run) => {
-                if run.as_mut().poll(cx).is_ready() {
+                self.woken.task.register(cx.waker());
+                if !self.woken.woken.swap(false, Ordering::AcqRel) {
+                    return false;
+                }
+                let waker = waker_ref(&self.woken);
+                if run
+                    .as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_ready()
+                {
                     self.run = None;
                     true
                 } else {
@@ -116,6 +150,11 @@ impl<R: prost::Message + Send + 'static> Body for InlineBody<R> {
         }
         loop {
             let next = locked(&this.queue).pop_front();
+            if next.is_some() {
+                // The loop may be waiting for the queue to empty (it
+                // registered no waker for that).
+                this.woken.woken.store(true, Ordering::Release);
+            }
             match next {
                 Some(Ok(response)) => return Poll::Ready(Some(Ok(Frame::data(frame(&*response))))),
                 Some(Err(status)) => {

@@ -60,8 +60,8 @@ pub(crate) trait Output<R>: Send {
 /// of 32 slots) held about 1 KiB per stream (heap profile of 2,000
 /// streams).
 impl<R: Send> Output<R> for mpsc::Sender<Message<R>> {
-    fn send(&mut self, msg: Message<R>) -> impl Future<Output = bool> + Send {
-        async move { SinkExt::send(self, msg).await.is_ok() }
+    async fn send(&mut self, msg: Message<R>) -> bool {
+        SinkExt::send(self, msg).await.is_ok()
     }
 }
 
