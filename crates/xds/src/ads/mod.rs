@@ -409,14 +409,8 @@ impl AdsServer {
     where
         I: Stream<Item = Result<DiscoveryRequest, Status>> + Send + Unpin + 'static,
     {
-        let (credential, requests) = self.admit_request(request).await?;
         let engine = sotw::SotwEngine::new(self.shared.instance.clone());
-        Ok(stream::open_inline(
-            self.shared.clone(),
-            credential,
-            engine,
-            requests,
-        ))
+        self.admit_body(request, engine).await
     }
 
     /// [`AdsServer::sotw_body`] for a delta stream.
@@ -427,8 +421,23 @@ impl AdsServer {
     where
         I: Stream<Item = Result<DeltaDiscoveryRequest, Status>> + Send + Unpin + 'static,
     {
-        let (credential, requests) = self.admit_request(request).await?;
         let engine = delta::DeltaEngine::new(self.shared.instance.clone());
+        self.admit_body(request, engine).await
+    }
+
+    /// Admission and the credential check, then the body that runs the
+    /// stream with `engine`.
+    async fn admit_body<E, I>(
+        &self,
+        request: Request<I>,
+        engine: E,
+    ) -> Result<inline_body::InlineBody<E::Resp>, Status>
+    where
+        E: stream::Engine,
+        E::Resp: prost::Message,
+        I: Stream<Item = Result<E::Req, Status>> + Send + Unpin + 'static,
+    {
+        let (credential, requests) = self.admit_request(request).await?;
         Ok(stream::open_inline(
             self.shared.clone(),
             credential,

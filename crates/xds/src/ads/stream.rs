@@ -360,14 +360,14 @@ async fn run<E, I, O>(
         .register_with_token(key.clone(), stop.clone());
     let id = lease.id();
     let state_rx = lease.subscribe();
+    if lock(&registration.0).own(lease).is_err() {
+        // The watcher ended this stream meanwhile; the lease was dropped
+        // (released) on the way back, before the inspector saw it.
+        return;
+    }
     shared
         .inspector
         .opened(&key, id, E::PROTOCOL, &shared.instance);
-    if lock(&registration.0).own(lease).is_err() {
-        // The watcher ended this stream meanwhile; the lease was dropped
-        // (released) on the way back.
-        return;
-    }
     let owner = Owner {
         key: &key,
         id,
