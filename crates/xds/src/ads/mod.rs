@@ -32,6 +32,7 @@
 
 mod admission;
 mod delta;
+mod gate;
 mod grpc;
 mod inline_body;
 mod inspect;

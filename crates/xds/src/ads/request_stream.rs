@@ -14,7 +14,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::Stream;
 use http_body::Body;
 use tonic::Status;
@@ -28,7 +28,11 @@ pub(crate) const MAX_REQUEST: usize = 4 * 1024 * 1024;
 /// Decoded requests of one stream.
 pub(crate) struct Requests<B, T> {
     body: B,
-    /// Bytes of the message being received; empty (unallocated) between
+    /// The rest of the last data frame, not yet decoded. A frame that
+    /// holds whole messages (an ACK is one small message per frame) is
+    /// decoded from here without a copy.
+    data: Bytes,
+    /// Bytes of a message that spans frames; empty (unallocated) between
     /// messages.
     buf: BytesMut,
     done: bool,
@@ -40,6 +44,7 @@ impl<B, T> Requests<B, T> {
     pub(crate) fn new(body: B) -> Self {
         Self {
             body,
+            data: Bytes::new(),
             buf: BytesMut::new(),
             done: false,
             _message: PhantomData,
@@ -47,30 +52,57 @@ impl<B, T> Requests<B, T> {
     }
 }
 
+/// The length of the message whose gRPC prefix starts `bytes`, once the
+/// prefix is there.
+fn message_len(bytes: &[u8]) -> Result<Option<usize>, Status> {
+    if bytes.len() < PREFIX {
+        return Ok(None);
+    }
+    if bytes[0] != 0 {
+        return Err(Status::unimplemented(
+            "compressed request message; this control plane accepts uncompressed requests only",
+        ));
+    }
+    let len = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+    if len > MAX_REQUEST {
+        return Err(Status::resource_exhausted(format!(
+            "request of {len} bytes is larger than the {MAX_REQUEST}-byte limit"
+        )));
+    }
+    Ok(Some(len))
+}
+
+fn decode<T: prost::Message + Default>(message: impl Buf) -> Result<T, Status> {
+    T::decode(message).map_err(|e| Status::internal(format!("cannot decode request: {e}")))
+}
+
 impl<B, T: prost::Message + Default> Requests<B, T> {
-    /// The next whole message in the buffer, if one is there.
+    /// The next whole message received, if one is there.
     fn decode_one(&mut self) -> Result<Option<T>, Status> {
-        if self.buf.len() < PREFIX {
+        if self.buf.is_empty() {
+            // Straight from the frame when it holds the whole message.
+            match message_len(&self.data)? {
+                Some(len) if self.data.len() >= PREFIX + len => {
+                    self.data.advance(PREFIX);
+                    return decode(self.data.split_to(len)).map(Some);
+                }
+                _ if self.data.is_empty() => return Ok(None),
+                _ => {}
+            }
+        }
+        // A message that spans frames: gather its bytes.
+        if !self.data.is_empty() {
+            self.buf.put(std::mem::take(&mut self.data));
+        }
+        let Some(len) = message_len(&self.buf)? else {
             return Ok(None);
-        }
-        if self.buf[0] != 0 {
-            return Err(Status::unimplemented(
-                "compressed request message; this control plane accepts uncompressed requests only",
-            ));
-        }
-        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
-        if len > MAX_REQUEST {
-            return Err(Status::resource_exhausted(format!(
-                "request of {len} bytes is larger than the {MAX_REQUEST}-byte limit"
-            )));
-        }
+        };
         if self.buf.len() < PREFIX + len {
             self.buf.reserve(PREFIX + len - self.buf.len());
             return Ok(None);
         }
         self.buf.advance(PREFIX);
-        let message = T::decode(self.buf.split_to(len))
-            .map_err(|e| Status::internal(format!("cannot decode request: {e}")))?;
+        let message = decode(self.buf.split_to(len))?;
         if self.buf.is_empty() {
             // Release the buffer: an idle stream holds none.
             self.buf = BytesMut::new();
@@ -103,8 +135,9 @@ where
             }
             match ready!(Pin::new(&mut this.body).poll_frame(cx)) {
                 Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        this.buf.put(data);
+                    if let Ok(mut data) = frame.into_data() {
+                        // No copy when the body's data is `Bytes` (h2's).
+                        this.data = data.copy_to_bytes(data.remaining());
                     }
                 }
                 Some(Err(e)) => {
@@ -113,7 +146,7 @@ where
                 }
                 None => {
                     this.done = true;
-                    if !this.buf.is_empty() {
+                    if !this.buf.is_empty() || !this.data.is_empty() {
                         return Poll::Ready(Some(Err(Status::internal(
                             "request stream ended in the middle of a message",
                         ))));

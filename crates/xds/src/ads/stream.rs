@@ -24,11 +24,13 @@ use std::sync::atomic::Ordering;
 use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
 use tokio::task::{AbortHandle, JoinHandle};
+use tokio_stream::wrappers::WatchStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tonic::Status;
 
 use super::delta::DeltaEngine;
+use super::gate::Gated;
 use super::inline_body::{self, InlineBody};
 use super::inspect::{TypeReports, rejected_of};
 use super::revocation::TokenBinding;
@@ -516,7 +518,7 @@ async fn serve<E, I, O>(
     client: ClientKind,
     engine: E,
     first: Box<E::Req>,
-    mut requests: I,
+    requests: I,
     out: &mut O,
 ) -> End
 where
@@ -532,10 +534,14 @@ where
         .inspector
         .attach(&key, id, client.as_str(), engine.clone());
     let mut rejected: Option<String> = None;
+    // Each source is polled only when its own waker fired (gate.rs).
     let stop = owner.stop.cancelled();
-    let mut renewal = Renewal::new(shared.clock);
     tokio::pin!(stop);
+    let mut stop = Gated::new(stop);
+    let mut renewal = Renewal::new(shared.clock);
+    let mut requests = Gated::new(requests);
     let mut current: Option<Arc<ProxyState>> = state_rx.borrow_and_update().clone();
+    let mut states = Gated::new(WatchStream::from_changes(state_rx));
     if let Some(state) = &current {
         report_certificate(shared, &key, id, state);
         renewal.follow(state);
@@ -558,11 +564,10 @@ where
                     renewal.asked();
                     Vec::new()
                 }
-                changed = state_rx.changed() => {
-                    if changed.is_err() {
+                next = states.next() => {
+                    let Some(next) = next else {
                         return End::fail("takeover", Status::aborted(format!("proxy {key} is no longer owned by this stream")));
-                    }
-                    let next = state_rx.borrow_and_update().clone();
+                    };
                     match next {
                         Some(state) => {
                             let out = engine.lock().on_state(current.as_deref(), &state);
@@ -754,7 +759,7 @@ struct Renewal {
     renew_at: Option<std::time::SystemTime>,
     /// Whether a deadline is set.
     armed: bool,
-    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    timer: Gated<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Renewal {
@@ -763,7 +768,7 @@ impl Renewal {
             clock,
             renew_at: None,
             armed: false,
-            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            timer: Gated::new(Box::pin(tokio::time::sleep(Duration::ZERO))),
         }
     }
 
@@ -794,12 +799,13 @@ impl Renewal {
     fn arm(&mut self, wait: Duration) {
         self.armed = true;
         self.timer
+            .get_mut()
             .as_mut()
             .reset(tokio::time::Instant::now() + wait);
     }
 
     /// Resolves at the deadline; only to be polled while armed.
-    fn due(&mut self) -> std::pin::Pin<&mut tokio::time::Sleep> {
-        self.timer.as_mut()
+    fn due(&mut self) -> &mut Gated<std::pin::Pin<Box<tokio::time::Sleep>>> {
+        &mut self.timer
     }
 }
