@@ -21,7 +21,7 @@ use futures::task::{ArcWake, AtomicWaker, waker_ref};
 use http_body::{Body, Frame};
 use tonic::Status;
 
-use super::response_body::{frame, trailers};
+use super::response_body::{MAX_BATCH, take_frames, trailers};
 use super::stream::{Message, Output};
 
 /// The messages a stream's loop queued and its body has not taken yet.
@@ -48,14 +48,16 @@ pub(crate) struct InlineOutput<R> {
 }
 
 impl<R: Send> Output<R> for InlineOutput<R> {
-    /// Queues `msg` and resolves once the body took every queued message.
-    /// The pending case registers no waker on purpose: the body polls the
-    /// loop again only after it emptied the queue, and it returns a frame
-    /// (never `Pending`) while the queue holds one.
+    /// Queues `msg`; resolves at once while fewer than [`MAX_BATCH`]
+    /// messages wait (the responses of one change or one request go out
+    /// together, in one DATA frame), else once the body took them. The
+    /// pending case registers no waker on purpose: the body polls the loop
+    /// again after it took messages, and it returns a frame (never
+    /// `Pending`) while the queue holds one.
     fn send(&mut self, msg: Message<R>) -> impl Future<Output = bool> + Send {
         locked(&self.queue).push_back(msg);
         std::future::poll_fn(|_| {
-            if locked(&self.queue).is_empty() {
+            if locked(&self.queue).len() < MAX_BATCH {
                 Poll::Ready(true)
             } else {
                 Poll::Pending
@@ -149,15 +151,23 @@ impl<R: prost::Message + Send + 'static> Body for InlineBody<R> {
             return Poll::Ready(None);
         }
         loop {
-            let next = locked(&this.queue).pop_front();
-            if next.is_some() {
-                // The loop may be waiting for the queue to empty (it
+            // The responses at the front in one frame, or else the end
+            // status if that is next.
+            let (data, end) = {
+                let mut queue = locked(&this.queue);
+                match take_frames(&mut queue) {
+                    Some(data) => (Some(data), None),
+                    None => (None, queue.pop_front().and_then(Result::err)),
+                }
+            };
+            if let Some(data) = data {
+                // The loop may be waiting for room in the queue (it
                 // registered no waker for that).
                 this.woken.woken.store(true, Ordering::Release);
+                return Poll::Ready(Some(Ok(Frame::data(data))));
             }
-            match next {
-                Some(Ok(response)) => return Poll::Ready(Some(Ok(Frame::data(frame(&*response))))),
-                Some(Err(status)) => {
+            match end {
+                Some(status) => {
                     // The end status: the loop only has its cleanup left,
                     // which one more poll runs (were it to wait, the
                     // cleanup runs when the body is dropped).
@@ -225,14 +235,22 @@ mod tests {
                 Err(f) => trailer = f.into_trailers().ok(),
             }
         }
-        assert_eq!(data.len(), 2);
-        for (bytes, version) in data.iter().zip(["1", "2"]) {
+        assert_eq!(
+            data.len(),
+            1,
+            "messages queued together go out in one DATA frame"
+        );
+        let mut bytes = &data[0][..];
+        for version in ["1", "2"] {
             assert_eq!(bytes[0], 0, "not compressed");
             let len = u32::from_be_bytes(bytes[1..5].try_into().unwrap()) as usize;
-            assert_eq!(len, bytes.len() - PREFIX, "the buffer is exactly one frame");
-            let decoded = <DiscoveryResponse as prost::Message>::decode(&bytes[PREFIX..]).unwrap();
+            let decoded =
+                <DiscoveryResponse as prost::Message>::decode(&bytes[PREFIX..PREFIX + len])
+                    .unwrap();
             assert_eq!(decoded, response(version));
+            bytes = &bytes[PREFIX + len..];
         }
+        assert!(bytes.is_empty(), "the buffer is exactly the two frames");
         let trailer = trailer.expect("trailers end the body");
         assert_eq!(trailer["grpc-status"], "14");
         // grpc-message is percent-encoded on the wire.
@@ -254,22 +272,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_loop_waits_until_the_body_took_what_it_queued() {
+    async fn the_loop_waits_for_the_body_once_a_batch_is_queued() {
         let (mut output, queue) = queue::<DiscoveryResponse>();
         let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = sent.clone();
         let mut body = InlineBody::new(queue.clone(), async move {
-            for v in ["1", "2", "3"] {
-                output.send(Ok(Box::new(response(v)))).await;
+            for v in 0..MAX_BATCH + 3 {
+                output.send(Ok(Box::new(response(&v.to_string())))).await;
                 counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
             std::future::pending::<()>().await;
         });
+        let sent_now = || sent.load(std::sync::atomic::Ordering::SeqCst);
         let frame = body.frame().await.unwrap().unwrap();
-        assert!(frame.is_data());
-        assert_eq!(locked(&queue).len(), 0, "one message queued at a time");
-        assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 0);
-        body.frame().await.unwrap().unwrap();
-        assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let first = frame.into_data().unwrap();
+        assert_eq!(
+            sent_now(),
+            MAX_BATCH - 1,
+            "the loop waits while a full batch is queued"
+        );
+        assert_eq!(locked(&queue).len(), 0, "the body took the whole batch");
+        let one = response("0");
+        assert_eq!(
+            first.len(),
+            MAX_BATCH * (PREFIX + prost::Message::encoded_len(&one)),
+            "one DATA frame holds the batch"
+        );
+        let second = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(sent_now(), MAX_BATCH + 3);
+        assert!(!second.is_empty());
     }
 }

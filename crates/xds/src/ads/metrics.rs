@@ -2,6 +2,7 @@
 //! control plane): connected streams, pushes, NACKs, change-to-ACK latency
 //! and each connected proxy's certificate expiry.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -11,7 +12,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::types::short_type;
 use crate::owner::ProxyKey;
+use crate::translate::{TYPE_ORDER, type_index};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProtocolLabel {
@@ -52,6 +55,10 @@ struct ProxyLabel {
 pub struct AdsMetrics {
     streams: Family<ProtocolLabel, Gauge>,
     pushes: Family<TypeLabel, Counter>,
+    /// The pushes counter of each served type, in [`TYPE_ORDER`], looked
+    /// up once: a push is one atomic add, not a lookup under the family's
+    /// lock (every stream of every worker pushes).
+    pushes_by_type: Arc<[Counter]>,
     nacks: Family<TypeLabel, Counter>,
     rejected: Family<ReasonLabel, Counter>,
     push_latency: Histogram,
@@ -60,9 +67,21 @@ pub struct AdsMetrics {
 
 impl Default for AdsMetrics {
     fn default() -> Self {
+        let pushes = Family::<TypeLabel, Counter>::default();
+        let pushes_by_type = TYPE_ORDER
+            .iter()
+            .map(|t| {
+                pushes
+                    .get_or_create(&TypeLabel {
+                        r#type: short_type(t),
+                    })
+                    .clone()
+            })
+            .collect();
         Self {
             streams: Family::default(),
-            pushes: Family::default(),
+            pushes,
+            pushes_by_type,
             nacks: Family::default(),
             rejected: Family::default(),
             // 1 ms .. ~33 s
@@ -129,8 +148,11 @@ impl AdsMetrics {
         self.rejected.get_or_create(&ReasonLabel { reason }).inc();
     }
 
-    pub(crate) fn pushed(&self, r#type: &'static str) {
-        self.pushes.get_or_create(&TypeLabel { r#type }).inc();
+    /// Counts a response of `type_url` (one of [`TYPE_ORDER`]).
+    pub(crate) fn pushed(&self, type_url: &str) {
+        if let Some(i) = type_index(type_url) {
+            self.pushes_by_type[i].inc();
+        }
     }
 
     pub(crate) fn nacked(&self, r#type: &'static str) {

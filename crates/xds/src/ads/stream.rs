@@ -663,7 +663,7 @@ async fn send_all<E: Engine, O: Output<E::Resp>>(
     // Each response is boxed before the await, so none is kept inline in
     // the stream's future while it waits for room.
     let boxed = responses.into_iter().map(|resp| {
-        shared.metrics.pushed(super::short_type(E::type_of(&resp)));
+        shared.metrics.pushed(E::type_of(&resp));
         Ok(Box::new(resp))
     });
     for msg in boxed {
