@@ -239,8 +239,13 @@ async fn a_revoked_stream_whose_client_stopped_reading_is_still_cleaned_up() {
         s.server.live_streams() == 0
     })
     .await;
+    // Ended by its loop (the status queued for a client that will not read
+    // it) or, if the loop was not polled, by the watcher.
     let reason = s.close_reason().expect("the stream is reported closed");
-    assert!(reason.contains("not reading"), "{reason}");
+    assert!(
+        reason.contains("not reading") || reason.contains("jti-0 was revoked"),
+        "{reason}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,6 +258,61 @@ async fn a_drain_does_not_wait_on_a_client_that_stopped_reading() {
         .await
         .expect("the stalled stream's cleanup ran after the drain");
     assert_eq!(s.owner(), None);
+    // Ended by its loop (the drain's status queued for a client that will
+    // not read it) or, if the loop was not polled, by the watcher.
+    let reason = s.close_reason().expect("the stream is reported closed");
+    assert!(
+        reason.contains("not reading") || reason.contains("shutting down"),
+        "{reason}"
+    );
+}
+
+/// The watcher's path on its own: a body taken out of the service and
+/// never polled again after its first frame (nothing runs the stream's
+/// loop any more). Revoking the token stops the stream; the watcher ends
+/// it a moment later, and the close reason says the client was not
+/// reading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_stream_whose_body_is_not_polled_is_ended_by_its_watcher() {
+    use http_body_util::BodyExt;
+    use prost::Message;
+    use tonic::codegen::{Service, http};
+
+    let s = Served::start().await;
+    let first = sds_request(NAME, "", "").encode_to_vec();
+    let mut framed = vec![0];
+    framed.extend_from_slice(&u32::try_from(first.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(&first);
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    tx.unbounded_send(Ok::<_, Status>(http_body::Frame::data(bytes::Bytes::from(
+        framed,
+    ))))
+    .unwrap();
+    let request = http::Request::builder()
+        .uri("/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources")
+        .header("content-type", "application/grpc")
+        .body(http_body_util::StreamBody::new(rx))
+        .unwrap();
+    let mut service = AdsService::new(s.server.clone());
+    let response = service.call(request).await.unwrap();
+    let mut body = response.into_body();
+    let frame = body.frame().await.expect("a frame").expect("no error");
+    assert!(frame.is_data(), "the identity response comes first");
+    s.until("the stream registered as the owner", |s| {
+        s.owner().is_some()
+    })
+    .await;
+
+    assert_eq!(s.server.revoke_token("jti-0"), 1);
+    s.until("the unpolled stream released its key", |s| {
+        s.owner().is_none()
+    })
+    .await;
+    s.until("no stream is counted as open", |s| {
+        s.server.live_streams() == 0
+    })
+    .await;
     let reason = s.close_reason().expect("the stream is reported closed");
     assert!(reason.contains("not reading"), "{reason}");
+    drop((body, tx));
 }

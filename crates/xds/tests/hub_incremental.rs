@@ -79,7 +79,12 @@ async fn writes_that_change_nothing_a_proxy_receives_recompute_nobody() {
     let _streams = connect_all(&h).await;
 
     // A status-only write (new resourceVersion, same spec).
-    let mut status_only = h.source.view().dataplane_resource("x-1").unwrap().clone();
+    let mut status_only = h
+        .source
+        .view()
+        .dataplane_resource("x-1")
+        .unwrap()
+        .to_resource();
     status_only.set_resource_version(Some("1000".into()));
     status_only.status.conditions.push(Condition {
         type_: "Ready".into(),

@@ -39,7 +39,7 @@ fn changed_names(a: &Snapshot, b: &Snapshot, type_url: &str) -> Vec<String> {
 #[test]
 fn same_input_in_any_order_gives_identical_snapshots() {
     let view = standard_view(true, true);
-    let mut dataplanes = view.dataplanes().to_vec();
+    let mut dataplanes = dataplanes_of(&view);
     dataplanes.reverse();
     let mut permissions = view.permissions().to_vec();
     permissions.reverse();
@@ -53,7 +53,7 @@ fn same_input_in_any_order_gives_identical_snapshots() {
 #[test]
 fn unrelated_dataplane_changes_nothing_for_this_proxy() {
     let view = standard_view(true, true);
-    let mut dataplanes = view.dataplanes().to_vec();
+    let mut dataplanes = dataplanes_of(&view);
     dataplanes.push(dataplane(
         "db-1",
         "10.0.0.9",
@@ -74,7 +74,7 @@ fn unrelated_dataplane_changes_nothing_for_this_proxy() {
 #[test]
 fn adding_an_endpoint_changes_only_the_load_assignment() {
     let view = standard_view(true, true);
-    let mut dataplanes = view.dataplanes().to_vec();
+    let mut dataplanes = dataplanes_of(&view);
     dataplanes.push(dataplane("backend-3", "10.0.0.4", "backend", 8080, &[]));
     let scaled = MeshView::new(view.mesh().clone(), dataplanes, view.permissions().to_vec());
     let before = web(&view);
@@ -154,4 +154,12 @@ fn grpc_and_sidecar_clients_share_endpoints_but_not_tls() {
     let grpc_listeners: Vec<&str> = grpc.versions(LISTENER_TYPE).into_keys().collect();
     assert_eq!(grpc_listeners, ["backend"]);
     assert!(grpc.resources(SECRET_TYPE).is_empty());
+}
+
+/// The view's Dataplanes as resources, to build a changed view from.
+fn dataplanes_of(view: &MeshView) -> Vec<meshlink_api::Resource> {
+    view.dataplanes()
+        .iter()
+        .map(meshlink_xds::translate::ViewDataplane::to_resource)
+        .collect()
 }

@@ -85,8 +85,7 @@ impl<F: Future + Unpin> Future for Gated<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.get_mut()
-            .poll_inner(cx, |f, cx| Pin::new(f).poll(cx))
+        self.get_mut().poll_inner(cx, |f, cx| Pin::new(f).poll(cx))
     }
 }
 
@@ -132,7 +131,11 @@ mod tests {
         });
         let mut cx = Context::from_waker(noop_waker_ref());
         assert!(gated.poll_next_unpin(&mut cx).is_pending());
-        assert_eq!(polls.load(Ordering::Relaxed), 1, "the first poll goes through");
+        assert_eq!(
+            polls.load(Ordering::Relaxed),
+            1,
+            "the first poll goes through"
+        );
         for _ in 0..5 {
             assert!(gated.poll_next_unpin(&mut cx).is_pending());
         }

@@ -436,10 +436,10 @@ mod tests {
         let nacked = TypeReport {
             last_sent_version: Some("v2".into()),
             last_acked_version: Some("v1".into()),
-            last_nack: Some(NackReport {
+            last_nack: Some(Box::new(NackReport {
                 version: "v2".into(),
                 detail: "bad listener".into(),
-            }),
+            })),
             ..TypeReport::default()
         };
         let rejected = types.set(nacked.clone());

@@ -54,15 +54,20 @@ impl SotwEngine {
         let ts = self.types.entry(t);
         let first = !ts.sub.requested();
         if !req.response_nonce.is_empty() {
-            if ts.nonce.as_deref() != Some(req.response_nonce.as_str()) {
+            if !ts.is_latest(&req.response_nonce) {
                 // Stale: it answers a response that a newer one replaced.
                 tracing::trace!(type_url = t, nonce = %req.response_nonce, "stale nonce ignored");
                 return Ok(out);
             }
-            let version = ts.report.last_sent_version.clone().unwrap_or_default();
+            let version = ts
+                .report
+                .last_sent_version
+                .as_deref()
+                .unwrap_or_default()
+                .to_owned();
             match &req.error_detail {
                 Some(err) => {
-                    ts.nacked_version = Some(version.clone());
+                    ts.nacked_version = Some(version.as_str().into());
                     ts.nacked(&req.response_nonce, &version, err.message.clone());
                     out.nacks.push((t, err.message.clone()));
                 }

@@ -155,6 +155,13 @@ impl Engine for DeltaEngine {
 struct SharedEngine<E>(Mutex<E>);
 
 impl<E: Engine> SharedEngine<E> {
+    /// The engine, allocated on its own when the stream opens: the
+    /// stream's future then holds a pointer, not the engine (moved through
+    /// two futures, it took two copies of the engine's size).
+    fn new(engine: E) -> Arc<Self> {
+        Arc::new(SharedEngine(Mutex::new(engine)))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, E> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -185,11 +192,14 @@ where
 {
     let (tx, rx) = mpsc::channel(OUTPUT_BUFFER);
     let registration = Registration::opened::<E>(&shared, &credential.key, None);
-    let task =
-        shared
-            .streams
-            .clone()
-            .spawn(run(shared, credential, engine, requests, tx, registration));
+    let task = shared.streams.clone().spawn(run(
+        shared,
+        credential,
+        SharedEngine::new(engine),
+        Box::new(requests),
+        tx,
+        registration,
+    ));
     let responses = rx.map(|r| r.map(|resp| *resp).map_err(|status| *status));
     (Box::pin(responses), task)
 }
@@ -218,7 +228,14 @@ where
     lock(&registration).watcher = Some(watcher.abort_handle());
     InlineBody::new(
         queue,
-        run(shared, credential, engine, requests, output, registration),
+        run(
+            shared,
+            credential,
+            SharedEngine::new(engine),
+            Box::new(requests),
+            output,
+            registration,
+        ),
     )
 }
 
@@ -306,7 +323,7 @@ impl Drop for Holding {
 async fn run<E, I, O>(
     shared: Arc<Shared>,
     credential: Credential,
-    engine: E,
+    engine: Arc<SharedEngine<E>>,
     mut requests: I,
     mut out: O,
     registration: SharedRegistration,
@@ -516,7 +533,7 @@ async fn serve<E, I, O>(
     owner: Owner<'_>,
     mut state_rx: tokio::sync::watch::Receiver<Option<Arc<ProxyState>>>,
     client: ClientKind,
-    engine: E,
+    engine: Arc<SharedEngine<E>>,
     first: Box<E::Req>,
     requests: I,
     out: &mut O,
@@ -529,7 +546,6 @@ where
     let key = owner.key.clone();
     let id = owner.id;
     let binding = owner.binding;
-    let engine = Arc::new(SharedEngine(Mutex::new(engine)));
     shared
         .inspector
         .attach(&key, id, client.as_str(), engine.clone());

@@ -81,16 +81,17 @@ pub struct NackReport {
     pub detail: String,
 }
 
-/// What one stream sent and got back for one type.
+/// What one stream sent and got back for one type. Kept per type per
+/// stream, so its fields are compact (boxed strings, a boxed NACK).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TypeReport {
     /// Version of the last response sent.
-    pub last_sent_version: Option<String>,
+    pub last_sent_version: Option<Box<str>>,
     /// Version the client last acknowledged.
-    pub last_acked_version: Option<String>,
+    pub last_acked_version: Option<Box<str>>,
     /// The last NACK, if any.
-    pub last_nack: Option<NackReport>,
+    pub last_nack: Option<Box<NackReport>>,
     /// Number of resources the client holds (as far as the server knows).
     pub resources: usize,
     /// Responses sent.
@@ -238,20 +239,21 @@ impl<'a> FromIterator<(&'a str, &'a str)> for Sent {
     }
 }
 
-/// Protocol state of one type on one stream.
+/// Protocol state of one type on one stream (one per type a stream uses,
+/// boxed; nonces are kept as numbers, versions as boxed strings).
 #[derive(Debug, Default)]
 pub(crate) struct TypeState {
     pub(crate) sub: Subscription,
     /// Nonce of the latest response.
-    pub(crate) nonce: Option<String>,
+    pub(crate) nonce: Option<u64>,
     /// Name → version the client holds (delta), or that the latest
     /// response listed (SotW).
     pub(crate) sent: Sent,
     /// SotW: a version the client NACKed; not re-sent.
-    pub(crate) nacked_version: Option<String>,
-    /// The latest response awaiting an ACK, and when the change it carries
-    /// was first seen by the control plane.
-    pub(crate) pending: Option<(String, Instant)>,
+    pub(crate) nacked_version: Option<Box<str>>,
+    /// The latest response awaiting an ACK (its nonce), and when the
+    /// change it carries was first seen by the control plane.
+    pub(crate) pending: Option<(u64, Instant)>,
     pub(crate) report: TypeReport,
     /// Whether what was sent for this type was worked out against the
     /// state the engine last handled, with no subscription change since:
@@ -262,7 +264,18 @@ pub(crate) struct TypeState {
 
 // === impl TypeState ===
 
+/// A nonce this server handed out, as its number (every nonce is one:
+/// [`Nonces`]); `None` for anything else.
+fn nonce_number(nonce: &str) -> Option<u64> {
+    nonce.parse().ok()
+}
+
 impl TypeState {
+    /// Whether `nonce` is the nonce of the latest response.
+    pub(crate) fn is_latest(&self, nonce: &str) -> bool {
+        self.nonce.is_some() && self.nonce == nonce_number(nonce)
+    }
+
     /// Records a response: its nonce, version and the change it carries.
     pub(crate) fn sent_response(
         &mut self,
@@ -270,8 +283,11 @@ impl TypeState {
         version: &str,
         changed_at: Option<Instant>,
     ) {
-        self.nonce = Some(nonce.to_owned());
-        self.report.last_sent_version = Some(version.to_owned());
+        let nonce = nonce_number(nonce);
+        self.nonce = nonce;
+        if self.report.last_sent_version.as_deref() != Some(version) {
+            self.report.last_sent_version = Some(version.into());
+        }
         self.report.responses += 1;
         self.report.resources = self.sent.len();
         let since = match (&self.pending, changed_at) {
@@ -279,17 +295,17 @@ impl TypeState {
             (Some((_, old)), None) => Some(*old),
             (None, new) => new,
         };
-        self.pending = since.map(|at| (nonce.to_owned(), at));
+        self.pending = nonce.zip(since);
     }
 
     /// Handles an ACK of `nonce`; returns the change-to-ACK latency if the
     /// response carried a change.
     pub(crate) fn acked(&mut self, nonce: &str, version: &str) -> Option<Duration> {
         if self.report.last_acked_version.as_deref() != Some(version) {
-            self.report.last_acked_version = Some(version.to_owned());
+            self.report.last_acked_version = Some(version.into());
         }
         match self.pending.take() {
-            Some((n, at)) if n == nonce => Some(at.elapsed()),
+            Some((n, at)) if Some(n) == nonce_number(nonce) => Some(at.elapsed()),
             other => {
                 self.pending = other;
                 None
@@ -299,13 +315,13 @@ impl TypeState {
 
     /// Handles a NACK of the response with `version`.
     pub(crate) fn nacked(&mut self, nonce: &str, version: &str, detail: String) {
-        if matches!(&self.pending, Some((n, _)) if n == nonce) {
+        if matches!(self.pending, Some((n, _)) if Some(n) == nonce_number(nonce)) {
             self.pending = None;
         }
-        self.report.last_nack = Some(NackReport {
+        self.report.last_nack = Some(Box::new(NackReport {
             version: version.to_owned(),
             detail,
-        });
+        }));
     }
 }
 

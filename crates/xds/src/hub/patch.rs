@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{MeshTrust, Update};
 use crate::translate::{
-    EncodedSecrets, Memo, MeshView, SetInterner, Versioned, endpoint_contributions,
+    EncodedSecrets, Memo, MeshView, SetInterner, Versioned, ViewDataplane, endpoint_contributions,
     mesh_service_outbounds, names, uses_subset_sources,
 };
 
@@ -119,9 +119,9 @@ fn inbound_ports_and_tags(
 }
 
 /// Whether `new` is an older write than `old` (both from the store).
-fn is_older(new: &Resource, old: Option<&Resource>) -> bool {
-    let rev = |r: &Resource| r.resource_version().and_then(|v| v.parse::<u64>().ok());
-    matches!((rev(new), old.and_then(rev)), (Some(n), Some(o)) if n < o)
+fn is_older(new: &Resource, old_version: Option<&str>) -> bool {
+    let rev = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
+    matches!((rev(new.resource_version()), rev(old_version)), (Some(n), Some(o)) if n < o)
 }
 
 // === impl MeshCtx ===
@@ -213,7 +213,13 @@ impl MeshCtx {
         };
         let name = resource.name().to_owned();
         if resource.spec.as_dataplane().is_some() {
-            if !deleted && is_older(&resource, view.dataplane_resource(&name)) {
+            if !deleted
+                && is_older(
+                    &resource,
+                    view.dataplane_resource(&name)
+                        .and_then(ViewDataplane::resource_version),
+                )
+            {
                 return Affected::default();
             }
             let old = if deleted {
@@ -223,7 +229,13 @@ impl MeshCtx {
             };
             self.dataplane_changed(&name, old)
         } else if resource.spec.as_mesh_service().is_some() {
-            if !deleted && is_older(&resource, view.mesh_service_resource(&name)) {
+            if !deleted
+                && is_older(
+                    &resource,
+                    view.mesh_service_resource(&name)
+                        .and_then(Resource::resource_version),
+                )
+            {
                 return Affected::default();
             }
             let old = if deleted {
@@ -237,7 +249,12 @@ impl MeshCtx {
             }
             self.mesh_service_changed([old.as_ref(), new.as_ref()])
         } else if resource.spec.as_mesh_traffic_permission().is_some() {
-            if !deleted && is_older(&resource, view.permission(&name)) {
+            if !deleted
+                && is_older(
+                    &resource,
+                    view.permission(&name).and_then(Resource::resource_version),
+                )
+            {
                 return Affected::default();
             }
             let old = if deleted {
@@ -271,7 +288,7 @@ impl MeshCtx {
             *relist = true;
             return Affected::default();
         };
-        if is_older(&mesh, Some(view.mesh())) {
+        if is_older(&mesh, view.mesh().resource_version()) {
             return Affected::default();
         }
         let old = view.set_mesh(mesh);
@@ -335,8 +352,10 @@ impl MeshCtx {
         let Some(view) = self.view.as_ref() else {
             return Affected::default();
         };
-        let changed = old.as_ref().map(|r| (&r.spec, r.labels()))
-            != view.dataplane_resource(name).map(|r| (&r.spec, r.labels()));
+        let changed = old.as_ref().map(|r| (r.spec.as_dataplane(), r.labels()))
+            != view
+                .dataplane_resource(name)
+                .map(|r| (Some(&r.spec), r.labels()));
         // MeshServices selecting it before or after: their endpoints and
         // accepted identities may change.
         let mut selecting = Vec::new();
@@ -346,7 +365,7 @@ impl MeshCtx {
                 .view
                 .as_ref()
                 .and_then(|v| v.dataplane_resource(name))
-                .cloned();
+                .map(ViewDataplane::to_resource);
             selecting.extend(self.selecting(new.as_ref()));
         }
         let by_mesh_services = self.mesh_service_changed(selecting.iter().map(Some));
@@ -362,7 +381,7 @@ impl MeshCtx {
             return Affected::default();
         };
         let old_labels = old.as_ref().map(Resource::labels);
-        let new_labels = view.dataplane_resource(name).map(Resource::labels);
+        let new_labels = view.dataplane_resource(name).map(ViewDataplane::labels);
         let old = old.as_ref().and_then(|r| r.spec.as_dataplane());
         let new = view.dataplane(name);
         if old == new && old_labels == new_labels {
@@ -430,9 +449,8 @@ impl MeshCtx {
                 continue;
             };
             let labels = dp.labels();
-            let hit = inbound_ports_and_tags(dp.spec.as_dataplane())
-                .into_iter()
-                .any(|(port, inbound_name, tags)| {
+            let hit = inbound_ports_and_tags(Some(&dp.spec)).into_iter().any(
+                |(port, inbound_name, tags)| {
                     let inbound = InboundTarget {
                         dataplane: name,
                         labels,
@@ -441,7 +459,8 @@ impl MeshCtx {
                         tags,
                     };
                     targets.iter().any(|t| t.selects(&inbound))
-                });
+                },
+            );
             if hit {
                 affected.names.insert(name.clone());
             }
@@ -478,12 +497,12 @@ impl MeshCtx {
                 .dataplane_resource(r.name())
                 .is_some_and(|o| o.spec == r.spec && o.labels() == r.labels());
             if !same {
-                updates.push(Update::Upserted(r.clone()));
+                updates.push(Update::Upserted(r.to_resource()));
             }
         }
         for r in view.dataplanes() {
             if fresh.dataplane_resource(r.name()).is_none() {
-                updates.push(Update::Deleted(r.clone()));
+                updates.push(Update::Deleted(r.to_resource()));
             }
         }
         for r in fresh.mesh_services() {

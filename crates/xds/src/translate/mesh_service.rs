@@ -37,11 +37,10 @@ pub fn selected_dataplanes<'a>(
     view: &'a MeshView,
     ms: &'a MeshServiceSpec,
 ) -> impl Iterator<Item = (&'a str, &'a DataplaneSpec)> + 'a {
-    view.dataplanes().iter().filter_map(move |r| {
-        let dp = r.spec.as_dataplane()?;
-        ms.selects(r.name(), r.labels(), dp)
-            .then_some((r.name(), dp))
-    })
+    view.dataplanes()
+        .iter()
+        .filter(move |r| ms.selects(r.name(), r.labels(), &r.spec))
+        .map(|r| (r.name(), &r.spec))
 }
 
 /// `(address, inbound port)` of every inbound of a selected Dataplane that

@@ -35,7 +35,7 @@ pub use snapshot::{
     ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,
     SetInterner, Snapshot, TYPE_ORDER, TypeSet, Versioned,
 };
-pub use view::{MeshView, NetworkListeners, RouterIngress, endpoint_contributions};
+pub use view::{MeshView, NetworkListeners, RouterIngress, ViewDataplane, endpoint_contributions};
 
 /// Node metadata key that selects the [`ClientKind`].
 pub const CLIENT_METADATA_KEY: &str = "meshlink.dev/client";

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use meshlink_api::Resource;
-use meshlink_api::spec::{DataplaneSpec, MeshServiceSpec, MeshServicesMode, MeshSpec};
+use meshlink_api::spec::{DataplaneSpec, MeshServiceSpec, MeshServicesMode, MeshSpec, Spec};
+use meshlink_api::{Metadata, Resource};
 
 /// What the translator sees of one mesh; the control plane fills it from
 /// the store and the hub patches it from the change feed. Order of the
@@ -21,7 +21,7 @@ use meshlink_api::spec::{DataplaneSpec, MeshServiceSpec, MeshServicesMode, MeshS
 #[derive(Debug, Clone)]
 pub struct MeshView {
     mesh: Resource,
-    dataplanes: Vec<Resource>,
+    dataplanes: Vec<ViewDataplane>,
     permissions: Vec<Resource>,
     /// MeshServices by name.
     mesh_services: BTreeMap<String, Resource>,
@@ -35,6 +35,56 @@ pub struct MeshView {
     /// This site's router mesh ingress, `(host, port)`, once the router
     /// reported it bound (mTLS meshes reach routing keys through it).
     ingress: Option<RouterIngress>,
+}
+
+/// A Dataplane as the view keeps it: its metadata and spec. Translation
+/// reads nothing else, and a whole `Resource` is 584 bytes inline (its
+/// status and the room for every other kind's spec) where this is 232:
+/// the view holds one per Dataplane of a mesh with a connected proxy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewDataplane {
+    /// Name, mesh, labels, version.
+    pub metadata: Metadata,
+    /// What the user declared.
+    pub spec: DataplaneSpec,
+}
+
+impl ViewDataplane {
+    /// `r`'s metadata and spec, if it is a Dataplane.
+    fn of(r: Resource) -> Option<Self> {
+        match r.spec {
+            Spec::Dataplane(spec) => Some(Self {
+                metadata: r.metadata,
+                spec,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The Dataplane's name.
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// The Dataplane's labels.
+    pub fn labels(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.metadata.labels
+    }
+
+    /// The store revision of its last write, if known.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+
+    /// As a resource (with an empty status).
+    pub fn to_resource(&self) -> Resource {
+        self.clone().into_resource()
+    }
+
+    /// Into a resource (with an empty status).
+    pub fn into_resource(self) -> Resource {
+        Resource::new(self.metadata, Spec::Dataplane(self.spec))
+    }
 }
 
 /// This site's router mesh ingress as a sidecar dials it.
@@ -178,7 +228,7 @@ impl MeshView {
     }
 
     /// Every Dataplane of the mesh (in no particular order).
-    pub fn dataplanes(&self) -> &[Resource] {
+    pub fn dataplanes(&self) -> &[ViewDataplane] {
         &self.dataplanes
     }
 
@@ -213,11 +263,11 @@ impl MeshView {
 
     /// The Dataplane named `name`.
     pub fn dataplane(&self, name: &str) -> Option<&DataplaneSpec> {
-        self.dataplane_resource(name)?.spec.as_dataplane()
+        Some(&self.dataplane_resource(name)?.spec)
     }
 
-    /// The Dataplane resource named `name`.
-    pub fn dataplane_resource(&self, name: &str) -> Option<&Resource> {
+    /// The Dataplane named `name`, with its metadata.
+    pub fn dataplane_resource(&self, name: &str) -> Option<&ViewDataplane> {
         let i = *self.by_name.get(name)?;
         self.dataplanes.get(i)
     }
@@ -242,9 +292,7 @@ impl MeshView {
 
     /// Every Dataplane's name and spec.
     pub(crate) fn dataplane_specs(&self) -> impl Iterator<Item = (&str, &DataplaneSpec)> {
-        self.dataplanes
-            .iter()
-            .filter_map(|r| Some((r.name(), r.spec.as_dataplane()?)))
+        self.dataplanes.iter().map(|r| (r.name(), &r.spec))
     }
 
     /// Replaces the Mesh resource; returns the previous one.
@@ -254,19 +302,18 @@ impl MeshView {
 
     /// Adds or replaces a Dataplane (ignored unless it is one); returns
     /// the previous one. The view keeps its metadata and spec, not its
-    /// status: translation reads none of it, and the status of every
-    /// connected proxy (connection, certificate, conditions) is rewritten
-    /// as it connects, so keeping it cost the hub about a KiB per proxy.
-    pub fn upsert_dataplane(&mut self, mut r: Resource) -> Option<Resource> {
-        self.add_endpoints(r.spec.as_dataplane()?);
-        r.status = Default::default();
+    /// status ([`ViewDataplane`]): translation reads none of it, and the
+    /// status of every connected proxy (connection, certificate,
+    /// conditions) is rewritten as it connects, so keeping it cost the hub
+    /// about a KiB per proxy.
+    pub fn upsert_dataplane(&mut self, r: Resource) -> Option<Resource> {
+        let r = ViewDataplane::of(r)?;
+        self.add_endpoints(&r.spec);
         match self.by_name.get(r.name()) {
             Some(&i) => {
                 let old = std::mem::replace(&mut self.dataplanes[i], r);
-                if let Some(dp) = old.spec.as_dataplane() {
-                    self.remove_endpoints(&endpoint_contributions(dp));
-                }
-                Some(old)
+                self.remove_endpoints(&endpoint_contributions(&old.spec));
+                Some(old.into_resource())
             }
             None => {
                 self.by_name
@@ -284,10 +331,8 @@ impl MeshView {
         if let Some(moved) = self.dataplanes.get(i) {
             self.by_name.insert(moved.name().to_owned(), i);
         }
-        if let Some(dp) = old.spec.as_dataplane() {
-            self.remove_endpoints(&endpoint_contributions(dp));
-        }
-        Some(old)
+        self.remove_endpoints(&endpoint_contributions(&old.spec));
+        Some(old.into_resource())
     }
 
     /// Adds or replaces a MeshTrafficPermission (ignored unless it is
@@ -417,7 +462,7 @@ mod tests {
         );
         let mut v = MeshView::new(mesh(), vec![with_status.clone()], Vec::new());
         v.upsert_dataplane(with_status.clone());
-        let kept = v.dataplane_resource("a").unwrap();
+        let kept = v.dataplane_resource("a").unwrap().to_resource();
         assert_eq!(kept.spec, with_status.spec);
         assert_eq!(kept.metadata, with_status.metadata);
         assert_eq!(kept.status, Default::default());
