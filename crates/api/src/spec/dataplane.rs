@@ -4,11 +4,9 @@
 //! tag and its alias, and validation. Tags are stored exactly as written: the
 //! alias `meshlink.dev/service` is never rewritten to `kuma.io/service`.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::Port;
+use super::{Port, Tags};
 use crate::validate::{self, Errors};
 
 /// The tag naming a service (Kuma's).
@@ -20,7 +18,7 @@ pub const SERVICE_TAG_ALIAS: &str = "meshlink.dev/service";
 const DEFAULT_LOCAL_ADDRESS: &str = "127.0.0.1";
 
 /// The service named by `tags` (`kuma.io/service`, else `meshlink.dev/service`).
-pub fn service_from_tags(tags: &BTreeMap<String, String>) -> Option<&str> {
+pub fn service_from_tags(tags: &Tags) -> Option<&str> {
     tags.get(SERVICE_TAG)
         .or_else(|| tags.get(SERVICE_TAG_ALIAS))
         .map(String::as_str)
@@ -88,8 +86,8 @@ pub struct Inbound {
     pub address: Option<String>,
     /// Tags; include `kuma.io/service` (or `meshlink.dev/service`) unless
     /// a MeshService selects the inbound (then they may be empty).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
 }
 
 /// One called service, reachable on a local port.
@@ -103,8 +101,8 @@ pub struct Outbound {
     pub address: Option<String>,
     /// Tags selecting the destination; must include the service tag
     /// (unless `routing_key` or `backend_ref` is set).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
     /// meshlink extension: a routing key of the multi-site network instead
     /// of a mesh service. Connections go through this site's router, to
     /// the Listener of this control plane's site for the key.
@@ -332,7 +330,7 @@ fn inbound_name(errs: &mut Errors, at: &str, name: &str) -> bool {
 }
 
 /// Checks that `tags` name a service, consistently, and have no empty parts.
-pub(super) fn service_tags(errs: &mut Errors, at: &str, tags: &BTreeMap<String, String>) {
+pub(super) fn service_tags(errs: &mut Errors, at: &str, tags: &Tags) {
     match (tags.get(SERVICE_TAG), tags.get(SERVICE_TAG_ALIAS)) {
         (None, None) => errs.add(
             format!("{at}.tags"),

@@ -9,11 +9,11 @@
 //! check. It decides nothing about translation: a `DELEGATED` gateway is a
 //! sidecar without inbounds to the translator.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::Tags;
 use super::dataplane::{DataplaneSpec, Inbound, Networking, service_from_tags, service_tags};
 use super::string_enum::string_enum;
 use crate::validate::Errors;
@@ -45,7 +45,7 @@ pub struct Gateway {
     /// The gateway's tags; `kuma.io/service` (or `meshlink.dev/service`)
     /// names its service, which is its identity.
     #[serde(default)]
-    pub tags: BTreeMap<String, String>,
+    pub tags: Tags,
 }
 
 /// The warning `apply` prints for a `BUILTIN` gateway, at `at` (the path

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::string_enum::string_enum;
-use super::{DataplaneSpec, Inbound, Port};
+use super::{DataplaneSpec, Inbound, Port, Tags};
 use crate::validate::{self, Errors};
 
 /// Kuma's application protocols of a MeshService port.
@@ -40,7 +40,7 @@ pub struct MeshServiceSpec {
 pub struct MeshServiceSelector {
     /// Dataplanes with an inbound whose tags include all of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dataplane_tags: Option<BTreeMap<String, String>>,
+    pub dataplane_tags: Option<Tags>,
     /// The one Dataplane with this name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataplane_ref: Option<DataplaneRef>,
@@ -248,12 +248,7 @@ impl MeshServiceSpec {
             return false;
         }
         if let Some(tags) = &sel.dataplane_tags {
-            !tags.is_empty()
-                && dp
-                    .networking
-                    .inbound
-                    .iter()
-                    .any(|i| tags.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
+            !tags.is_empty() && dp.networking.inbound.iter().any(|i| i.tags.includes(tags))
         } else if let Some(r) = &sel.dataplane_ref {
             r.name == name
         } else if let Some(l) = &sel.dataplane_labels {

@@ -27,6 +27,7 @@ mod secret;
 mod service;
 mod site;
 mod string_enum;
+mod tags;
 mod target_ref;
 mod traffic_permission;
 
@@ -72,6 +73,7 @@ pub use site::{
     NetworkSite, REQUIRE_ROUTER_IDENTITY_LABEL, RouterAccessSpec, RouterAccessStatus, RouterRole,
     RouterRoleName, SiteSpec, SiteStatus, requires_router_identity,
 };
+pub use tags::Tags;
 pub use target_ref::{InboundTarget, NAMESPACE_LABEL, ProxyType, TargetRef, TargetRefKind};
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
 

@@ -113,13 +113,8 @@ impl TagSelector {
     }
 
     /// Whether `tags` satisfy every requirement.
-    pub fn matches(&self, tags: &std::collections::BTreeMap<String, String>) -> bool {
-        self.matches_with(|k| tags.get(k).map(String::as_str))
-    }
-
-    /// Whether the tags that `get` looks up (a tag's value by key)
-    /// satisfy every requirement, for tags not held in a map.
-    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    pub fn matches(&self, tags: &super::Tags) -> bool {
+        let get = |k: &str| tags.get(k).map(String::as_str);
         self.0.iter().all(|r| match r {
             TagRequirement::Equals(k, v) => get(k) == Some(v.as_str()),
             TagRequirement::NotEquals(k, v) => get(k) != Some(v.as_str()),

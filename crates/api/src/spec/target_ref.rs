@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::Tags;
 use super::dataplane::service_from_tags;
 use super::string_enum::string_enum;
 use crate::validate::{self, Errors};
@@ -76,8 +77,8 @@ pub struct TargetRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section_name: Option<String>,
     /// `MeshSubset` only (required there): tags to match.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Tags::is_empty")]
+    pub tags: Tags,
     /// `Mesh` or `MeshSubset` at the top level only: the kinds of proxy
     /// selected (default: all). A MeshTrafficPermission acts on sidecar
     /// inbounds, so without `Sidecar` it selects nothing.
@@ -98,7 +99,7 @@ pub struct InboundTarget<'a> {
     /// The inbound's `name`, if it has one.
     pub name: Option<&'a str>,
     /// The inbound's tags.
-    pub tags: &'a BTreeMap<String, String>,
+    pub tags: &'a Tags,
 }
 
 // === impl TargetRef ===
@@ -112,20 +113,20 @@ impl TargetRef {
             namespace: None,
             labels: None,
             section_name: None,
-            tags: BTreeMap::new(),
+            tags: Tags::new(),
             proxy_types: None,
         }
     }
 
     /// Whether a client (`from[]`) or an inbound with these tags is matched.
     /// `Dataplane` and unknown kinds match nothing here.
-    pub fn matches(&self, tags: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, tags: &Tags) -> bool {
         match self.kind {
             TargetRefKind::Mesh => true,
             TargetRefKind::MeshService => {
                 self.name.is_some() && service_from_tags(tags) == self.name.as_deref()
             }
-            TargetRefKind::MeshSubset => self.tags.iter().all(|(k, v)| tags.get(k) == Some(v)),
+            TargetRefKind::MeshSubset => tags.includes(&self.tags),
             TargetRefKind::Dataplane | TargetRefKind::Unknown(_) => false,
         }
     }

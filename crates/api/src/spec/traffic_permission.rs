@@ -98,12 +98,11 @@ impl MeshTrafficPermissionSpec {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::spec::target_ref::{InboundTarget, NAMESPACE_LABEL};
 
-    fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    /// Tags or labels (both are string maps) from `pairs`.
+    fn tags<T: FromIterator<(String, String)>>(pairs: &[(&str, &str)]) -> T {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -6,11 +6,11 @@
 //! returns the [`Affected`] proxies; it must never translate, publish or do
 //! I/O (the reconciler does, for the proxies returned).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use meshlink_api::Resource;
-use meshlink_api::spec::{DataplaneSpec, InboundTarget, TargetRef};
+use meshlink_api::spec::{DataplaneSpec, InboundTarget, Tags, TargetRef};
 use tokio::time::Instant;
 
 use super::{MeshTrust, Update};
@@ -100,7 +100,7 @@ fn mesh_service_ref(name: &str) -> String {
     format!("\0MeshService/{name}")
 }
 
-fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&BTreeMap<String, String>> {
+fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&Tags> {
     dp.into_iter()
         .flat_map(|dp| {
             let gateway = dp.gateway().map(|g| &g.tags);
@@ -109,9 +109,7 @@ fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&BTreeMap<String, String>> {
         .collect()
 }
 
-fn inbound_ports_and_tags(
-    dp: Option<&DataplaneSpec>,
-) -> Vec<(u16, Option<&str>, &BTreeMap<String, String>)> {
+fn inbound_ports_and_tags(dp: Option<&DataplaneSpec>) -> Vec<(u16, Option<&str>, &Tags)> {
     dp.into_iter()
         .flat_map(|dp| &dp.networking.inbound)
         .map(|i| (i.port.get(), i.name.as_deref(), &i.tags))

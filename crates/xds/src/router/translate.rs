@@ -337,11 +337,7 @@ fn select(view: &SiteView, connector: &Resource) -> Vec<SelectedPod> {
         if !dp.online && !spec.includes_not_ready() {
             continue;
         }
-        if let Some(inbound) = dp
-            .inbounds
-            .iter()
-            .find(|i| selector.matches_with(|k| i.tag(k)))
-        {
+        if let Some(inbound) = dp.inbounds.iter().find(|i| selector.matches(&i.tags)) {
             out.push(SelectedPod {
                 name: format!("{mesh}/{name}"),
                 ip: inbound.address.clone(),

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use meshlink_api::spec::Tags;
 use meshlink_api::{Kind, Resource};
 
 use crate::hub::Update;
@@ -100,25 +101,14 @@ pub struct SelectableDataplane {
     revision: u64,
 }
 
-/// One inbound of a [`SelectableDataplane`]: its tags, sorted by key, in
-/// one allocation (a `BTreeMap` takes a whole node, about 0.5 KiB, for the
-/// one or two tags an inbound has), and where its flows go.
+/// One inbound of a [`SelectableDataplane`]: its tags and where its flows
+/// go.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SelectableInbound {
-    /// `(key, value)` pairs, sorted by key (as they come from the spec's map).
-    pub tags: Box<[(String, String)]>,
+    /// The inbound's tags.
+    pub tags: Tags,
     /// The inbound's `address`, else the Dataplane's.
     pub address: String,
-}
-
-impl SelectableInbound {
-    /// The value of tag `key`.
-    pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags
-            .binary_search_by(|(k, _)| k.as_str().cmp(key))
-            .ok()
-            .map(|i| self.tags[i].1.as_str())
-    }
 }
 
 // === impl SelectableDataplane ===
@@ -134,7 +124,7 @@ impl SelectableDataplane {
                 .inbound
                 .iter()
                 .map(|i| SelectableInbound {
-                    tags: i.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    tags: i.tags.clone(),
                     address: i.effective_address(&spec.networking.address).to_owned(),
                 })
                 .collect(),

@@ -30,7 +30,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher:
 use envoy_types::util::pack_any;
 use meshlink_api::spec::{
     Action, DataplaneSpec, FromRule, InboundTarget, MeshTrafficPermissionSpec, PermissionRule,
-    SpiffeIdMatch, SpiffeIdMatchType, TargetRef, TargetRefKind, service_from_tags,
+    SpiffeIdMatch, SpiffeIdMatchType, Tags, TargetRef, TargetRefKind, service_from_tags,
 };
 
 use super::{MeshView, names};
@@ -60,7 +60,7 @@ pub(crate) struct RbacSources {
 /// view selects by them (so proxies of one service still share the entry).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RbacKey {
-    tags: BTreeMap<String, String>,
+    tags: Tags,
     dataplane: Option<String>,
     labels: Option<BTreeMap<String, String>>,
     port: Option<(u16, Option<String>)>,
@@ -216,7 +216,7 @@ fn sources(view: &MeshView, target: &TargetRef) -> Vec<Source> {
 
 /// The tags a Dataplane's proxy calls others with: its inbounds', or its
 /// gateway's.
-fn client_tags(dp: &DataplaneSpec) -> impl Iterator<Item = &BTreeMap<String, String>> {
+fn client_tags(dp: &DataplaneSpec) -> impl Iterator<Item = &Tags> {
     dp.networking
         .inbound
         .iter()
