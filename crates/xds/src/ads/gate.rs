@@ -55,8 +55,14 @@ impl<F> Gated<F> {
     /// The inner value, to change it (e.g. reset a timer); the next poll
     /// polls it.
     pub(crate) fn get_mut(&mut self) -> &mut F {
-        self.flag.open.store(true, Ordering::Release);
+        self.reopen();
         &mut self.inner
+    }
+
+    /// Makes the next poll poll the inner value, as if its waker fired
+    /// (for a wait it registered no waker for).
+    pub(crate) fn reopen(&mut self) {
+        self.flag.open.store(true, Ordering::Release);
     }
 
     fn poll_inner<T>(

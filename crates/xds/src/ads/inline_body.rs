@@ -12,15 +12,15 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::task::{ArcWake, AtomicWaker, waker_ref};
+
 use http_body::{Body, Frame};
 use tonic::Status;
 
+use super::gate::Gated;
 use super::response_body::{MAX_BATCH, take_frames, trailers};
 use super::stream::{Message, Output};
 
@@ -66,30 +66,15 @@ impl<R: Send> Output<R> for InlineOutput<R> {
     }
 }
 
-/// Whether the stream's loop was woken since it was last polled, and the
-/// waker of the task polling the body. hyper polls a body whenever its
-/// task wakes (send capacity, a reset, another frame's turn), and most of
-/// those polls have nothing for the loop; it is polled only when one of
-/// its own wakers fired.
-struct Woken {
-    woken: AtomicBool,
-    task: AtomicWaker,
-}
-
-impl ArcWake for Woken {
-    fn wake_by_ref(this: &Arc<Self>) {
-        this.woken.store(true, Ordering::Release);
-        this.task.wake();
-    }
-}
-
 /// The HTTP body of an ADS response stream that runs the stream's loop:
 /// gRPC-framed responses, then `grpc-status` trailers.
 pub(crate) struct InlineBody<R> {
     queue: Queue<R>,
-    /// The stream's loop; `None` once it returned.
-    run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-    woken: Arc<Woken>,
+    /// The stream's loop; `None` once it returned. hyper polls a body
+    /// whenever its task wakes (send capacity, a reset, another frame's
+    /// turn), and most of those polls have nothing for the loop: it is
+    /// polled only when one of its own wakers fired.
+    run: Option<Gated<Pin<Box<dyn Future<Output = ()> + Send>>>>,
     ended: bool,
 }
 
@@ -98,11 +83,7 @@ impl<R> InlineBody<R> {
     pub(crate) fn new(queue: Queue<R>, run: impl Future<Output = ()> + Send + 'static) -> Self {
         Self {
             queue,
-            run: Some(Box::pin(run)),
-            woken: Arc::new(Woken {
-                woken: AtomicBool::new(true),
-                task: AtomicWaker::new(),
-            }),
+            run: Some(Gated::new(Box::pin(run))),
             ended: false,
         }
     }
@@ -113,21 +94,11 @@ impl<R> InlineBody<R> {
         match &mut self.run {
             None => true,
             Some(run) => {
-                self.woken.task.register(cx.waker());
-                if !self.woken.woken.swap(false, Ordering::AcqRel) {
-                    return false;
-                }
-                let waker = waker_ref(&self.woken);
-                if run
-                    .as_mut()
-                    .poll(&mut Context::from_waker(&waker))
-                    .is_ready()
-                {
+                let done = Pin::new(run).poll(cx).is_ready();
+                if done {
                     self.run = None;
-                    true
-                } else {
-                    false
                 }
+                done
             }
         }
     }
@@ -163,7 +134,9 @@ impl<R: prost::Message + Send + 'static> Body for InlineBody<R> {
             if let Some(data) = data {
                 // The loop may be waiting for room in the queue (it
                 // registered no waker for that).
-                this.woken.woken.store(true, Ordering::Release);
+                if let Some(run) = &mut this.run {
+                    run.reopen();
+                }
                 return Poll::Ready(Some(Ok(Frame::data(data))));
             }
             match end {
