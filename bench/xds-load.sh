@@ -18,10 +18,11 @@
 # now patches its view from the change feed); "cp CPU in the 10 s after
 # setup" shows that it is idle again.
 # RUST_LOG (default warn) sets the cp's log level; its log is checked for
-# errors after each run. RSS_SETTLE_SECS (default 60; 0 skips it): after
-# each storm, with every proxy still connected, the cp's RSS is read again
-# that long after all were current ("cp RSS after --rss-settle"), and once
-# more that long after the run (no proxy connected). XDS_LOAD_ARGS adds
+# errors after each run. RSS_SETTLE_SECS (default 60; 0 skips it): once
+# every proxy first holds its config and after each storm, with every proxy
+# still connected, the cp's RSS is read again that long after all were
+# current ("cp RSS ... after --rss-settle"), and once more that long after
+# the run (no proxy connected). XDS_LOAD_ARGS adds
 # arguments to the measured phase (e.g. "--rounds 15" for a steadier
 # median of the per-change CPU).
 set -euo pipefail

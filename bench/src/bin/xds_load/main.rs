@@ -97,10 +97,12 @@ struct Args {
     /// Control-plane pid, to read its RSS and CPU time from /proc.
     #[arg(long)]
     cp_pid: Option<String>,
-    /// After each storm, with every proxy still connected, wait this long
-    /// and read the control plane's RSS again (`cp_rss_kib_settled`), so
-    /// what the allocator returns after a storm is measured against "all
-    /// connected" with the same proxies connected. 0 skips it.
+    /// Once every proxy first holds its config, and after each storm, with
+    /// every proxy still connected, wait this long and read the control
+    /// plane's RSS again (`cp_rss_kib.all_connected_settled`,
+    /// `cp_rss_kib_settled`): what the allocator keeps of the burst's
+    /// freed memory is gone by then, so it is the steady cost of the
+    /// connected proxies. 0 skips it.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     rss_settle: Duration,
     /// Dataplane certificate lifetime for the Mesh (default: the Mesh default).
@@ -191,6 +193,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let idle = phases.sample();
     let initial = phases.initial(args.connect_spread).await?;
     let connected = phases.sample();
+    // The same proxies, once the allocator has returned what the connect
+    // burst freed (jemalloc's decay is 5 s): the steady cost per proxy.
+    let connected_settled = if args.rss_settle.is_zero() {
+        None
+    } else {
+        tokio::time::sleep(args.rss_settle).await;
+        phases.sample().cp_rss_kib
+    };
     if !args.hold.is_zero() {
         eprintln!("holding {n} connected proxies for {:?}", args.hold);
         tokio::time::sleep(args.hold).await;
@@ -205,7 +215,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     phases.fleet.drain();
     let disconnected = phases.sample();
 
-    let per_proxy = match (idle.cp_rss_kib, connected.cp_rss_kib) {
+    let per_proxy = |connected: Option<u64>| match (idle.cp_rss_kib, connected) {
         (Some(a), Some(b)) => {
             json!(((b as f64 - a as f64) / n.max(1) as f64 * 10.0).round() / 10.0)
         }
@@ -217,7 +227,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "setup": {"dataplanes_s": report::round(dataplanes_s), "tokens_s": report::round(tokens_s)},
         "cp_rss_kib": {"before_connect": idle.cp_rss_kib, "all_connected": connected.cp_rss_kib,
             "after_propagation": after_propagation.cp_rss_kib, "all_disconnected": disconnected.cp_rss_kib,
-            "per_proxy_kib": per_proxy},
+            "per_proxy_kib": per_proxy(connected.cp_rss_kib),
+            "all_connected_settled": connected_settled,
+            "per_proxy_settled_kib": per_proxy(connected_settled)},
         "initial": initial, "propagation": propagation, "storms": storms,
         "loadavg": {"start": load_start, "end": loadavg()},
         "errors": phases.fleet.errors,
@@ -291,6 +303,11 @@ fn print_table(r: &Value) {
         (
             "cp RSS per connected proxy",
             "/cp_rss_kib/per_proxy_kib",
+            "KiB",
+        ),
+        (
+            "cp RSS per connected proxy, after --rss-settle",
+            "/cp_rss_kib/per_proxy_settled_kib",
             "KiB",
         ),
     ]

@@ -16,6 +16,7 @@
 mod hub;
 mod identities;
 mod mesh_ingress;
+mod tombstones;
 mod translate;
 mod view;
 

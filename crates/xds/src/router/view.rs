@@ -6,10 +6,12 @@
 //! must never do I/O: the control plane's source fills it.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use meshlink_api::spec::Tags;
 use meshlink_api::{Kind, Resource};
 
+use super::tombstones::Tombstones;
 use crate::hub::Update;
 
 /// The TLS material of one `kubernetes.io/tls` Secret, PEM.
@@ -80,8 +82,9 @@ pub struct SiteView {
     /// The router's identity per mesh, issued by the control plane (the
     /// hub fills it; a source leaves it empty).
     pub mesh_identities: BTreeMap<String, super::MeshRouterIdentity>,
-    /// Revisions of deletions, so an older listing cannot revive an object.
-    tombstones: BTreeMap<(Kind, String, String), u64>,
+    /// Revisions of recent deletions, so an older listing cannot revive
+    /// an object (each is forgotten after a minute).
+    tombstones: Tombstones,
 }
 
 /// What a Connector `selector` and the mesh ingress need of one mesh
@@ -231,6 +234,13 @@ impl SiteView {
     /// Applies one change unless the view holds a newer state of the
     /// object (or saw it deleted later). Returns whether the view changed.
     pub fn apply(&mut self, change: SiteChange) -> bool {
+        self.apply_at(change, Instant::now())
+    }
+
+    /// [`Self::apply`] at `now`, which dates a deletion's record and
+    /// expires the old ones.
+    fn apply_at(&mut self, change: SiteChange, now: Instant) -> bool {
+        self.tombstones.expire(now);
         match change {
             SiteChange::Secret {
                 name,
@@ -239,7 +249,7 @@ impl SiteView {
             } => {
                 let tomb = (Kind::Site, "secret".to_owned(), name.clone());
                 let held = self.secrets.get(&name).map(|(r, _)| *r);
-                let gone = self.tombstones.get(&tomb).copied();
+                let gone = self.tombstones.get(&tomb);
                 if held.max(gone).is_some_and(|r| r > revision) {
                     return false;
                 }
@@ -251,7 +261,7 @@ impl SiteView {
                         changed
                     }
                     None => {
-                        self.tombstones.insert(tomb, revision);
+                        self.tombstones.bury(tomb, revision, now);
                         self.secrets.remove(&name).is_some()
                     }
                 }
@@ -266,11 +276,11 @@ impl SiteView {
                 let name = r.name().to_owned();
                 let rev = revision(&r);
                 let tomb = (kind, mesh.clone(), name.clone());
-                if self.tombstones.get(&tomb).is_some_and(|t| *t > rev) {
+                if self.tombstones.get(&tomb).is_some_and(|t| t > rev) {
                     return false;
                 }
                 if deleted {
-                    self.tombstones.insert(tomb, rev);
+                    self.tombstones.bury(tomb, rev, now);
                 } else {
                     self.tombstones.remove(&tomb);
                 }
@@ -327,5 +337,69 @@ impl SiteView {
                 .as_connector()
                 .is_some_and(|s| s.host.is_none() && s.selector.is_some())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::super::tombstones::TOMBSTONE_TTL;
+    use super::*;
+
+    fn dataplane(name: &str, revision: u64) -> Resource {
+        let mut r = Resource::from_json(json!({
+            "apiVersion": "meshlink.dev/v1alpha1", "kind": "Dataplane",
+            "metadata": {"name": name, "mesh": "default"},
+            "spec": {"networking": {"address": "10.0.0.1",
+                "inbound": [{"port": 9000, "servicePort": 19000,
+                             "tags": {"kuma.io/service": "backend"}}]}},
+        }))
+        .expect("a valid Dataplane");
+        r.set_resource_version(Some(revision.to_string()));
+        r
+    }
+
+    fn change(r: Resource, deleted: bool) -> SiteChange {
+        SiteChange::Resource(Box::new(if deleted {
+            Update::Deleted(r)
+        } else {
+            Update::Upserted(r)
+        }))
+    }
+
+    #[test]
+    fn a_deleted_object_is_not_revived_by_an_older_change_while_its_deletion_is_remembered() {
+        let t0 = Instant::now();
+        let mut view = SiteView::default();
+        assert!(view.apply_at(change(dataplane("web-1", 5), false), t0));
+        assert!(view.apply_at(change(dataplane("web-1", 7), true), t0));
+        // A listing read before the deletion arrives late.
+        assert!(!view.apply_at(change(dataplane("web-1", 5), false), t0));
+        assert!(view.dataplanes.is_empty());
+        // Created again, later: it is there.
+        assert!(view.apply_at(change(dataplane("web-1", 9), false), t0));
+        assert_eq!(view.dataplanes.len(), 1);
+        assert_eq!(view.tombstones.len(), 0);
+    }
+
+    #[test]
+    fn deletions_are_forgotten_after_the_ttl_so_churn_leaves_the_view_at_its_baseline() {
+        let t0 = Instant::now();
+        let mut view = SiteView::default();
+        for i in 0..1_000u64 {
+            let name = format!("pod-{i}");
+            view.apply_at(change(dataplane(&name, 2 * i + 1), false), t0);
+            view.apply_at(change(dataplane(&name, 2 * i + 2), true), t0);
+        }
+        assert!(view.dataplanes.is_empty());
+        assert_eq!(view.tombstones.len(), 1_000);
+        // The next change after the TTL sweeps them.
+        let later = t0 + TOMBSTONE_TTL + Duration::from_secs(1);
+        view.apply_at(change(dataplane("web-1", 5_000), false), later);
+        assert_eq!(view.tombstones.len(), 0);
+        assert_eq!(view.dataplanes.len(), 1);
     }
 }
