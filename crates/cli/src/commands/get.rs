@@ -6,6 +6,7 @@ use meshlink_api::{Kind, Resource};
 use reqwest::Method;
 use serde_json::Value;
 
+use super::list_printer::ListPrinter;
 use super::table::{aligned, text as s};
 use crate::client::{ApiClient, scope_query};
 use crate::failure::Failure;
@@ -22,7 +23,8 @@ pub(crate) enum Output {
 }
 
 /// Runs `get`. Lists are fetched `chunk_size` resources per request
-/// (following the API's `continue` token), or in one request when it is 0.
+/// (following the API's `continue` token), or in one request when it is 0,
+/// and printed page by page as they arrive ([`ListPrinter`]).
 pub(crate) async fn run(
     client: &ApiClient,
     kind: Kind,
@@ -32,79 +34,70 @@ pub(crate) async fn run(
     output: Output,
     chunk_size: u32,
 ) -> Result<(), Failure> {
-    let items: Vec<Value> = if let Some(name) = name {
-        let path = format!("/api/v1/{}/{}", kind.plural(), name);
-        let one = client
-            .call(
-                Method::GET,
-                &path,
-                &scope_query(kind, mesh),
-                None,
-                Duration::from_secs(30),
-            )
-            .await
-            .map_err(|e| e.into_failure())?;
-        vec![one]
-    } else {
+    let Some(name) = name else {
         let mut q = scope_query(kind, mesh);
         if let Some(s) = selector {
             q.push(("labelSelector", s.to_string()));
         }
-        list_all(client, kind, q, chunk_size).await?
+        let mut printer = ListPrinter::new(kind, output);
+        for_each_page(client, kind, q, chunk_size, |items| printer.page(items)).await?;
+        printer.finish();
+        return Ok(());
     };
+    let path = format!("/api/v1/{}/{}", kind.plural(), name);
+    let one = client
+        .call(
+            Method::GET,
+            &path,
+            &scope_query(kind, mesh),
+            None,
+            Duration::from_secs(30),
+        )
+        .await
+        .map_err(|e| e.into_failure())?;
     match output {
-        Output::Json if name.is_some() => println!("{}", pretty(&items[0])),
-        Output::Json => println!("{}", pretty(&serde_json::json!({ "items": items }))),
-        Output::Yaml => {
-            let docs: Vec<String> = items.iter().map(to_yaml).collect();
-            print!("{}", docs.join("---\n"));
-        }
-        Output::Table => {
-            if items.is_empty() {
-                eprintln!("No {} found.", kind.plural());
-            } else {
-                print!("{}", table(kind, &items));
-            }
-        }
+        Output::Json => println!("{}", pretty(&one)),
+        Output::Yaml => print!("{}", to_yaml(&one)),
+        Output::Table => print!("{}", table(kind, &[one])),
     }
     Ok(())
 }
 
-/// Every item of a list, page after page.
-async fn list_all(
+/// Fetches a list page after page and hands each page's items to `each`.
+async fn for_each_page(
     client: &ApiClient,
     kind: Kind,
     mut query: Vec<(&'static str, String)>,
     chunk_size: u32,
-) -> Result<Vec<Value>, Failure> {
+    mut each: impl FnMut(&[Value]),
+) -> Result<(), Failure> {
     let path = format!("/api/v1/{}", kind.plural());
     if chunk_size > 0 {
         query.push(("limit", chunk_size.to_string()));
     }
-    let mut items = Vec::new();
     loop {
         let mut page = client
             .call(Method::GET, &path, &query, None, Duration::from_secs(60))
             .await
             .map_err(|e| e.into_failure())?;
-        if let Value::Array(page_items) = page["items"].take() {
-            items.extend(page_items);
+        if let Value::Array(items) = page["items"].take() {
+            each(&items);
         }
         match page["continue"].as_str() {
             Some(token) if chunk_size > 0 => {
                 query.retain(|(k, _)| *k != "continue");
                 query.push(("continue", token.to_string()));
             }
-            _ => return Ok(items),
+            _ => return Ok(()),
         }
     }
 }
 
-fn pretty(v: &Value) -> String {
+pub(super) fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).expect("JSON prints")
 }
 
-fn to_yaml(v: &Value) -> String {
+pub(super) fn to_yaml(v: &Value) -> String {
     match Resource::from_json_unvalidated(v.clone()) {
         Ok(r) => r.to_yaml(),
         Err(_) => serde_yaml_ng::to_string(v).expect("JSON prints as YAML"),
@@ -373,40 +366,85 @@ fn ready(r: &Value) -> String {
         .unwrap_or_else(|| "-".to_string())
 }
 
-/// Renders a table with aligned columns.
+/// Renders a table of `items` with aligned columns.
 fn table(kind: Kind, items: &[Value]) -> String {
-    let mut header = vec!["NAME"];
-    if kind.allows_mesh() {
-        header.insert(0, "MESH");
-    }
-    let first = summary(kind, &items[0]);
-    header.extend(first.iter().map(|(h, _)| *h));
-    // Skupper's kinds show Skupper's columns (STATUS, MATCHED) instead of READY.
-    let ready_column = !matches!(
-        kind,
-        Kind::Site | Kind::Link | Kind::Listener | Kind::MultiKeyListener | Kind::Connector
-    );
-    if ready_column {
-        header.push("READY");
-    }
-    header.push("VERSION");
-    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
-    for r in items {
-        let m = &r["metadata"];
-        let mut row = Vec::new();
-        if kind.allows_mesh() {
-            // A global Secret has no mesh.
-            row.push(or(s(&m["mesh"]), "-"));
+    let mut rows = TableRows::new(kind);
+    rows.add(items);
+    rows.render()
+}
+
+/// A table's rows as text, gathered page by page; the header comes from
+/// the first item.
+pub(crate) struct TableRows {
+    kind: Kind,
+    /// The header, then one row per item (empty until the first item).
+    rows: Vec<Vec<String>>,
+    /// Skupper's kinds show Skupper's columns (STATUS, MATCHED) instead of
+    /// READY.
+    ready_column: bool,
+}
+
+impl TableRows {
+    /// No rows yet, for a table of `kind`.
+    pub(crate) fn new(kind: Kind) -> Self {
+        let ready_column = !matches!(
+            kind,
+            Kind::Site | Kind::Link | Kind::Listener | Kind::MultiKeyListener | Kind::Connector
+        );
+        TableRows {
+            kind,
+            rows: Vec::new(),
+            ready_column,
         }
-        row.push(s(&m["name"]));
-        row.extend(summary(kind, r).into_iter().map(|(_, v)| v));
-        if ready_column {
-            row.push(ready(r));
-        }
-        row.push(s(&m["resourceVersion"]));
-        rows.push(row);
     }
-    aligned(&rows)
+
+    /// The kind listed.
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Whether no item was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows.len() <= 1
+    }
+
+    /// Adds one row per item (the header first, from the first item).
+    pub(crate) fn add(&mut self, items: &[Value]) {
+        let kind = self.kind;
+        if let (true, Some(first)) = (self.rows.is_empty(), items.first()) {
+            let mut header = vec!["NAME"];
+            if kind.allows_mesh() {
+                header.insert(0, "MESH");
+            }
+            header.extend(summary(kind, first).iter().map(|(h, _)| *h));
+            if self.ready_column {
+                header.push("READY");
+            }
+            header.push("VERSION");
+            self.rows
+                .push(header.iter().map(|h| h.to_string()).collect());
+        }
+        for r in items {
+            let m = &r["metadata"];
+            let mut row = Vec::new();
+            if kind.allows_mesh() {
+                // A global Secret has no mesh.
+                row.push(or(s(&m["mesh"]), "-"));
+            }
+            row.push(s(&m["name"]));
+            row.extend(summary(kind, r).into_iter().map(|(_, v)| v));
+            if self.ready_column {
+                row.push(ready(r));
+            }
+            row.push(s(&m["resourceVersion"]));
+            self.rows.push(row);
+        }
+    }
+
+    /// The rows, aligned.
+    pub(crate) fn render(&self) -> String {
+        aligned(&self.rows)
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub(crate) mod demo;
 pub(crate) mod get;
 pub(crate) mod grant;
 pub(crate) mod inspect;
+pub(crate) mod list_printer;
 pub(crate) mod network;
 pub(crate) mod table;
 pub(crate) mod token;
