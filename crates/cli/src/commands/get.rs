@@ -403,9 +403,9 @@ impl TableRows {
         self.kind
     }
 
-    /// Whether no item was added.
+    /// Whether no item was added (the header comes with the first).
     pub(crate) fn is_empty(&self) -> bool {
-        self.rows.len() <= 1
+        self.rows.is_empty()
     }
 
     /// Adds one row per item (the header first, from the first item).
