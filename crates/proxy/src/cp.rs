@@ -95,6 +95,14 @@ pub fn report_connect_failure(attempt: &Attempt, error: &CpError) -> Pace {
 /// Longest wait between attempts while the control plane is unreachable.
 pub const UNREACHABLE_RETRY_CAP: Duration = Duration::from_secs(1);
 
+/// How long a client whose request stream was closed waits for the
+/// control plane's final status on the response side. A control plane
+/// that ends a stream resets the half the client sends on, so a client
+/// busy sending (an ACK, a report) can notice the closed request side
+/// before it reads the status that says why (e.g. "shutting down", which
+/// moves the client to the next control plane at once).
+pub const FINAL_STATUS_WAIT: Duration = Duration::from_secs(1);
+
 /// Where the control plane is and how to authenticate to it.
 #[derive(Debug, Clone)]
 pub struct CpTarget {

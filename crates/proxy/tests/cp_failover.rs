@@ -1,7 +1,8 @@
 //! Several control-plane URLs (`--cp a,b`), through the proxy's real delta
 //! ADS client and TLS: a dead first URL is passed over for the second, a
 //! control plane that drains sends the proxy to the next URL (not back to
-//! itself), and a URL whose name resolves to addresses is dialled at an
+//! itself, even when it ends the stream while the proxy is still sending
+//! ACKs), and a URL whose name resolves to addresses is dialled at an
 //! address while its certificate is verified against the name.
 
 mod support;
@@ -14,7 +15,7 @@ use meshlink_proxy::model::ProxyConfig;
 use meshlink_proxy::xds::apply::{CLUSTER, LISTENER};
 use meshlink_proxy::xds::{NodeId, SharedXdsStatus, XdsClient};
 use prometheus_client::registry::Registry;
-use support::{DEADLINE, FakeCp, ProxyFiles, TestPki, dead_port, eventually};
+use support::{DEADLINE, FakeCp, ProxyFiles, TestPki, dead_port, eventually, show_logs};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +31,7 @@ struct Proxy {
 impl Proxy {
     /// Starts the client on `urls`, beginning with the first.
     fn start(files: &ProxyFiles, urls: &[String]) -> Proxy {
+        show_logs();
         let urls = urls.iter().map(|u| CpUrl::parse(u).expect("URL")).collect();
         let endpoints = CpEndpoints::starting_at(urls, 0);
         let (config_tx, config) = watch::channel(Arc::new(ProxyConfig::default()));
@@ -146,6 +148,33 @@ async fn a_draining_control_plane_sends_the_proxy_to_the_next_url() {
     ] {
         assert!(text.contains(&line), "missing {line:?} in:\n{text}");
     }
+    proxy.stop().await;
+}
+
+/// The order that once sent a proxy back to a draining control plane: the
+/// control plane ends the stream while the proxy's ACKs are backed up, so
+/// the proxy finds its request side closed before it has read the status
+/// saying why. It must still read that status and move on at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_ended_while_acks_are_queued_is_read_as_draining() {
+    let pki = TestPki::new();
+    let files = ProxyFiles::new(&pki);
+    let a = FakeCp::start_draining_under_acks(&pki, 200).await;
+    let b = FakeCp::start(&pki).await;
+    let mut proxy = Proxy::start(&files, &[a.url(), b.url()]);
+    proxy.configured().await;
+    proxy.connected_to(&b.url()).await;
+    assert_eq!(
+        a.streams(),
+        1,
+        "the proxy went back to the draining control plane"
+    );
+    assert_eq!(b.streams(), 1);
+    let text = proxy.metrics();
+    assert!(
+        text.contains("meshlink_proxy_cp_failovers_total 1"),
+        "one move, straight to the next URL:\n{text}"
+    );
     proxy.stop().await;
 }
 

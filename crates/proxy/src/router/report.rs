@@ -136,16 +136,23 @@ async fn session(target: &CpTarget, mut state: watch::Receiver<RouterState>) -> 
             }
         }
     };
-    let (sent, kind, what) = tokio::select! {
-        r = call => match r {
-            Ok(_) => (1, FailureKind::Other, "ended the status stream".to_owned()),
-            Err(s) => (
-                0,
-                FailureKind::of_status(&s),
-                format!("ended the status stream: {:?}: {}", s.code(), s.message()),
-            ),
-        },
-        sent = sender => (sent, FailureKind::Other, "closed the status stream".into()),
+    let answered = |r: Result<_, tonic::Status>| match r {
+        Ok(_) => (FailureKind::Other, "ended the status stream".to_owned()),
+        Err(s) => (
+            FailureKind::of_status(&s),
+            format!("ended the status stream: {:?}: {}", s.code(), s.message()),
+        ),
+    };
+    tokio::pin!(call);
+    let (sent, (kind, what)) = tokio::select! {
+        r = &mut call => (u64::from(r.is_ok()), answered(r)),
+        sent = sender => {
+            // The request side closes when the control plane ended the
+            // call; its status (e.g. "shutting down") says where to go next.
+            let last = tokio::time::timeout(crate::cp::FINAL_STATUS_WAIT, &mut call).await;
+            let closed = (FailureKind::Other, "closed the status stream".to_owned());
+            (sent, last.map_or(closed, answered))
+        }
     };
     let why = format!("the control plane at {attempt} {what}");
     let pace = attempt.failed(kind, &why);

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::apply::{Applied, Rejected};
 use crate::backoff::Backoff;
-use crate::cp::{CpError, CpTarget, FailureKind, Pace, ProxyToken};
+use crate::cp::{CpError, CpTarget, FINAL_STATUS_WAIT, FailureKind, Pace, ProxyToken};
 use crate::log_limit::LogLimiter;
 use crate::metrics::ProxyMetrics;
 
@@ -205,11 +205,19 @@ impl<M: XdsModel> XdsClient<M> {
                 return Err(unreachable(e, pace));
             }
         };
+        tracing::debug!(cp = %attempt, "connected; opening the xDS stream");
         // A stream that ended: the rotation moves on, and the error names
         // the control plane that ended it.
         let ended = |healthy: bool, kind: FailureKind, what: String| {
             let why = format!("the control plane at {attempt} {what}");
             Failure::answered(healthy, attempt.failed(kind, &why), why)
+        };
+        let stream_ended = |healthy: bool, end: Result<(), tonic::Status>| match end {
+            Ok(()) => ended(healthy, FailureKind::Other, "ended the stream".into()),
+            Err(s) => {
+                let what = format!("ended the stream: {}", status_text(&s));
+                ended(healthy, FailureKind::of_status(&s), what)
+            }
         };
         let types = M::types();
         let (tx, rx) = mpsc::channel(types.len().max(16));
@@ -246,17 +254,8 @@ impl<M: XdsModel> XdsClient<M> {
         loop {
             let response = match responses.message().await {
                 Ok(Some(r)) => r,
-                Ok(None) => {
-                    return Err(ended(
-                        healthy,
-                        FailureKind::Other,
-                        "ended the stream".into(),
-                    ));
-                }
-                Err(s) => {
-                    let what = format!("ended the stream: {}", status_text(&s));
-                    return Err(ended(healthy, FailureKind::of_status(&s), what));
-                }
+                Ok(None) => return Err(stream_ended(healthy, Ok(()))),
+                Err(s) => return Err(stream_ended(healthy, Err(s))),
             };
             if !healthy {
                 healthy = true;
@@ -271,8 +270,20 @@ impl<M: XdsModel> XdsClient<M> {
             }
             let ack = self.handle(&response, &mut rejected);
             if tx.send(ack).await.is_err() {
-                let why = "request stream closed".to_owned();
-                return Err(Failure::answered(healthy, Pace::Backoff, why));
+                // The request side closes when the control plane ended the
+                // stream (it resets the half we send on), possibly while
+                // ACKs were queued; its status, such as "shutting down", is
+                // in the trailers after any responses not yet read. Read to
+                // it, so a draining control plane is left as when its end
+                // is read first. The unread responses cannot be ACKed; the
+                // next stream asks again with the versions held.
+                return Err(match final_status(&mut responses).await {
+                    Some(end) => stream_ended(healthy, end),
+                    None => {
+                        let why = "request stream closed".to_owned();
+                        Failure::answered(healthy, Pace::Backoff, why)
+                    }
+                });
             }
         }
     }
@@ -349,6 +360,26 @@ impl Failure {
             pace,
         }
     }
+}
+
+/// How a response stream ends once the request side is closed: `Ok` for a
+/// clean end, the status it ended with, or `None` when it did not end
+/// within [`FINAL_STATUS_WAIT`]. Responses still unread are skipped.
+async fn final_status(
+    responses: &mut tonic::Streaming<DeltaDiscoveryResponse>,
+) -> Option<Result<(), tonic::Status>> {
+    let skip_to_end = async {
+        loop {
+            match responses.message().await {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(()),
+                Err(s) => return Err(s),
+            }
+        }
+    };
+    tokio::time::timeout(FINAL_STATUS_WAIT, skip_to_end)
+        .await
+        .ok()
 }
 
 /// The `retry-after-ms` hint of a `RESOURCE_EXHAUSTED` refusal (capped at

@@ -25,7 +25,7 @@ use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -114,6 +114,21 @@ pub struct FakeCp {
 impl FakeCp {
     /// Starts serving with `pki`'s server certificate.
     pub async fn start(pki: &TestPki) -> FakeCp {
+        FakeCp::serve(pki, None).await
+    }
+
+    /// Starts a control plane that ends its first stream while the proxy
+    /// still has ACKs to send: it answers with `responses` responses
+    /// without reading a request, and grants the proxy a 1 KiB send window
+    /// per stream, so the proxy's ACKs back up behind flow control; then
+    /// it drains (every stream, that one and new ones, ends with the
+    /// status [`FakeCp::drain`] sends). The proxy finds its request side
+    /// closed before it reads why the stream ended.
+    pub async fn start_draining_under_acks(pki: &TestPki, responses: usize) -> FakeCp {
+        FakeCp::serve(pki, Some(responses)).await
+    }
+
+    async fn serve(pki: &TestPki, flood: Option<usize>) -> FakeCp {
         let incoming = TcpIncoming::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
         let addr = incoming.local_addr().expect("bound address");
         let (opened_tx, opened) = watch::channel(0);
@@ -122,9 +137,12 @@ impl FakeCp {
         let ads = Ads {
             opened: Arc::new(opened_tx),
             drain: drain.clone(),
+            flood,
         };
         let tls = ServerTlsConfig::new().identity(Identity::from_pem(&pki.cert_pem, &pki.key_pem));
+        let window = flood.map(|_| FLOOD_WINDOW);
         let server = Server::builder()
+            .initial_stream_window_size(window)
             .tls_config(tls)
             .expect("server TLS")
             .add_service(AggregatedDiscoveryServiceServer::new(ads))
@@ -163,6 +181,16 @@ impl Drop for FakeCp {
     }
 }
 
+/// Prints the proxy's own log lines (debug and up) into the test's
+/// captured output, so a failing run shows what the client saw and did.
+/// Safe to call from every test; only the first call installs it.
+pub fn show_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("meshlink_proxy=debug"))
+        .with_test_writer()
+        .try_init();
+}
+
 /// A port nothing listens on (bound, then released).
 pub fn dead_port() -> u16 {
     let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -190,9 +218,46 @@ where
 
 type Responses<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
+/// The per-stream send window a [`FakeCp::start_draining_under_acks`]
+/// grants: room for about a dozen ACKs.
+const FLOOD_WINDOW: u32 = 1024;
+
+/// The words the real control plane ends its streams with when it drains.
+const SHUTTING_DOWN: &str = "control plane shutting down; reconnect";
+
 struct Ads {
     opened: Arc<watch::Sender<usize>>,
     drain: CancellationToken,
+    /// Responses the first stream sends, unread requests and all, before
+    /// the control plane drains.
+    flood: Option<usize>,
+}
+
+impl Ads {
+    /// `n` Listener responses, then the drain status; the requests are
+    /// held unread until then, so their flow-control window is never
+    /// given back.
+    fn flood_then_drain(
+        &self,
+        n: usize,
+        requests: Streaming<DeltaDiscoveryRequest>,
+    ) -> Responses<DeltaDiscoveryResponse> {
+        let responses = (0..n).map(|i| {
+            Ok(DeltaDiscoveryResponse {
+                nonce: format!("flood-{i}"),
+                system_version_info: i.to_string(),
+                type_url: meshlink_proxy::xds::apply::LISTENER.to_owned(),
+                ..Default::default()
+            })
+        });
+        let drain = self.drain.clone();
+        let end = futures::stream::once(async move {
+            let _unread = requests;
+            drain.cancel();
+            Err(Status::unavailable(SHUTTING_DOWN))
+        });
+        Box::pin(futures::stream::iter(responses).chain(end))
+    }
 }
 
 #[tonic::codegen::async_trait]
@@ -212,6 +277,13 @@ impl AggregatedDiscoveryService for Ads {
         request: Request<Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
         self.opened.send_modify(|n| *n += 1);
+        if let Some(n) = self.flood
+            && !self.drain.is_cancelled()
+        {
+            return Ok(Response::new(
+                self.flood_then_drain(n, request.into_inner()),
+            ));
+        }
         let state = Some((request.into_inner(), self.drain.clone()));
         let responses = futures::stream::unfold(state, |state| async move {
             let (mut requests, drain) = state?;
@@ -219,7 +291,7 @@ impl AggregatedDiscoveryService for Ads {
                 let request = tokio::select! {
                     biased;
                     () = drain.cancelled() => {
-                        let end = Status::unavailable("control plane shutting down; reconnect");
+                        let end = Status::unavailable(SHUTTING_DOWN);
                         return Some((Err(end), None));
                     }
                     r = requests.message() => r,
