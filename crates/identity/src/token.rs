@@ -38,8 +38,9 @@ pub const DATAPLANE_KIND: &str = "dataplane";
 /// `site`; no mesh, name or services).
 pub const ROUTER_KIND: &str = "router";
 
-/// A router's xDS `node.id` is this prefix followed by its site's name.
-pub const ROUTER_NODE_PREFIX: &str = "site.";
+/// A router's xDS `node.id` is this prefix followed by its site's name
+/// (the grammar lives in `meshlink-proto`).
+pub use meshlink_proto::ROUTER_NODE_PREFIX;
 
 /// Tokens longer than this are rejected before any decoding.
 const MAX_TOKEN_LEN: usize = 8 * 1024;
@@ -199,7 +200,7 @@ impl TokenClaims {
     /// dataplane, `site.<site>` for a router ([`ROUTER_NODE_PREFIX`]).
     pub fn node_id(&self) -> String {
         if self.is_router() {
-            format!("{ROUTER_NODE_PREFIX}{}", self.site)
+            meshlink_proto::NodeId::router(&self.site).to_string()
         } else {
             self.dataplane_key()
         }
@@ -217,7 +218,7 @@ impl TokenClaims {
 
     /// `mesh.name`, the proxy key this token authenticates (matches `node.id`).
     pub fn dataplane_key(&self) -> String {
-        format!("{}.{}", self.mesh, self.name)
+        meshlink_proto::NodeId::dataplane(&self.mesh, &self.name).to_string()
     }
 
     /// `iat` as a `SystemTime`.

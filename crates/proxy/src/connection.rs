@@ -21,8 +21,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+use meshlink_runtime::{ErrorKind, ProxyError, Side};
+
 use crate::counted::Counted;
 use crate::dataplane::{ClusterRuntime, Dataplane};
+use crate::drain::{ConnectionDrain, Ended};
 use crate::metrics::{ClusterLabels, ListenerLabels, NameLabels, ProxyMetrics};
 use crate::model::{Authorization, Direction, ListenerSpec, authorize};
 
@@ -42,6 +45,7 @@ pub async fn handle(
     spec: Arc<ListenerSpec>,
     view: Arc<Dataplane>,
     metrics: Arc<ProxyMetrics>,
+    drain: ConnectionDrain,
 ) {
     let _ = stream.set_nodelay(true);
     let direction = spec.direction;
@@ -57,23 +61,35 @@ pub async fn handle(
         .get_or_create(&ProxyMetrics::direction(direction))
         .clone();
     active.inc();
-    let result = match direction {
-        Direction::Inbound => inbound(stream, &spec, &view, &metrics).await,
-        Direction::Outbound => outbound(stream, &spec, &view, &metrics).await,
+    let work = async {
+        match direction {
+            Direction::Inbound => inbound(stream, &spec, &view, &metrics).await,
+            Direction::Outbound => outbound(stream, &spec, &view, &metrics).await,
+        }
+    };
+    let result = match drain.until_deadline(work).await {
+        Ended::Done(result) => result,
+        Ended::Cut => Err(ProxyError::internal(
+            ErrorKind::Shutdown,
+            "closed at the drain deadline",
+        )),
     };
     active.dec();
     if let Err(why) = result {
-        tracing::debug!(listener = %spec.name, %peer, "connection ended: {why}");
+        tracing::debug!(listener = %spec.name, %peer, retryable = why.retryable(), "connection ended: {why}");
     }
 }
 
 fn cluster<'a>(
     view: &'a Dataplane,
     spec: &ListenerSpec,
-) -> Result<&'a Arc<ClusterRuntime>, String> {
-    view.clusters
-        .get(&spec.cluster)
-        .ok_or_else(|| format!("cluster {:?} is not ready", spec.cluster))
+) -> Result<&'a Arc<ClusterRuntime>, ProxyError> {
+    view.clusters.get(&spec.cluster).ok_or_else(|| {
+        ProxyError::internal(
+            ErrorKind::NotReady,
+            format!("cluster {:?} is not ready", spec.cluster),
+        )
+    })
 }
 
 async fn inbound(
@@ -81,7 +97,7 @@ async fn inbound(
     spec: &ListenerSpec,
     view: &Dataplane,
     metrics: &ProxyMetrics,
-) -> Result<(), String> {
+) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
     let Some(tls) = &spec.tls else {
         let upstream = connect(cluster, metrics)
@@ -92,7 +108,7 @@ async fn inbound(
     let server = view
         .servers
         .get(&tls.ca_secret)
-        .ok_or_else(|| "no TLS server config".to_string())?;
+        .ok_or_else(|| ProxyError::internal(ErrorKind::NotReady, "no TLS server config yet"))?;
     let accept = TlsAcceptor::from(server.clone()).accept(stream);
     let tls_stream = handshake(accept, Direction::Inbound, metrics).await?;
     let peer_id = tls_stream
@@ -109,7 +125,10 @@ async fn inbound(
             })
             .inc();
         tracing::info!(listener = %spec.name, peer = ?peer_id, "RBAC denied the connection: {why}");
-        return Err(format!("RBAC denied {peer_id:?}: {why}"));
+        return Err(ProxyError::downstream(
+            ErrorKind::Denied,
+            format!("RBAC denied {peer_id:?}: {why}"),
+        ));
     }
     let upstream = connect(cluster, metrics)
         .await
@@ -121,7 +140,7 @@ async fn inbound(
 /// client sees the same empty reply as for an RBAC denial, so this is
 /// logged at the same level), rate-limited: the first at once, then at most
 /// one line per [`crate::metrics::APP_DOWN_LOG_INTERVAL`] with the count.
-fn app_down(spec: &ListenerSpec, peer: Option<&str>, why: &str, metrics: &ProxyMetrics) {
+fn app_down(spec: &ListenerSpec, peer: Option<&str>, why: &ProxyError, metrics: &ProxyMetrics) {
     if let Some(count) = metrics.app_down_log.hit() {
         tracing::info!(
             listener = %spec.name,
@@ -137,7 +156,7 @@ async fn outbound(
     spec: &ListenerSpec,
     view: &Dataplane,
     metrics: &ProxyMetrics,
-) -> Result<(), String> {
+) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
     let upstream = connect(cluster, metrics).await?;
     let Some(client) = &cluster.tls else {
@@ -159,26 +178,28 @@ async fn outbound(
 }
 
 /// Runs a TLS handshake with [`HANDSHAKE_TIMEOUT`], counting a failure
-/// by reason.
+/// by reason (classified from rustls's typed error).
 async fn handshake<S>(
     tls: impl std::future::Future<Output = std::io::Result<S>>,
     direction: Direction,
     metrics: &ProxyMetrics,
-) -> Result<S, String> {
-    let side = match direction {
-        Direction::Inbound => "with the downstream",
-        Direction::Outbound => "with the upstream",
+) -> Result<S, ProxyError> {
+    let side = peer_side(direction);
+    let e = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls).await {
+        Ok(Ok(s)) => return Ok(s),
+        Ok(Err(e)) => ProxyError::handshake(side, &e),
+        Err(_) => ProxyError::new(ErrorKind::HandshakeTimeout, side, "TLS handshake timed out"),
     };
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls).await {
-        Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => {
-            metrics.handshake_failed(direction, failure_reason(&e));
-            Err(format!("TLS handshake {side} failed: {e}"))
-        }
-        Err(_) => {
-            metrics.handshake_failed(direction, "timeout");
-            Err(format!("TLS handshake {side} timed out"))
-        }
+    metrics.handshake_failed(direction, e.label());
+    Err(e)
+}
+
+/// Which side the TLS peer of a connection is: the calling sidecar
+/// inbound, the destination outbound.
+fn peer_side(direction: Direction) -> Side {
+    match direction {
+        Direction::Inbound => Side::Downstream,
+        Direction::Outbound => Side::Upstream,
     }
 }
 
@@ -199,15 +220,21 @@ fn sni(cluster: &str) -> String {
 
 /// Connects to an endpoint of `cluster`, trying up to
 /// [`MAX_CONNECT_ATTEMPTS`] endpoints.
-async fn connect(cluster: &ClusterRuntime, metrics: &ProxyMetrics) -> Result<TcpStream, String> {
+async fn connect(
+    cluster: &ClusterRuntime,
+    metrics: &ProxyMetrics,
+) -> Result<TcpStream, ProxyError> {
     let order = cluster.balancer.attempt_order(tokio::time::Instant::now());
     if order.is_empty() {
-        return Err(format!("cluster {:?} has no endpoints", cluster.spec.name));
+        return Err(ProxyError::upstream(
+            ErrorKind::NoEndpoints,
+            format!("cluster {:?} has no endpoints", cluster.spec.name),
+        ));
     }
     let labels = ClusterLabels {
         cluster: cluster.spec.name.clone(),
     };
-    let mut last = String::new();
+    let (mut last, mut kind) = (String::new(), ErrorKind::ConnectFailed);
     for endpoint in order.into_iter().take(MAX_CONNECT_ATTEMPTS) {
         let _guard = endpoint.start();
         let attempt = tokio::time::timeout(
@@ -221,8 +248,13 @@ async fn connect(cluster: &ClusterRuntime, metrics: &ProxyMetrics) -> Result<Tcp
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
-            Ok(Err(e)) => last = format!("{}: {e}", endpoint.addr),
-            Err(_) => last = format!("{}: connect timed out", endpoint.addr),
+            Ok(Err(e)) => {
+                (last, kind) = (format!("{}: {e}", endpoint.addr), ErrorKind::ConnectFailed)
+            }
+            Err(_) => {
+                last = format!("{}: connect timed out", endpoint.addr);
+                kind = ErrorKind::ConnectTimeout;
+            }
         }
         metrics
             .upstream_connect_failures
@@ -233,9 +265,12 @@ async fn connect(cluster: &ClusterRuntime, metrics: &ProxyMetrics) -> Result<Tcp
             tracing::warn!(cluster = %cluster.spec.name, endpoint = %endpoint.addr, "endpoint ejected after consecutive connect failures");
         }
     }
-    Err(format!(
-        "no endpoint of {:?} accepted a connection (last: {last})",
-        cluster.spec.name
+    Err(ProxyError::upstream(
+        kind,
+        format!(
+            "no endpoint of {:?} accepted a connection (last: {last})",
+            cluster.spec.name
+        ),
     ))
 }
 
@@ -244,7 +279,7 @@ async fn copy<A, B>(
     mut b: B,
     direction: Direction,
     metrics: &ProxyMetrics,
-) -> Result<(), String>
+) -> Result<(), ProxyError>
 where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
@@ -258,23 +293,5 @@ where
     tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER)
         .await
         .map(drop)
-        .map_err(|e| format!("copy failed: {e}"))
-}
-
-/// A short metrics label for a handshake error.
-fn failure_reason(e: &std::io::Error) -> &'static str {
-    let text = e.to_string();
-    if text.contains("SPIFFE") || text.contains("NotValidForName") || text.contains("URI") {
-        "peer_identity"
-    } else if text.contains("Expired") || text.contains("expired") {
-        "certificate_expired"
-    } else if text.contains("UnknownIssuer") || text.contains("BadSignature") {
-        "unknown_issuer"
-    } else if text.contains("certificate") || text.contains("Certificate") {
-        "bad_certificate"
-    } else if text.contains("eof") || text.contains("reset") {
-        "connection_closed"
-    } else {
-        "protocol"
-    }
+        .map_err(|e| ProxyError::internal(ErrorKind::Io, format!("copy failed: {e}")))
 }

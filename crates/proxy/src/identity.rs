@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use meshlink_identity::IssuedCert;
 use meshlink_identity::renewal::{BackoffPolicy, Credential, RenewalDriver, WallClock};
-use meshlink_xds::certify::CertifyRequest;
-use meshlink_xds::certify::certify_client::CertifyClient;
+use meshlink_proto::certify::CertifyRequest;
+use meshlink_proto::certify::certify_client::CertifyClient;
 use rcgen::{CertificateParams, KeyPair, PKCS_ECDSA_P256_SHA256};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

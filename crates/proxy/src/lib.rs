@@ -23,6 +23,7 @@ pub mod connection;
 pub mod counted;
 pub mod cp;
 pub mod dataplane;
+pub mod drain;
 pub mod identity;
 pub mod lb;
 pub mod listeners;
@@ -44,7 +45,7 @@ pub use options::{Mode, ProxyOptions};
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
+pub enum StartError {
     /// The admin address cannot be bound.
     #[error("cannot listen on the admin address {addr}: {source}; pass another --admin-addr")]
     AdminBind {
@@ -83,7 +84,7 @@ async fn admin_serve(socket: tokio::net::TcpListener, app: axum::Router, stop: C
 
 /// Runs the proxy until `shutdown` fires, then drains: stops accepting,
 /// waits for open connections up to `options.drain_timeout`, and returns.
-pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, ProxyError> {
+pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, StartError> {
     let registry = MetricsRegistry::new();
     let metrics = Arc::new(metrics::ProxyMetrics::default());
     registry.register_with("proxy", |r| {
@@ -93,18 +94,18 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
 
     let admin_socket = tokio::net::TcpListener::bind(options.admin_addr)
         .await
-        .map_err(|source| ProxyError::AdminBind {
+        .map_err(|source| StartError::AdminBind {
             addr: options.admin_addr,
             source,
         })?;
     let admin_addr = admin_socket
         .local_addr()
-        .map_err(|source| ProxyError::AdminBind {
+        .map_err(|source| StartError::AdminBind {
             addr: options.admin_addr,
             source,
         })?;
     if let Some(path) = &options.admin_addr_file {
-        admin::write_addr_file(path, admin_addr).map_err(|source| ProxyError::AdminAddrFile {
+        admin::write_addr_file(path, admin_addr).map_err(|source| StartError::AdminAddrFile {
             path: path.clone(),
             source,
         })?;
@@ -128,6 +129,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
     let tasks = CancellationToken::new();
     let stop_accepting = CancellationToken::new();
     let connections = TaskTracker::new();
+    let drain = drain::ConnectionDrain::default();
     let (config_tx, config_rx) = watch::channel(Arc::new(model::ProxyConfig::default()));
     let (identity_tx, identity_rx) = watch::channel(None);
     let (dataplane_tx, dataplane_rx) = watch::channel(Arc::new(dataplane::Dataplane::default()));
@@ -161,6 +163,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
         dataplane: dataplane_tx,
         states: listener_states.clone(),
         connections: connections.clone(),
+        drain: drain.clone(),
         metrics: metrics.clone(),
     };
     let manager = background.spawn(manager.run(stop_accepting.clone()));
@@ -183,6 +186,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
 
     shutdown.wait().await;
     draining_tx.send_replace(true);
+    drain.start();
     stop_accepting.cancel();
     let _ = manager.await;
     connections.close();
@@ -199,6 +203,10 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, P
                 open_connections = connections.len(),
                 "drain deadline passed; closing the remaining connections"
             );
+            // Every connection task stops at the deadline and is waited
+            // for: none outlives this function.
+            drain.force();
+            connections.wait().await;
             Drained::DeadlinePassed
         }
     };

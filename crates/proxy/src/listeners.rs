@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::connection;
 use crate::dataplane::Dataplane;
+use crate::drain::ConnectionDrain;
 use crate::identity::WorkloadIdentity;
 use crate::metrics::ProxyMetrics;
 use crate::model::{ListenerSpec, ProxyConfig};
@@ -57,6 +58,8 @@ pub struct ListenerManager {
     pub states: SharedListenerStates,
     /// Tracks every connection task (drain waits on it).
     pub connections: TaskTracker,
+    /// The drain signals every connection is handed.
+    pub drain: ConnectionDrain,
     /// Metrics.
     pub metrics: Arc<ProxyMetrics>,
 }
@@ -142,6 +145,7 @@ impl ListenerManager {
                         spec: rx,
                         dataplane: self.dataplane.subscribe(),
                         connections: self.connections.clone(),
+                        drain: self.drain.clone(),
                         metrics: self.metrics.clone(),
                     };
                     self.connections
@@ -195,6 +199,8 @@ pub struct AcceptContext {
     pub dataplane: watch::Receiver<Arc<Dataplane>>,
     /// Connection tracker.
     pub connections: TaskTracker,
+    /// The drain signals handed to each connection.
+    pub drain: ConnectionDrain,
     /// Metrics.
     pub metrics: Arc<ProxyMetrics>,
 }
@@ -210,8 +216,9 @@ async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: Cancellation
                 let spec = ctx.spec.borrow().clone();
                 let view = ctx.dataplane.borrow().clone();
                 let metrics = ctx.metrics.clone();
+                let drain = ctx.drain.clone();
                 ctx.connections
-                    .spawn(connection::handle(stream, peer, spec, view, metrics));
+                    .spawn(connection::handle(stream, peer, spec, view, metrics, drain));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

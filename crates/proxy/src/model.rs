@@ -14,6 +14,10 @@ use std::time::Duration;
 use meshlink_identity::TrustBundle;
 use serde::Serialize;
 
+pub mod route;
+
+use route::RouteConfigSpec;
+
 /// Which way traffic flows through a listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -214,6 +218,8 @@ pub struct ProxyConfig {
     pub endpoints: BTreeMap<String, Versioned<Vec<SocketAddr>>>,
     /// Secrets by name.
     pub secrets: BTreeMap<String, Versioned<SecretSpec>>,
+    /// RouteConfigurations (RDS) by name.
+    pub routes: BTreeMap<String, Versioned<RouteConfigSpec>>,
     /// Type URLs for which at least one response has been accepted.
     pub received: std::collections::BTreeSet<String>,
 }

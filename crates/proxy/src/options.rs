@@ -111,7 +111,7 @@ pub struct ProxyOptions {
 impl ProxyOptions {
     /// `node.id`: `<mesh>.<name>`.
     pub fn node_id(&self) -> String {
-        format!("{}.{}", self.mesh, self.name)
+        meshlink_proto::NodeId::dataplane(&self.mesh, &self.name).to_string()
     }
 }
 

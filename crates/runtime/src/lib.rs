@@ -1,14 +1,17 @@
 //! Process plumbing shared by meshlink's binaries: shutdown signals,
-//! tracing set-up, the metrics registry and reconnect backoff.
+//! tracing set-up, the metrics registry, reconnect backoff and the data
+//! path's typed error ([`ProxyError`]).
 //!
 //! It owns no business logic and must never spawn work of its own.
 
 pub mod backoff;
 pub mod counted;
 mod metrics;
+pub mod proxy_error;
 mod shutdown;
 
 pub use metrics::MetricsRegistry;
+pub use proxy_error::{ErrorKind, ProxyError, Side, TlsFailure};
 pub use shutdown::{FORCED_EXIT_CODE, Shutdown, shutdown_signal};
 
 /// Initialises `tracing` to stderr. `RUST_LOG` overrides `default_filter`

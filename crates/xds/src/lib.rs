@@ -6,15 +6,12 @@
 //! - [`ads`]: the Envoy v3 ADS server (SotW and delta).
 //! - [`dump`]: a proxy's configuration in Envoy's `/config_dump` JSON shape.
 //! - [`router`]: site routers: their translator and reconciler.
-//! - [`certify`]: meshlink's own protos (generated): Certify, the router's
-//!   resources and the RouterStatus RPC.
+//! - [`certify`]: meshlink's own protos (generated, from `meshlink-proto`):
+//!   Certify, the router's resources and the RouterStatus RPC.
 
-/// `meshlink.v1`: the Certify RPC (`proto/meshlink/v1/certify.proto`), the
-/// router's resources and the RouterStatus RPC (`router.proto`), generated.
-#[allow(missing_docs, unreachable_pub, clippy::all)]
-pub mod certify {
-    tonic::include_proto!("meshlink.v1");
-}
+/// `meshlink.v1`: meshlink's own generated protos, owned by
+/// `meshlink-proto` and re-exported for the control plane's modules.
+pub use meshlink_proto::certify;
 
 pub mod ads;
 pub mod dump;

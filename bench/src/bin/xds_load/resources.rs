@@ -23,15 +23,13 @@ use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
 /// Type URL of Clusters (CDS).
-pub(crate) const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-/// Type URL of Listeners (LDS).
-pub(crate) const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+pub(crate) use meshlink_proto::types::CLUSTER_TYPE as CLUSTER;
 /// Type URL of ClusterLoadAssignments (EDS).
-pub(crate) const ENDPOINTS: &str =
-    "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+pub(crate) use meshlink_proto::types::ENDPOINT_TYPE as ENDPOINTS;
+/// Type URL of Listeners (LDS).
+pub(crate) use meshlink_proto::types::LISTENER_TYPE as LISTENER;
 /// Type URL of SDS Secrets.
-pub(crate) const SECRET: &str =
-    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+pub(crate) use meshlink_proto::types::SECRET_TYPE as SECRET;
 
 const UPSTREAM_TLS: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext";

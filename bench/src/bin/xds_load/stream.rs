@@ -117,7 +117,7 @@ fn node(shared: &Shared, index: usize) -> Node {
         id: format!("{}.p-{index}", shared.mesh),
         cluster: "app".to_owned(),
         metadata: Some(Struct {
-            fields: HashMap::from([("meshlink.dev/client".to_owned(), client)]),
+            fields: HashMap::from([(meshlink_proto::CLIENT_METADATA_KEY.to_owned(), client)]),
         }),
         user_agent_name: "xds-load".to_owned(),
         ..Default::default()

@@ -11,7 +11,7 @@ use std::error::Error;
 use std::io::ErrorKind;
 
 /// The words of the status a control plane ends its streams with when it
-/// drains ([`meshlink_xds::ads::SHUTTING_DOWN_MESSAGE`], "control plane
+/// drains ([`meshlink_proto::hints::SHUTTING_DOWN_MESSAGE`], "control plane
 /// shutting down; reconnect"); the unit test below keeps the two in step.
 pub const SHUTTING_DOWN: &str = "shutting down";
 
@@ -87,8 +87,8 @@ mod tests {
 
     #[test]
     fn a_draining_control_plane_is_going_away() {
-        assert!(meshlink_xds::ads::SHUTTING_DOWN_MESSAGE.contains(SHUTTING_DOWN));
-        let drained = tonic::Status::unavailable(meshlink_xds::ads::SHUTTING_DOWN_MESSAGE);
+        assert!(meshlink_proto::hints::SHUTTING_DOWN_MESSAGE.contains(SHUTTING_DOWN));
+        let drained = tonic::Status::unavailable(meshlink_proto::hints::SHUTTING_DOWN_MESSAGE);
         assert_eq!(FailureKind::of_status(&drained), FailureKind::GoingAway);
         let busy = tonic::Status::unavailable("not ready");
         assert_eq!(FailureKind::of_status(&busy), FailureKind::Other);

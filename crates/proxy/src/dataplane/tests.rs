@@ -217,3 +217,80 @@ fn everything_present_means_ready() {
     assert_eq!(dp.warming_reason(&inbound()), None);
     assert_eq!(dp.warming_reason(&outbound()), None);
 }
+
+/// The view after `change` is applied to `dp`'s configuration.
+fn rebuild(
+    dp: &Dataplane,
+    identity: Option<Arc<WorkloadIdentity>>,
+    change: impl FnOnce(&mut ProxyConfig),
+) -> Dataplane {
+    let mut config = dp.config.as_ref().clone();
+    change(&mut config);
+    Dataplane::build(Arc::new(config), identity, Some(dp))
+}
+
+#[test]
+fn a_change_rebuilds_only_what_it_touched() {
+    let (bundle, identity) = ca_and_identity();
+    let before = build(Arrived {
+        bundle: Some(bundle),
+        identity: Some(identity.clone()),
+        clusters: vec![
+            cluster("backend", Discovery::Eds, true),
+            cluster("other", Discovery::Eds, true),
+        ],
+        endpoints: vec![("backend", 10002), ("other", 10003)],
+    });
+    let tls = |dp: &Dataplane, c: &str| dp.clusters[c].tls.clone().expect("mTLS cluster");
+
+    // Endpoints of one cluster change: its balancer is new, its TLS config
+    // (and session cache) is kept; the other cluster is kept whole.
+    let after = rebuild(&before, Some(identity.clone()), |c| {
+        c.endpoints.insert(
+            "backend".into(),
+            versioned(vec![([127, 0, 0, 1], 10004).into()]),
+        );
+    });
+    assert!(Arc::ptr_eq(
+        &tls(&before, "backend"),
+        &tls(&after, "backend")
+    ));
+    assert!(!Arc::ptr_eq(
+        &before.clusters["backend"],
+        &after.clusters["backend"]
+    ));
+    assert!(Arc::ptr_eq(
+        &before.clusters["other"],
+        &after.clusters["other"]
+    ));
+    assert!(Arc::ptr_eq(&before.servers[BUNDLE], &after.servers[BUNDLE]));
+
+    // A new identity (rotation) rebuilds every TLS config.
+    let (_, rotated) = ca_and_identity();
+    let rotated_view = rebuild(&after, Some(rotated), |_| {});
+    assert!(!Arc::ptr_eq(
+        &tls(&after, "other"),
+        &tls(&rotated_view, "other")
+    ));
+    assert!(!Arc::ptr_eq(
+        &after.servers[BUNDLE],
+        &rotated_view.servers[BUNDLE]
+    ));
+
+    // A new trust bundle does too, even with the same identity.
+    let (new_bundle, _) = ca_and_identity();
+    let new_ca = rebuild(&after, Some(identity), |c| {
+        c.secrets.insert(
+            BUNDLE.into(),
+            versioned(SecretSpec::TrustBundle(new_bundle)),
+        );
+    });
+    assert!(!Arc::ptr_eq(
+        &tls(&after, "backend"),
+        &tls(&new_ca, "backend")
+    ));
+    assert!(!Arc::ptr_eq(
+        &after.servers[BUNDLE],
+        &new_ca.servers[BUNDLE]
+    ));
+}

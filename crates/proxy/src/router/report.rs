@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use meshlink_link::{BindStatus, Direction, LinkState, Router};
-use meshlink_xds::certify::router_status_client::RouterStatusClient;
-use meshlink_xds::certify::{
+use meshlink_proto::certify::router_status_client::RouterStatusClient;
+use meshlink_proto::certify::{
     LinkRecord, LinkState as PbLinkState, RouterReport, ServiceRecord, SiteRecord,
 };
 use tokio::sync::{mpsc, watch};

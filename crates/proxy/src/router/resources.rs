@@ -6,36 +6,26 @@
 //! good version kept, I3) and the mapping to the link crate's types. Pure:
 //! no I/O, no clock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, secret};
-use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
 use envoy_types::pb::google::protobuf::Any;
 use meshlink_link::{
     ConnectorConfig, ConnectorTarget, CredentialPem, KeyStrategy, LinkConfig, ListenerConfig,
     MultiKeyListenerConfig, RoleConfig, RouterConfig,
 };
-use meshlink_xds::certify as pb;
-use meshlink_xds::translate::{
+use meshlink_proto::certify as pb;
+use meshlink_proto::types::{
     CONNECTOR_TYPE, LINK_TYPE, MESH_INGRESS_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE,
     SECRET_TYPE, SITE_TYPE,
 };
 
 use crate::model::Versioned;
-use crate::xds::apply::{Applied, Rejected, named, present, upsert};
-use crate::xds::client::XdsModel;
+use crate::xds::apply::{Table, TypeTable, XdsModel, named};
 use crate::xds::validate::{Invalid, decode, pem_of};
 
 /// Type URLs a router subscribes to, Secrets first (I2).
-pub const ROUTER_TYPES: [&str; 7] = [
-    SECRET_TYPE,
-    SITE_TYPE,
-    ROUTER_ACCESS_TYPE,
-    LINK_TYPE,
-    ROUTER_LISTENER_TYPE,
-    CONNECTOR_TYPE,
-    MESH_INGRESS_TYPE,
-];
+pub use meshlink_proto::types::ROUTER_TYPES;
 
 /// The inter-router role name, which interior routers dial.
 pub const INTER_ROUTER_ROLE: &str = "inter-router";
@@ -90,98 +80,58 @@ pub struct SiteIdentity {
 
 // === impl RouterResources ===
 
+/// A router table of a `meshlink.v1` type `$pb`, kept in `$field`, checked
+/// by `$check` after its own name is compared with the name it was sent as.
+macro_rules! router_table {
+    ($url:expr, $pb:ty, $field:ident, $check:expr) => {
+        &Table {
+            type_url: $url,
+            validate: |any, name| {
+                decode::<$pb>(any, "resource")
+                    .and_then(|r| named(name, &r.name).map(|()| r))
+                    .and_then($check)
+            },
+            map: |r: &RouterResources| &r.$field,
+            map_mut: |r: &mut RouterResources| &mut r.$field,
+        }
+    };
+}
+
+/// The router's types, in [`ROUTER_TYPES`] order.
+static ROUTER_TABLES: [&dyn TypeTable<RouterResources>; 7] = [
+    &Table {
+        type_url: SECRET_TYPE,
+        validate: sds_secret,
+        map: |r: &RouterResources| &r.secrets,
+        map_mut: |r: &mut RouterResources| &mut r.secrets,
+    },
+    router_table!(SITE_TYPE, pb::Site, sites, Ok),
+    router_table!(ROUTER_ACCESS_TYPE, pb::RouterAccess, accesses, check_access),
+    router_table!(LINK_TYPE, pb::Link, links, check_link),
+    router_table!(
+        ROUTER_LISTENER_TYPE,
+        pb::Listener,
+        listeners,
+        check_listener
+    ),
+    router_table!(CONNECTOR_TYPE, pb::Connector, connectors, check_connector),
+    router_table!(
+        MESH_INGRESS_TYPE,
+        pb::MeshIngress,
+        mesh_ingresses,
+        mesh_ingress::check
+    ),
+];
+
 impl XdsModel for RouterResources {
-    fn types() -> &'static [&'static str] {
-        &ROUTER_TYPES
+    const SERVED_BY: &'static str = "meshlink-proxy in router mode";
+
+    fn tables() -> &'static [&'static dyn TypeTable<Self>] {
+        &ROUTER_TABLES
     }
 
-    fn apply(&mut self, response: &DeltaDiscoveryResponse) -> Applied {
-        let ty = response.type_url.as_str();
-        let mut out = Applied::default();
-        if !ROUTER_TYPES.contains(&ty) {
-            out.rejected.push(Rejected {
-                type_url: ty.to_owned(),
-                name: String::new(),
-                version: response.system_version_info.clone(),
-                error: "type is not supported by meshlink-proxy in router mode".into(),
-            });
-            return out;
-        }
-        out.changed |= self.received.insert(ty.to_owned());
-        for resource in &response.resources {
-            let Some(any) = present(resource, ty, &mut out) else {
-                continue;
-            };
-            let (name, version) = (resource.name.as_str(), resource.version.clone());
-            let accepted = match ty {
-                SECRET_TYPE => sds_secret(any, name)
-                    .map(|s| upsert(&mut self.secrets, name, version.clone(), s)),
-                SITE_TYPE => decode::<pb::Site>(any, "resource")
-                    .and_then(|s| named(name, &s.name).map(|()| s))
-                    .map(|s| upsert(&mut self.sites, name, version.clone(), s)),
-                ROUTER_ACCESS_TYPE => decode::<pb::RouterAccess>(any, "resource")
-                    .and_then(|a| named(name, &a.name).map(|()| a))
-                    .and_then(check_access)
-                    .map(|a| upsert(&mut self.accesses, name, version.clone(), a)),
-                LINK_TYPE => decode::<pb::Link>(any, "resource")
-                    .and_then(|l| named(name, &l.name).map(|()| l))
-                    .and_then(check_link)
-                    .map(|l| upsert(&mut self.links, name, version.clone(), l)),
-                ROUTER_LISTENER_TYPE => decode::<pb::Listener>(any, "resource")
-                    .and_then(|l| named(name, &l.name).map(|()| l))
-                    .and_then(check_listener)
-                    .map(|l| upsert(&mut self.listeners, name, version.clone(), l)),
-                CONNECTOR_TYPE => decode::<pb::Connector>(any, "resource")
-                    .and_then(|c| named(name, &c.name).map(|()| c))
-                    .and_then(check_connector)
-                    .map(|c| upsert(&mut self.connectors, name, version.clone(), c)),
-                MESH_INGRESS_TYPE => decode::<pb::MeshIngress>(any, "resource")
-                    .and_then(|m| named(name, &m.name).map(|()| m))
-                    .and_then(mesh_ingress::check)
-                    .map(|m| upsert(&mut self.mesh_ingresses, name, version.clone(), m)),
-                _ => Ok(false),
-            };
-            match accepted {
-                Ok(changed) => out.changed |= changed,
-                Err(e) => out.rejected.push(Rejected {
-                    type_url: ty.to_owned(),
-                    name: name.to_owned(),
-                    version,
-                    error: e.to_string(),
-                }),
-            }
-        }
-        for name in &response.removed_resources {
-            out.changed |= match ty {
-                SECRET_TYPE => self.secrets.remove(name).is_some(),
-                SITE_TYPE => self.sites.remove(name).is_some(),
-                ROUTER_ACCESS_TYPE => self.accesses.remove(name).is_some(),
-                LINK_TYPE => self.links.remove(name).is_some(),
-                ROUTER_LISTENER_TYPE => self.listeners.remove(name).is_some(),
-                CONNECTOR_TYPE => self.connectors.remove(name).is_some(),
-                MESH_INGRESS_TYPE => self.mesh_ingresses.remove(name).is_some(),
-                _ => false,
-            };
-        }
-        out
-    }
-
-    fn held_versions(&self, type_url: &str) -> HashMap<String, String> {
-        fn versions<T>(m: &BTreeMap<String, Versioned<T>>) -> HashMap<String, String> {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.version.clone()))
-                .collect()
-        }
-        match type_url {
-            SECRET_TYPE => versions(&self.secrets),
-            SITE_TYPE => versions(&self.sites),
-            ROUTER_ACCESS_TYPE => versions(&self.accesses),
-            LINK_TYPE => versions(&self.links),
-            ROUTER_LISTENER_TYPE => versions(&self.listeners),
-            CONNECTOR_TYPE => versions(&self.connectors),
-            MESH_INGRESS_TYPE => versions(&self.mesh_ingresses),
-            _ => HashMap::new(),
-        }
+    fn received_mut(&mut self) -> &mut BTreeSet<String> {
+        &mut self.received
     }
 }
 

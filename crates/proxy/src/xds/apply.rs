@@ -1,31 +1,33 @@
-//! Applying one delta response to the last good configuration.
+//! Applying one delta response to the last good configuration, for every
+//! model (sidecar, router) and every type through one table per type.
 //!
 //! Owns the per-resource accept/reject decision: every resource in a
 //! response is validated on its own; good ones are applied, bad ones keep
 //! their previous version (or stay absent) and are reported for the NACK
 //! (I3). Pure: no I/O, no clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
+use envoy_types::pb::google::protobuf::Any;
 
 use super::validate::{self, Invalid};
 use crate::model::{ProxyConfig, Versioned};
 
+/// `Cluster` type URL.
+pub use meshlink_proto::types::CLUSTER_TYPE as CLUSTER;
+/// `ClusterLoadAssignment` type URL.
+pub use meshlink_proto::types::ENDPOINT_TYPE as ENDPOINTS;
+/// `Listener` type URL.
+pub use meshlink_proto::types::LISTENER_TYPE as LISTENER;
+/// `RouteConfiguration` type URL.
+pub use meshlink_proto::types::ROUTE_TYPE as ROUTE;
+/// `Secret` type URL.
+pub use meshlink_proto::types::SECRET_TYPE as SECRET;
 /// Type URLs the proxy subscribes to, in the order the control plane
 /// sends them (secrets first: I2).
-pub const TYPES: [&str; 5] = [SECRET, CLUSTER, ENDPOINTS, LISTENER, ROUTE];
-/// `Listener` type URL.
-pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-/// `Cluster` type URL.
-pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-/// `ClusterLoadAssignment` type URL.
-pub const ENDPOINTS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-/// `Secret` type URL.
-pub const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
-/// `RouteConfiguration` type URL (accepted; TCP proxying does not use it).
-pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+pub use meshlink_proto::types::SIDECAR_TYPES as TYPES;
 
 /// A resource that was rejected, for the NACK detail and `/config_dump`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -56,71 +58,193 @@ pub struct Applied {
     pub rejected: Vec<Rejected>,
 }
 
-impl crate::xds::client::XdsModel for ProxyConfig {
-    fn types() -> &'static [&'static str] {
-        &TYPES
+/// A configuration the delta ADS client keeps: the sidecar's
+/// [`ProxyConfig`] or the router's
+/// [`RouterResources`](crate::router::RouterResources). It is a set of
+/// per-type maps, each described by a [`TypeTable`]; applying a response,
+/// the unsupported-type rejection and the versions claimed on reconnect are
+/// written once, here, for every model and type.
+pub trait XdsModel: Clone + Default + Send + Sync + 'static {
+    /// Who serves this model, for the rejection of a type it does not take
+    /// (`meshlink-proxy in router mode`).
+    const SERVED_BY: &'static str;
+
+    /// The types held, in the order the control plane sends them
+    /// (Secrets first: I2). Subscriptions are made in this order.
+    fn tables() -> &'static [&'static dyn TypeTable<Self>];
+
+    /// The type URLs for which at least one response has been accepted.
+    fn received_mut(&mut self) -> &mut BTreeSet<String>;
+
+    /// Type URLs to subscribe to, in [`XdsModel::tables`] order.
+    fn types() -> Vec<&'static str> {
+        Self::tables().iter().map(|t| t.type_url()).collect()
     }
+
+    /// Applies one response in place: good resources are taken, bad ones
+    /// keep their last good version and are reported for the NACK (I3).
     fn apply(&mut self, response: &DeltaDiscoveryResponse) -> Applied {
         apply(self, response)
     }
-    fn held_versions(&self, type_url: &str) -> std::collections::HashMap<String, String> {
+
+    /// The accepted versions held for `type_url`, sent as
+    /// `initial_resource_versions` on reconnect.
+    fn held_versions(&self, type_url: &str) -> HashMap<String, String> {
         held_versions(self, type_url)
     }
 }
 
-/// Applies `response` to `config` in place.
-pub fn apply(config: &mut ProxyConfig, response: &DeltaDiscoveryResponse) -> Applied {
+/// One resource type of a model: its type URL, how one resource is
+/// validated, and the map the accepted ones are kept in. Object-safe, so a
+/// model lists its types as one static slice of tables.
+pub trait TypeTable<M>: Sync {
+    /// The type URL.
+    fn type_url(&self) -> &'static str;
+    /// Validates `any`, sent as `name` with `version`, and keeps it; `Ok`
+    /// says whether the model changed.
+    fn accept(&self, model: &mut M, name: &str, version: &str, any: &Any) -> Result<bool, Invalid>;
+    /// Removes `name`; whether it was held.
+    fn remove(&self, model: &mut M, name: &str) -> bool;
+    /// The accepted versions by name.
+    fn versions(&self, model: &M) -> HashMap<String, String>;
+}
+
+/// A [`TypeTable`] over a `BTreeMap<String, Versioned<T>>` field of `M`.
+pub struct Table<M, T> {
+    /// The type URL.
+    pub type_url: &'static str,
+    /// Decodes and validates one resource sent under a name (it checks the
+    /// resource's own name against it, where the type has one).
+    pub validate: fn(&Any, &str) -> Result<T, Invalid>,
+    /// The map in the model.
+    pub map: fn(&M) -> &BTreeMap<String, Versioned<T>>,
+    /// The same map, to change.
+    pub map_mut: fn(&mut M) -> &mut BTreeMap<String, Versioned<T>>,
+}
+
+impl<M, T: PartialEq> TypeTable<M> for Table<M, T> {
+    fn type_url(&self) -> &'static str {
+        self.type_url
+    }
+
+    fn accept(&self, model: &mut M, name: &str, version: &str, any: &Any) -> Result<bool, Invalid> {
+        let value = (self.validate)(any, name)?;
+        Ok(upsert(
+            (self.map_mut)(model),
+            name,
+            version.to_owned(),
+            value,
+        ))
+    }
+
+    fn remove(&self, model: &mut M, name: &str) -> bool {
+        (self.map_mut)(model).remove(name).is_some()
+    }
+
+    fn versions(&self, model: &M) -> HashMap<String, String> {
+        (self.map)(model)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.version.clone()))
+            .collect()
+    }
+}
+
+// === the sidecar's tables ===
+
+/// The sidecar's types: Secrets, Clusters, ClusterLoadAssignments,
+/// Listeners and RouteConfigurations.
+static SIDECAR_TABLES: [&dyn TypeTable<ProxyConfig>; 5] = [
+    &Table {
+        type_url: SECRET,
+        validate: |any, _| validate::secret(any),
+        map: |c: &ProxyConfig| &c.secrets,
+        map_mut: |c: &mut ProxyConfig| &mut c.secrets,
+    },
+    &Table {
+        type_url: CLUSTER,
+        validate: |any, name| validate::cluster(any).and_then(|c| named(name, &c.name).map(|()| c)),
+        map: |c: &ProxyConfig| &c.clusters,
+        map_mut: |c: &mut ProxyConfig| &mut c.clusters,
+    },
+    &Table {
+        type_url: ENDPOINTS,
+        validate: |any, _| validate::load_assignment(any),
+        map: |c: &ProxyConfig| &c.endpoints,
+        map_mut: |c: &mut ProxyConfig| &mut c.endpoints,
+    },
+    &Table {
+        type_url: LISTENER,
+        validate: |any, name| {
+            validate::listener(any).and_then(|l| named(name, &l.name).map(|()| l))
+        },
+        map: |c: &ProxyConfig| &c.listeners,
+        map_mut: |c: &mut ProxyConfig| &mut c.listeners,
+    },
+    &Table {
+        type_url: ROUTE,
+        validate: |any, name| {
+            validate::route_configuration(any).and_then(|r| named(name, &r.name).map(|()| r))
+        },
+        map: |c: &ProxyConfig| &c.routes,
+        map_mut: |c: &mut ProxyConfig| &mut c.routes,
+    },
+];
+
+impl XdsModel for ProxyConfig {
+    const SERVED_BY: &'static str = "meshlink-proxy";
+
+    fn tables() -> &'static [&'static dyn TypeTable<Self>] {
+        &SIDECAR_TABLES
+    }
+
+    fn received_mut(&mut self) -> &mut BTreeSet<String> {
+        &mut self.received
+    }
+}
+
+/// Applies `response` to `model` in place.
+pub fn apply<M: XdsModel>(model: &mut M, response: &DeltaDiscoveryResponse) -> Applied {
     let ty = response.type_url.as_str();
     let mut out = Applied::default();
-    if !TYPES.contains(&ty) {
+    let Some(table) = M::tables().iter().find(|t| t.type_url() == ty) else {
         out.rejected.push(Rejected {
             type_url: ty.to_owned(),
             name: String::new(),
             version: response.system_version_info.clone(),
-            error: "type is not supported by meshlink-proxy".into(),
+            error: format!("type is not supported by {}", M::SERVED_BY),
         });
         return out;
-    }
-    out.changed |= config.received.insert(ty.to_owned());
+    };
+    out.changed |= model.received_mut().insert(ty.to_owned());
     for resource in &response.resources {
         let Some(any) = present(resource, ty, &mut out) else {
             continue;
         };
-        let version = resource.version.clone();
-        let accepted = match ty {
-            LISTENER => validate::listener(any)
-                .and_then(|l| named(&resource.name, &l.name).map(|()| l))
-                .map(|l| upsert(&mut config.listeners, &resource.name, version.clone(), l)),
-            CLUSTER => validate::cluster(any)
-                .and_then(|c| named(&resource.name, &c.name).map(|()| c))
-                .map(|c| upsert(&mut config.clusters, &resource.name, version.clone(), c)),
-            ENDPOINTS => validate::load_assignment(any)
-                .map(|e| upsert(&mut config.endpoints, &resource.name, version.clone(), e)),
-            SECRET => validate::secret(any)
-                .map(|s| upsert(&mut config.secrets, &resource.name, version.clone(), s)),
-            _ => Ok(false),
-        };
-        match accepted {
+        match table.accept(model, &resource.name, &resource.version, any) {
             Ok(changed) => out.changed |= changed,
             Err(e) => out.rejected.push(Rejected {
                 type_url: ty.to_owned(),
                 name: resource.name.clone(),
-                version,
+                version: resource.version.clone(),
                 error: e.to_string(),
             }),
         }
     }
     for name in &response.removed_resources {
-        let removed = match ty {
-            LISTENER => config.listeners.remove(name).is_some(),
-            CLUSTER => config.clusters.remove(name).is_some(),
-            ENDPOINTS => config.endpoints.remove(name).is_some(),
-            SECRET => config.secrets.remove(name).is_some(),
-            _ => false,
-        };
-        out.changed |= removed;
+        out.changed |= table.remove(model, name);
     }
     out
+}
+
+/// The versions `model` holds for `type_url`, sent as
+/// `initial_resource_versions` on reconnect. Only accepted resources are
+/// listed, so a rejected version is never claimed.
+pub fn held_versions<M: XdsModel>(model: &M, type_url: &str) -> HashMap<String, String> {
+    M::tables()
+        .iter()
+        .find(|t| t.type_url() == type_url)
+        .map(|t| t.versions(model))
+        .unwrap_or_default()
 }
 
 /// The resource's `Any`, or a rejection when the response left it out.
@@ -128,7 +252,7 @@ pub(crate) fn present<'a>(
     resource: &'a envoy_types::pb::envoy::service::discovery::v3::Resource,
     type_url: &str,
     out: &mut Applied,
-) -> Option<&'a envoy_types::pb::google::protobuf::Any> {
+) -> Option<&'a Any> {
     if resource.resource.is_none() {
         out.rejected.push(Rejected {
             type_url: type_url.to_owned(),
@@ -172,29 +296,6 @@ pub(crate) fn upsert<T: PartialEq>(
         },
     );
     true
-}
-
-/// The versions the proxy holds for `type_url`, sent as
-/// `initial_resource_versions` on reconnect. Only accepted resources are
-/// listed, so a rejected version is never claimed.
-pub fn held_versions(
-    config: &ProxyConfig,
-    type_url: &str,
-) -> std::collections::HashMap<String, String> {
-    fn versions<T>(
-        m: &BTreeMap<String, Versioned<T>>,
-    ) -> std::collections::HashMap<String, String> {
-        m.iter()
-            .map(|(k, v)| (k.clone(), v.version.clone()))
-            .collect()
-    }
-    match type_url {
-        LISTENER => versions(&config.listeners),
-        CLUSTER => versions(&config.clusters),
-        ENDPOINTS => versions(&config.endpoints),
-        SECRET => versions(&config.secrets),
-        _ => Default::default(),
-    }
 }
 
 #[cfg(test)]

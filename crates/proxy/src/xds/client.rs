@@ -28,26 +28,13 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::apply::{Applied, Rejected};
+use super::apply::Rejected;
 use crate::backoff::Backoff;
 use crate::cp::{CpError, CpTarget, FINAL_STATUS_WAIT, FailureKind, Pace, ProxyToken};
 use crate::log_limit::LogLimiter;
 use crate::metrics::ProxyMetrics;
 
-/// A configuration the delta ADS client keeps: the sidecar's
-/// [`ProxyConfig`](crate::model::ProxyConfig) or the router's
-/// [`RouterResources`](crate::router::RouterResources).
-pub trait XdsModel: Clone + Default + Send + Sync + 'static {
-    /// Type URLs to subscribe to, in the order the control plane sends
-    /// them (Secrets first: I2).
-    fn types() -> &'static [&'static str];
-    /// Applies one response in place: good resources are taken, bad ones
-    /// keep their last good version and are reported for the NACK (I3).
-    fn apply(&mut self, response: &DeltaDiscoveryResponse) -> Applied;
-    /// The accepted versions held for `type_url`, sent as
-    /// `initial_resource_versions` on reconnect.
-    fn held_versions(&self, type_url: &str) -> HashMap<String, String>;
-}
+pub use super::apply::XdsModel;
 
 /// How the client names itself in `node.id`.
 #[derive(Debug, Clone)]
@@ -78,7 +65,10 @@ impl NodeId {
 
 /// The node metadata key and value that tell the control plane this is a
 /// meshlink-proxy (CSR identity, SDS trust bundle).
-const CLIENT_KIND: (&str, &str) = ("meshlink.dev/client", "meshlink-proxy");
+const CLIENT_KIND: (&str, &str) = (
+    meshlink_proto::CLIENT_METADATA_KEY,
+    meshlink_proto::ClientKind::MeshlinkProxy.as_str(),
+);
 
 /// What the admin API shows about the xDS session.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -390,7 +380,7 @@ fn retry_after(s: &tonic::Status) -> Option<Duration> {
     }
     let ms: u64 = s
         .metadata()
-        .get(meshlink_xds::ads::RETRY_AFTER_MS)?
+        .get(meshlink_proto::hints::RETRY_AFTER_MS)?
         .to_str()
         .ok()?
         .parse()
@@ -409,18 +399,20 @@ mod tests {
     #[test]
     fn admission_refusal_hint_is_read_and_capped() {
         let mut s = tonic::Status::resource_exhausted("at the limit");
-        s.metadata_mut()
-            .insert(meshlink_xds::ads::RETRY_AFTER_MS, "1500".parse().unwrap());
+        s.metadata_mut().insert(
+            meshlink_proto::hints::RETRY_AFTER_MS,
+            "1500".parse().unwrap(),
+        );
         assert_eq!(retry_after(&s), Some(Duration::from_millis(1500)));
         s.metadata_mut().insert(
-            meshlink_xds::ads::RETRY_AFTER_MS,
+            meshlink_proto::hints::RETRY_AFTER_MS,
             "999999999".parse().unwrap(),
         );
         assert_eq!(retry_after(&s), Some(Duration::from_secs(60)));
         let mut other = tonic::Status::unavailable("down");
         other
             .metadata_mut()
-            .insert(meshlink_xds::ads::RETRY_AFTER_MS, "5".parse().unwrap());
+            .insert(meshlink_proto::hints::RETRY_AFTER_MS, "5".parse().unwrap());
         assert_eq!(
             retry_after(&other),
             None,

@@ -34,6 +34,10 @@ use crate::model::{
     RbacAction, RbacFilter, SecretSpec, UpstreamTls,
 };
 
+mod route;
+
+pub use route::route_configuration;
+
 /// Connect timeout when a cluster sets none (Envoy's default).
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 

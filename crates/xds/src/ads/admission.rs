@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// The gRPC metadata key carrying the retry hint in milliseconds on a
-/// `RESOURCE_EXHAUSTED` refusal.
-pub const RETRY_AFTER_MS: &str = "retry-after-ms";
+pub use meshlink_proto::hints::RETRY_AFTER_MS;
 
 /// Bucket size and refill rate.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -253,9 +253,7 @@ async fn end_if_stalled(registration: SharedRegistration) {
 const STALLED_REASON: &str = "stopped by the control plane (drain, token revocation or \
      takeover) while the client was not reading the stream";
 
-/// The message of the `UNAVAILABLE` every stream ends with when the
-/// instance drains; clients move to another control plane on seeing it.
-pub const SHUTTING_DOWN_MESSAGE: &str = "control plane shutting down; reconnect";
+pub use meshlink_proto::hints::SHUTTING_DOWN_MESSAGE;
 
 /// The status every stream ends with when the instance drains.
 pub(crate) fn shutting_down() -> Status {
@@ -735,7 +733,7 @@ fn first_request(credential: &Credential, node: Option<&Node>) -> Result<ClientK
 fn node_id_mismatch(credential: &Credential, node_id: &str) -> Status {
     let key = &credential.key;
     let expected = key.node_id();
-    let names_router = node_id.starts_with("site.");
+    let names_router = meshlink_proto::NodeId::names_router(node_id);
     if key.is_router() && !names_router {
         return Status::permission_denied(format!(
             "node.id {node_id:?} names a dataplane, but the token is the router token of site {} \

@@ -11,51 +11,10 @@ use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 use sha2::{Digest, Sha256};
 
-/// Type URL of `envoy.config.listener.v3.Listener`.
-pub const LISTENER_TYPE: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-/// Type URL of `envoy.config.route.v3.RouteConfiguration`.
-pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-/// Type URL of `envoy.config.cluster.v3.Cluster`.
-pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-/// Type URL of `envoy.config.endpoint.v3.ClusterLoadAssignment`.
-pub const ENDPOINT_TYPE: &str =
-    "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-/// Type URL of `envoy.extensions.transport_sockets.tls.v3.Secret`.
-pub const SECRET_TYPE: &str =
-    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
-
-/// Type URL of `meshlink.v1.Site` (a router's site identity).
-pub const SITE_TYPE: &str = "type.googleapis.com/meshlink.v1.Site";
-/// Type URL of `meshlink.v1.RouterAccess` (ports a router accepts links on).
-pub const ROUTER_ACCESS_TYPE: &str = "type.googleapis.com/meshlink.v1.RouterAccess";
-/// Type URL of `meshlink.v1.Link` (a link a router dials).
-pub const LINK_TYPE: &str = "type.googleapis.com/meshlink.v1.Link";
-/// Type URL of `meshlink.v1.Listener` (a router's routing-key listener).
-pub const ROUTER_LISTENER_TYPE: &str = "type.googleapis.com/meshlink.v1.Listener";
-/// Type URL of `meshlink.v1.Connector` (a router's routing-key targets).
-pub const CONNECTOR_TYPE: &str = "type.googleapis.com/meshlink.v1.Connector";
-/// Type URL of `meshlink.v1.MeshIngress` (a router's mTLS ingress for the
-/// sidecars of one mesh).
-pub const MESH_INGRESS_TYPE: &str = "type.googleapis.com/meshlink.v1.MeshIngress";
-
-/// Make-before-break push order: secrets first (I2), then clusters, their
-/// endpoints, the listeners that use them, and their routes; for routers,
-/// the site, the RouterAccess and Links that name Secrets, then Listeners
-/// and Connectors, and the MeshIngresses that name Secrets. Removals go
-/// last, in reverse.
-pub const TYPE_ORDER: [&str; 11] = [
-    SECRET_TYPE,
-    CLUSTER_TYPE,
-    ENDPOINT_TYPE,
-    LISTENER_TYPE,
-    ROUTE_TYPE,
-    SITE_TYPE,
-    ROUTER_ACCESS_TYPE,
-    LINK_TYPE,
-    ROUTER_LISTENER_TYPE,
-    CONNECTOR_TYPE,
-    MESH_INGRESS_TYPE,
-];
+pub use meshlink_proto::types::{
+    CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
+    ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, SECRET_TYPE, SITE_TYPE, TYPE_ORDER,
+};
 
 /// Hex digits kept from a SHA-256 content hash.
 const VERSION_LEN: usize = 16;
@@ -358,28 +317,8 @@ fn truncate_hex(digest: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-    use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-    use envoy_types::pb::envoy::config::listener::v3::Listener;
-    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 
     use super::*;
-
-    #[test]
-    fn type_url_constants_match_the_generated_messages() {
-        assert_eq!(LISTENER_TYPE, Listener::type_url());
-        assert_eq!(ROUTE_TYPE, RouteConfiguration::type_url());
-        assert_eq!(CLUSTER_TYPE, Cluster::type_url());
-        assert_eq!(ENDPOINT_TYPE, ClusterLoadAssignment::type_url());
-        assert_eq!(SECRET_TYPE, Secret::type_url());
-        use crate::certify as pb;
-        assert_eq!(SITE_TYPE, pb::Site::type_url());
-        assert_eq!(ROUTER_ACCESS_TYPE, pb::RouterAccess::type_url());
-        assert_eq!(LINK_TYPE, pb::Link::type_url());
-        assert_eq!(ROUTER_LISTENER_TYPE, pb::Listener::type_url());
-        assert_eq!(CONNECTOR_TYPE, pb::Connector::type_url());
-        assert_eq!(MESH_INGRESS_TYPE, pb::MeshIngress::type_url());
-    }
 
     #[test]
     fn versions_follow_content() {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use meshlink_link::{CredentialPem, MeshIngressConfig, MeshIngressKey, MeshIngressMesh};
-use meshlink_xds::certify as pb;
+use meshlink_proto::certify as pb;
 
 use super::invalid;
 use crate::model::Versioned;

@@ -5,6 +5,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use envoy_types::pb::envoy::service::discovery::v3::Resource;
 use prost::Name;
 
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
+
 use super::*;
 
 fn any<M: prost::Message + Name>(m: &M) -> Any {

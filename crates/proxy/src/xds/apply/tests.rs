@@ -269,3 +269,85 @@ fn removals_apply_and_unknown_names_change_nothing() {
     assert!(!nothing.changed);
     assert!(!held_versions(&config, CLUSTER).contains_key("a"));
 }
+
+/// A RouteConfiguration named `name` routing everything to `cluster`.
+fn routes(name: &str, cluster: &str) -> Any {
+    use envoy_types::pb::envoy::config::route::v3::{
+        Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route::Action,
+        route_action::ClusterSpecifier, route_match::PathSpecifier,
+    };
+    any(&RouteConfiguration {
+        name: name.to_owned(),
+        virtual_hosts: vec![VirtualHost {
+            name: "all".into(),
+            domains: vec!["*".into()],
+            routes: vec![Route {
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(PathSpecifier::Prefix("/".into())),
+                    ..Default::default()
+                }),
+                action: Some(Action::Route(RouteAction {
+                    cluster_specifier: Some(ClusterSpecifier::Cluster(cluster.into())),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn route_configurations_are_validated_kept_and_claimed_on_reconnect() {
+    let mut config = ProxyConfig::default();
+    let applied = apply(
+        &mut config,
+        &response(ROUTE, &[("web", "r1", routes("web", "backend"))], &[]),
+    );
+    assert!(
+        applied.changed && applied.rejected.is_empty(),
+        "{applied:?}"
+    );
+    assert_eq!(config.routes["web"].value.virtual_hosts[0].routes.len(), 1);
+    assert_eq!(
+        held_versions(&config, ROUTE),
+        [("web".to_owned(), "r1".to_owned())].into()
+    );
+
+    // A bad one is NACKed with its path and the good version stays.
+    let applied = apply(
+        &mut config,
+        &response(
+            ROUTE,
+            &[("web", "r2", routes("other-name", "backend"))],
+            &[],
+        ),
+    );
+    assert_eq!(applied.rejected.len(), 1, "{applied:?}");
+    assert!(
+        applied.rejected[0].error.starts_with("name: "),
+        "{applied:?}"
+    );
+    assert_eq!(config.routes["web"].version, "r1");
+
+    let removed = apply(&mut config, &response(ROUTE, &[], &["web"]));
+    assert!(removed.changed && config.routes.is_empty());
+}
+
+#[test]
+fn every_subscribed_type_has_a_table_in_push_order() {
+    use crate::xds::XdsModel;
+    assert_eq!(
+        <ProxyConfig as XdsModel>::types(),
+        meshlink_proto::types::SIDECAR_TYPES
+    );
+    let unknown = apply(
+        &mut ProxyConfig::default(),
+        &response("type.googleapis.com/example.Nope", &[], &[]),
+    );
+    assert_eq!(
+        unknown.rejected[0].error,
+        "type is not supported by meshlink-proxy"
+    );
+}
