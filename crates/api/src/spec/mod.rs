@@ -17,19 +17,32 @@ use crate::{FieldError, Kind, Metadata};
 mod dataplane;
 mod gateway;
 mod grant;
+mod header_match;
+mod http_route;
+mod http_route_filter;
+mod http_route_match;
+mod kuma_duration;
 mod link;
 mod mesh;
 mod mesh_service;
 mod multi_key;
 mod permission_rules;
+mod policy_target;
 mod port;
+mod regex_check;
+mod retry;
+mod retry_validate;
+mod route_backend;
 mod secret;
 mod service;
 mod site;
 mod string_enum;
 mod tags;
 mod target_ref;
+mod tcp_route;
+mod timeout;
 mod traffic_permission;
+mod unknown_field_hint;
 
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking,
@@ -41,6 +54,16 @@ pub use grant::{
     DEFAULT_EXPIRATION_WINDOW, DEFAULT_REDEMPTIONS_ALLOWED, LINK_CERT_LIFETIME_LABEL,
     MAX_LINK_CERT_LIFETIME, MIN_LINK_CERT_LIFETIME,
 };
+pub use header_match::{HeaderMatch, HeaderMatchType};
+pub use http_route::{HttpRouteRule, HttpRouteTo, HttpRuleConf, MeshHttpRouteSpec};
+pub use http_route_filter::{
+    Filter, FilterType, HeaderKeyValue, HeaderModifier, MAX_HEADER_MODIFICATIONS, PathRewrite,
+    PathRewriteType, RequestMirror, RequestRedirect, UrlRewrite,
+};
+pub use http_route_match::{
+    HttpMethod, HttpRouteMatch, PathMatch, PathMatchType, QueryParamMatch, QueryParamMatchType,
+};
+pub use kuma_duration::parse_kuma_duration;
 pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
 pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
@@ -60,6 +83,13 @@ pub use permission_rules::{
     ClientMatch, PermissionRule, RuleConf, SpiffeIdMatch, SpiffeIdMatchType,
 };
 pub use port::Port;
+pub use regex_check::REGEX_SIZE_LIMIT;
+pub use retry::{
+    BackOff, GrpcRetry, GrpcRetryOn, HTTP_RETRY_ON, HostPredicate, HostSelection, HttpRetry,
+    MeshRetrySpec, RETRY_STATUS_CODES, RateLimitedBackOff, ResetHeader, ResetHeaderFormat,
+    RetryConf, RetryTo, TcpRetry, default_grpc_retry_on, default_http_retry_on,
+};
+pub use route_backend::{MAX_WEIGHT, RouteBackendRef};
 pub use secret::{
     CA_CRT, KUMA_GLOBAL_SECRET_TYPE, KUMA_SECRET_TYPE, SecretSpec, TLS_CRT, TLS_KEY,
     TLS_SECRET_TYPE, VALUE,
@@ -75,6 +105,11 @@ pub use site::{
 };
 pub use tags::Tags;
 pub use target_ref::{InboundTarget, NAMESPACE_LABEL, ProxyType, TargetRef, TargetRefKind};
+pub use tcp_route::{MeshTcpRouteSpec, TcpRouteRule, TcpRouteTo, TcpRuleConf};
+pub use timeout::{
+    HttpTimeouts, MeshTimeoutSpec, TimeoutConf, TimeoutDefaults, TimeoutFrom, TimeoutRule,
+    TimeoutTo,
+};
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
 
 /// What secret values are replaced with by the `redacted()` methods.
@@ -112,6 +147,14 @@ pub enum Spec {
     Secret(SecretSpec),
     /// A [`MeshServiceSpec`].
     MeshService(MeshServiceSpec),
+    /// A [`MeshHttpRouteSpec`].
+    MeshHTTPRoute(MeshHttpRouteSpec),
+    /// A [`MeshTcpRouteSpec`].
+    MeshTCPRoute(MeshTcpRouteSpec),
+    /// A [`MeshTimeoutSpec`].
+    MeshTimeout(MeshTimeoutSpec),
+    /// A [`MeshRetrySpec`].
+    MeshRetry(MeshRetrySpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -131,6 +174,10 @@ macro_rules! each_spec {
             Spec::Connector($inner) => $body,
             Spec::Secret($inner) => $body,
             Spec::MeshService($inner) => $body,
+            Spec::MeshHTTPRoute($inner) => $body,
+            Spec::MeshTCPRoute($inner) => $body,
+            Spec::MeshTimeout($inner) => $body,
+            Spec::MeshRetry($inner) => $body,
         }
     };
 }
@@ -154,6 +201,10 @@ impl Spec {
             Spec::Connector(_) => Kind::Connector,
             Spec::Secret(_) => Kind::Secret,
             Spec::MeshService(_) => Kind::MeshService,
+            Spec::MeshHTTPRoute(_) => Kind::MeshHTTPRoute,
+            Spec::MeshTCPRoute(_) => Kind::MeshTCPRoute,
+            Spec::MeshTimeout(_) => Kind::MeshTimeout,
+            Spec::MeshRetry(_) => Kind::MeshRetry,
         }
     }
 
@@ -180,6 +231,10 @@ impl Spec {
             Kind::Connector => parse(value).map(Spec::Connector),
             Kind::Secret => parse(value).map(Spec::Secret),
             Kind::MeshService => parse(value).map(Spec::MeshService),
+            Kind::MeshHTTPRoute => policy(value).map(Spec::MeshHTTPRoute),
+            Kind::MeshTCPRoute => policy(value).map(Spec::MeshTCPRoute),
+            Kind::MeshTimeout => policy(value).map(Spec::MeshTimeout),
+            Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -213,6 +268,10 @@ impl Spec {
             Spec::Connector(s) => s.validate(&mut errs),
             Spec::Secret(s) => s.validate(meta, &mut errs),
             Spec::MeshService(s) => s.validate(&mut errs),
+            Spec::MeshHTTPRoute(s) => s.validate(&mut errs),
+            Spec::MeshTCPRoute(s) => s.validate(&mut errs),
+            Spec::MeshTimeout(s) => s.validate(&mut errs),
+            Spec::MeshRetry(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }
@@ -335,6 +394,51 @@ impl Spec {
         }
     }
 
+    /// The MeshHTTPRoute spec, if this is one.
+    pub fn as_mesh_http_route(&self) -> Option<&MeshHttpRouteSpec> {
+        match self {
+            Spec::MeshHTTPRoute(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The MeshTCPRoute spec, if this is one.
+    pub fn as_mesh_tcp_route(&self) -> Option<&MeshTcpRouteSpec> {
+        match self {
+            Spec::MeshTCPRoute(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The MeshTimeout spec, if this is one.
+    pub fn as_mesh_timeout(&self) -> Option<&MeshTimeoutSpec> {
+        match self {
+            Spec::MeshTimeout(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The MeshRetry spec, if this is one.
+    pub fn as_mesh_retry(&self) -> Option<&MeshRetrySpec> {
+        match self {
+            Spec::MeshRetry(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The top-level `targetRef` of a policy (MeshTrafficPermission and the
+    /// outbound policies), if it has one set.
+    pub fn policy_target_ref(&self) -> Option<&TargetRef> {
+        match self {
+            Spec::MeshTrafficPermission(s) => s.target_ref.as_ref(),
+            Spec::MeshHTTPRoute(s) => s.target_ref.as_ref(),
+            Spec::MeshTCPRoute(s) => s.target_ref.as_ref(),
+            Spec::MeshTimeout(s) => s.target_ref.as_ref(),
+            Spec::MeshRetry(s) => s.target_ref.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The MeshTrafficPermission spec, if this is one.
     pub fn as_mesh_traffic_permission(&self) -> Option<&MeshTrafficPermissionSpec> {
         match self {
@@ -347,6 +451,12 @@ impl Spec {
 /// Deserializes a spec; errors carry a path under `spec`.
 fn parse<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
     deserialize_at("spec", value)
+}
+
+/// Deserializes a policy spec; an unknown field that belongs one level
+/// down gets a "did you mean" hint.
+fn policy<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
+    unknown_field_hint::parse_policy(value)
 }
 
 /// Deserializes status details; errors carry a path under `status`.
