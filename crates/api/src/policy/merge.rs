@@ -96,8 +96,12 @@ pub fn merge(kind: Kind, policies: &[PolicyInput], section: Section) -> Merged {
     }
 }
 
+/// An entry with what it sorts by: (top-level rank, `to[]` entry rank),
+/// its policy and its index in the policy.
+type Keyed<'a> = ((u8, (u8, bool)), &'a PolicyInput, usize, Entry);
+
 fn rule_set(kind: Kind, policies: &[&PolicyInput], section: Section) -> RuleSet {
-    let mut keyed: Vec<((u8, (u8, bool)), &PolicyInput, usize, Entry)> = Vec::new();
+    let mut keyed: Vec<Keyed<'_>> = Vec::new();
     for p in policies {
         for (i, raw) in p.entries(section).iter().enumerate() {
             let entry = entry(kind, section, p, i, raw);
