@@ -143,3 +143,49 @@ fn defaults_merge_under_a_users_policy() {
     let conf: TimeoutConf = inbound.applied.by_key()[0].1.typed().unwrap();
     assert_eq!(conf.idle_timeout.as_deref(), Some("2h"));
 }
+
+/// The documented defaults meshlink exposes are those of Kuma's default
+/// policies.
+#[test]
+fn exposed_defaults_match_kumas_default_policies() {
+    use meshlink_api::spec::{
+        GrpcRetryOn, TimeoutDefaults, default_grpc_retry_on, default_http_retry_on,
+        parse_kuma_duration,
+    };
+    let timeout = PolicyInput::from_resource(&read("mtimeout-all-default.universal.yaml")).unwrap();
+    let to = merge(Kind::MeshTimeout, &[timeout], Section::To);
+    let conf: TimeoutConf = to.applied.by_key()[0].1.typed().unwrap();
+    let d = |v: Option<&str>| parse_kuma_duration(v.unwrap()).unwrap();
+    let http = conf.http.clone().unwrap();
+    assert_eq!(
+        TimeoutDefaults::KUMA,
+        TimeoutDefaults {
+            connection_timeout: d(conf.connection_timeout.as_deref()),
+            idle_timeout: d(conf.idle_timeout.as_deref()),
+            request_timeout: d(http.request_timeout.as_deref()),
+            stream_idle_timeout: d(http.stream_idle_timeout.as_deref()),
+        }
+    );
+    assert_eq!(
+        default_http_retry_on(),
+        ["GatewayError", "ConnectFailure", "RefusedStream"]
+    );
+    assert_eq!(
+        default_grpc_retry_on(),
+        [
+            GrpcRetryOn::Canceled,
+            GrpcRetryOn::ResourceExhausted,
+            GrpcRetryOn::Unavailable
+        ]
+    );
+    // Written out, the defaults are a valid policy.
+    let text = format!(
+        "type: MeshRetry\nname: d\nmesh: default\nspec:\n  to:\n    - targetRef: {{kind: Mesh}}\n      default:\n        http: {{retryOn: {:?}}}\n        grpc: {{retryOn: {:?}}}\n",
+        default_http_retry_on(),
+        default_grpc_retry_on()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    );
+    apply("defaults", &text);
+}
