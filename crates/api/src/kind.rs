@@ -37,11 +37,19 @@ pub enum Kind {
     Secret,
     /// A destination inside a mesh: selected Dataplanes and their ports.
     MeshService,
+    /// Kuma's HTTP routing: matches, filters and weighted backends.
+    MeshHTTPRoute,
+    /// Kuma's weighted TCP routing.
+    MeshTCPRoute,
+    /// Kuma's connection, idle and HTTP timeouts.
+    MeshTimeout,
+    /// Kuma's retries for HTTP, gRPC and TCP.
+    MeshRetry,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -55,6 +63,10 @@ impl Kind {
         Kind::Connector,
         Kind::Secret,
         Kind::MeshService,
+        Kind::MeshHTTPRoute,
+        Kind::MeshTCPRoute,
+        Kind::MeshTimeout,
+        Kind::MeshRetry,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -73,6 +85,10 @@ impl Kind {
             Kind::Connector => "Connector",
             Kind::Secret => "Secret",
             Kind::MeshService => "MeshService",
+            Kind::MeshHTTPRoute => "MeshHTTPRoute",
+            Kind::MeshTCPRoute => "MeshTCPRoute",
+            Kind::MeshTimeout => "MeshTimeout",
+            Kind::MeshRetry => "MeshRetry",
         }
     }
 
@@ -92,6 +108,10 @@ impl Kind {
             Kind::Connector => "connectors",
             Kind::Secret => "secrets",
             Kind::MeshService => "meshservices",
+            Kind::MeshHTTPRoute => "meshhttproutes",
+            Kind::MeshTCPRoute => "meshtcproutes",
+            Kind::MeshTimeout => "meshtimeouts",
+            Kind::MeshRetry => "meshretries",
         }
     }
 
@@ -102,6 +122,10 @@ impl Kind {
             Kind::MeshTrafficPermission => &["mtp"],
             Kind::MeshService => &["msvc"],
             Kind::MultiKeyListener => &["mkl"],
+            Kind::MeshHTTPRoute => &["mhr"],
+            Kind::MeshTCPRoute => &["mtcpr"],
+            Kind::MeshTimeout => &["mtimeout"],
+            Kind::MeshRetry => &["mretry"],
             _ => &[],
         }
     }
@@ -111,6 +135,16 @@ impl Kind {
         matches!(
             self,
             Kind::Dataplane | Kind::MeshTrafficPermission | Kind::MeshService
+        ) || self.is_outbound_policy()
+    }
+
+    /// Whether this is one of Kuma's routing and outbound policies
+    /// (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry), which combine
+    /// through `crate::policy`.
+    pub fn is_outbound_policy(self) -> bool {
+        matches!(
+            self,
+            Kind::MeshHTTPRoute | Kind::MeshTCPRoute | Kind::MeshTimeout | Kind::MeshRetry
         )
     }
 
@@ -179,6 +213,27 @@ mod tests {
             }
         }
         assert_eq!("DP".parse::<Kind>().unwrap(), Kind::Dataplane);
+    }
+
+    #[test]
+    fn no_spelling_names_two_kinds() {
+        let mut seen = std::collections::BTreeMap::new();
+        for k in Kind::ALL {
+            let lower = k.as_str().to_ascii_lowercase();
+            for s in [lower.as_str(), k.plural()]
+                .into_iter()
+                .chain(k.short_names().iter().copied())
+            {
+                if let Some(other) = seen.insert(s.to_string(), k) {
+                    assert_eq!(other, k, "{s:?} names {other} and {k}");
+                }
+            }
+        }
+        assert_eq!("mretry".parse::<Kind>().unwrap(), Kind::MeshRetry);
+        assert_eq!("meshretries".parse::<Kind>().unwrap(), Kind::MeshRetry);
+        assert_eq!("mhr".parse::<Kind>().unwrap(), Kind::MeshHTTPRoute);
+        assert_eq!("mtcpr".parse::<Kind>().unwrap(), Kind::MeshTCPRoute);
+        assert_eq!("mtimeout".parse::<Kind>().unwrap(), Kind::MeshTimeout);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod error;
 mod import;
 mod kind;
 pub mod parse;
+pub mod policy;
 mod resource;
 pub mod spec;
 mod validate;

@@ -128,10 +128,14 @@ fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
 /// Resources per store page in [`ResourceService::for_each`].
 pub const WALK_PAGE: NonZeroUsize = NonZeroUsize::new(500).expect("500 is not zero");
 
-const MESH_CONTENTS: [Kind; 4] = [
+const MESH_CONTENTS: [Kind; 8] = [
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
     Kind::MeshService,
+    Kind::MeshHTTPRoute,
+    Kind::MeshTCPRoute,
+    Kind::MeshTimeout,
+    Kind::MeshRetry,
     Kind::Secret,
 ];
 

@@ -13,11 +13,15 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 4] = [
+const KUMA_KINDS: [Kind; 8] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
     Kind::MeshService,
+    Kind::MeshHTTPRoute,
+    Kind::MeshTCPRoute,
+    Kind::MeshTimeout,
+    Kind::MeshRetry,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
@@ -30,11 +34,12 @@ fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
     // Universal documents may also be Kuma Secrets (routed before this);
     // on Kubernetes those are `apiVersion: v1` Secrets.
     let accepted = if field == "type" {
-        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, Secret or \
-         GlobalSecret"
+        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
+         MeshTCPRoute, MeshTimeout, MeshRetry, Secret or GlobalSecret"
     } else {
-        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission or MeshService (Kuma Secrets \
-         are apiVersion: v1 Secrets of type system.kuma.io/secret)"
+        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
+         MeshTCPRoute, MeshTimeout or MeshRetry (Kuma Secrets are apiVersion: v1 Secrets of \
+         type system.kuma.io/secret)"
     };
     match v {
         Some(Value::String(s)) => {
@@ -80,7 +85,9 @@ pub(crate) fn universal(mut doc: Map<String, Value>) -> Result<Translated, Vec<F
         ("metadata.labels".to_string(), "labels".to_string()),
         ("metadata".to_string(), String::new()),
     ];
-    let spec = if matches!(kind, Kind::MeshTrafficPermission | Kind::MeshService) {
+    let spec = if matches!(kind, Kind::MeshTrafficPermission | Kind::MeshService)
+        || kind.is_outbound_policy()
+    {
         // Kuma's new policies and MeshService keep their spec in a `spec:` block.
         let mut spec = doc.remove("spec").unwrap_or(Value::Object(Map::new()));
         if let Value::Object(s) = &mut spec {

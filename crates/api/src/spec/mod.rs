@@ -17,19 +17,33 @@ use crate::{FieldError, Kind, Metadata};
 mod dataplane;
 mod gateway;
 mod grant;
+mod header_match;
+mod http_route;
+mod http_route_filter;
+mod http_route_match;
+mod kuma_duration;
 mod link;
 mod mesh;
 mod mesh_service;
 mod multi_key;
 mod permission_rules;
+mod policy_target;
 mod port;
+mod regex_check;
+mod retry;
+mod retry_validate;
+mod route_backend;
 mod secret;
 mod service;
 mod site;
+mod spec_access;
 mod string_enum;
 mod tags;
 mod target_ref;
+mod tcp_route;
+mod timeout;
 mod traffic_permission;
+mod unknown_field_hint;
 
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking,
@@ -41,6 +55,16 @@ pub use grant::{
     DEFAULT_EXPIRATION_WINDOW, DEFAULT_REDEMPTIONS_ALLOWED, LINK_CERT_LIFETIME_LABEL,
     MAX_LINK_CERT_LIFETIME, MIN_LINK_CERT_LIFETIME,
 };
+pub use header_match::{HeaderMatch, HeaderMatchType};
+pub use http_route::{HttpRouteRule, HttpRouteTo, HttpRuleConf, MeshHttpRouteSpec};
+pub use http_route_filter::{
+    Filter, FilterType, HeaderKeyValue, HeaderModifier, MAX_HEADER_MODIFICATIONS, PathRewrite,
+    PathRewriteType, RequestMirror, RequestRedirect, UrlRewrite,
+};
+pub use http_route_match::{
+    HttpMethod, HttpRouteMatch, PathMatch, PathMatchType, QueryParamMatch, QueryParamMatchType,
+};
+pub use kuma_duration::parse_kuma_duration;
 pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
 pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
@@ -60,6 +84,13 @@ pub use permission_rules::{
     ClientMatch, PermissionRule, RuleConf, SpiffeIdMatch, SpiffeIdMatchType,
 };
 pub use port::Port;
+pub use regex_check::REGEX_SIZE_LIMIT;
+pub use retry::{
+    BackOff, GrpcRetry, GrpcRetryOn, HTTP_RETRY_ON, HostPredicate, HostSelection, HttpRetry,
+    MeshRetrySpec, RETRY_STATUS_CODES, RateLimitedBackOff, ResetHeader, ResetHeaderFormat,
+    RetryConf, RetryTo, TcpRetry, default_grpc_retry_on, default_http_retry_on,
+};
+pub use route_backend::{MAX_WEIGHT, RouteBackendRef};
 pub use secret::{
     CA_CRT, KUMA_GLOBAL_SECRET_TYPE, KUMA_SECRET_TYPE, SecretSpec, TLS_CRT, TLS_KEY,
     TLS_SECRET_TYPE, VALUE,
@@ -75,6 +106,11 @@ pub use site::{
 };
 pub use tags::Tags;
 pub use target_ref::{InboundTarget, NAMESPACE_LABEL, ProxyType, TargetRef, TargetRefKind};
+pub use tcp_route::{MeshTcpRouteSpec, TcpRouteRule, TcpRouteTo, TcpRuleConf};
+pub use timeout::{
+    HttpTimeouts, MeshTimeoutSpec, TimeoutConf, TimeoutDefaults, TimeoutFrom, TimeoutRule,
+    TimeoutTo,
+};
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
 
 /// What secret values are replaced with by the `redacted()` methods.
@@ -112,6 +148,14 @@ pub enum Spec {
     Secret(SecretSpec),
     /// A [`MeshServiceSpec`].
     MeshService(MeshServiceSpec),
+    /// A [`MeshHttpRouteSpec`].
+    MeshHTTPRoute(MeshHttpRouteSpec),
+    /// A [`MeshTcpRouteSpec`].
+    MeshTCPRoute(MeshTcpRouteSpec),
+    /// A [`MeshTimeoutSpec`].
+    MeshTimeout(MeshTimeoutSpec),
+    /// A [`MeshRetrySpec`].
+    MeshRetry(MeshRetrySpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -131,6 +175,10 @@ macro_rules! each_spec {
             Spec::Connector($inner) => $body,
             Spec::Secret($inner) => $body,
             Spec::MeshService($inner) => $body,
+            Spec::MeshHTTPRoute($inner) => $body,
+            Spec::MeshTCPRoute($inner) => $body,
+            Spec::MeshTimeout($inner) => $body,
+            Spec::MeshRetry($inner) => $body,
         }
     };
 }
@@ -154,6 +202,10 @@ impl Spec {
             Spec::Connector(_) => Kind::Connector,
             Spec::Secret(_) => Kind::Secret,
             Spec::MeshService(_) => Kind::MeshService,
+            Spec::MeshHTTPRoute(_) => Kind::MeshHTTPRoute,
+            Spec::MeshTCPRoute(_) => Kind::MeshTCPRoute,
+            Spec::MeshTimeout(_) => Kind::MeshTimeout,
+            Spec::MeshRetry(_) => Kind::MeshRetry,
         }
     }
 
@@ -180,6 +232,10 @@ impl Spec {
             Kind::Connector => parse(value).map(Spec::Connector),
             Kind::Secret => parse(value).map(Spec::Secret),
             Kind::MeshService => parse(value).map(Spec::MeshService),
+            Kind::MeshHTTPRoute => policy(value).map(Spec::MeshHTTPRoute),
+            Kind::MeshTCPRoute => policy(value).map(Spec::MeshTCPRoute),
+            Kind::MeshTimeout => policy(value).map(Spec::MeshTimeout),
+            Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -213,6 +269,10 @@ impl Spec {
             Spec::Connector(s) => s.validate(&mut errs),
             Spec::Secret(s) => s.validate(meta, &mut errs),
             Spec::MeshService(s) => s.validate(&mut errs),
+            Spec::MeshHTTPRoute(s) => s.validate(&mut errs),
+            Spec::MeshTCPRoute(s) => s.validate(&mut errs),
+            Spec::MeshTimeout(s) => s.validate(&mut errs),
+            Spec::MeshRetry(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }
@@ -238,115 +298,17 @@ impl Spec {
             other => other.clone(),
         }
     }
-
-    /// The Site spec, if this is one.
-    pub fn as_site(&self) -> Option<&SiteSpec> {
-        match self {
-            Spec::Site(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The RouterAccess spec, if this is one.
-    pub fn as_router_access(&self) -> Option<&RouterAccessSpec> {
-        match self {
-            Spec::RouterAccess(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The AccessGrant spec, if this is one.
-    pub fn as_access_grant(&self) -> Option<&AccessGrantSpec> {
-        match self {
-            Spec::AccessGrant(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The AccessToken spec, if this is one.
-    pub fn as_access_token(&self) -> Option<&AccessTokenSpec> {
-        match self {
-            Spec::AccessToken(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The Link spec, if this is one.
-    pub fn as_link(&self) -> Option<&LinkSpec> {
-        match self {
-            Spec::Link(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The Secret spec, if this is one.
-    pub fn as_secret(&self) -> Option<&SecretSpec> {
-        match self {
-            Spec::Secret(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The Mesh spec, if this is one.
-    pub fn as_mesh(&self) -> Option<&MeshSpec> {
-        match self {
-            Spec::Mesh(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The Dataplane spec, if this is one.
-    pub fn as_dataplane(&self) -> Option<&DataplaneSpec> {
-        match self {
-            Spec::Dataplane(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The Listener spec, if this is one.
-    pub fn as_listener(&self) -> Option<&ListenerSpec> {
-        match self {
-            Spec::Listener(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The MultiKeyListener spec, if this is one.
-    pub fn as_multi_key_listener(&self) -> Option<&MultiKeyListenerSpec> {
-        match self {
-            Spec::MultiKeyListener(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The Connector spec, if this is one.
-    pub fn as_connector(&self) -> Option<&ConnectorSpec> {
-        match self {
-            Spec::Connector(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The MeshService spec, if this is one.
-    pub fn as_mesh_service(&self) -> Option<&MeshServiceSpec> {
-        match self {
-            Spec::MeshService(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// The MeshTrafficPermission spec, if this is one.
-    pub fn as_mesh_traffic_permission(&self) -> Option<&MeshTrafficPermissionSpec> {
-        match self {
-            Spec::MeshTrafficPermission(s) => Some(s),
-            _ => None,
-        }
-    }
 }
 
 /// Deserializes a spec; errors carry a path under `spec`.
 fn parse<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
     deserialize_at("spec", value)
+}
+
+/// Deserializes a policy spec; an unknown field that belongs one level
+/// down gets a "did you mean" hint.
+fn policy<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
+    unknown_field_hint::parse_policy(value)
 }
 
 /// Deserializes status details; errors carry a path under `status`.

@@ -114,7 +114,9 @@ pub(super) fn validate(errs: &mut Errors, rules: &[PermissionRule]) {
     }
 }
 
-fn validate_match(errs: &mut Errors, at: &str, m: &ClientMatch) {
+/// Reports every problem of one client match at `at` (also used by
+/// MeshTimeout `rules[].matches`).
+pub(super) fn validate_match(errs: &mut Errors, at: &str, m: &ClientMatch) {
     if m.sni.is_some() {
         errs.add(
             format!("{at}.sni"),

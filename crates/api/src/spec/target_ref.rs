@@ -30,8 +30,21 @@ string_enum! {
         Dataplane = "Dataplane",
         /// Inbounds whose tags include all of `tags`.
         MeshSubset = "MeshSubset",
-        /// Inbounds serving the service `name`.
+        /// Inbounds serving the service `name` (top level, `from[]`), or
+        /// the destination service `name` (`to[]`, routes' `backendRefs`).
         MeshService = "MeshService",
+        /// Kuma's legacy kind: the service `name` restricted to the
+        /// endpoints whose tags include `tags`.
+        MeshServiceSubset = "MeshServiceSubset",
+        /// A MeshHTTPRoute by `name`: `to[]` of a policy that configures
+        /// one route (MeshTimeout, MeshRetry).
+        MeshHTTPRoute = "MeshHTTPRoute",
+        /// Kuma's MeshExternalService by `name` (`to[]` only; meshlink
+        /// has no such resource, so it selects nothing yet).
+        MeshExternalService = "MeshExternalService",
+        /// Kuma's MeshMultiZoneService by `name` (`to[]` only; meshlink
+        /// has no such resource, so it selects nothing yet).
+        MeshMultiZoneService = "MeshMultiZoneService",
     }
 }
 
@@ -53,6 +66,9 @@ pub(crate) enum Position {
     Top,
     /// `spec.from[].targetRef`: the clients a rule matches.
     From,
+    /// `spec.to[].targetRef`: the destinations (or routes) an entry
+    /// configures; see `super::policy_target`.
+    To,
 }
 
 /// A selection of proxies (top level) or of clients (`from[]`).
@@ -127,7 +143,16 @@ impl TargetRef {
                 self.name.is_some() && service_from_tags(tags) == self.name.as_deref()
             }
             TargetRefKind::MeshSubset => tags.includes(&self.tags),
-            TargetRefKind::Dataplane | TargetRefKind::Unknown(_) => false,
+            TargetRefKind::MeshServiceSubset => {
+                self.name.is_some()
+                    && service_from_tags(tags) == self.name.as_deref()
+                    && tags.includes(&self.tags)
+            }
+            TargetRefKind::Dataplane
+            | TargetRefKind::MeshHTTPRoute
+            | TargetRefKind::MeshExternalService
+            | TargetRefKind::MeshMultiZoneService
+            | TargetRefKind::Unknown(_) => false,
         }
     }
 
@@ -165,7 +190,9 @@ impl TargetRef {
     /// lower one. `Mesh` < `Dataplane` < `Dataplane` with `labels` <
     /// with `labels` and `sectionName` < with `name` < with `name` and
     /// `sectionName` (Kuma's policy docs) < `MeshSubset` < `MeshService`
-    /// (the legacy kinds, ranked after `Dataplane` as in Kuma's source).
+    /// (the legacy kinds, ranked after `Dataplane` as in Kuma's source) <
+    /// `MeshExternalService` < `MeshMultiZoneService` < `MeshServiceSubset`
+    /// < `MeshHTTPRoute` (Kuma's `TargetRefKind` order).
     pub fn rank(&self) -> u8 {
         match self.kind {
             TargetRefKind::Mesh | TargetRefKind::Unknown(_) => 0,
@@ -181,16 +208,62 @@ impl TargetRef {
             }
             TargetRefKind::MeshSubset => 6,
             TargetRefKind::MeshService => 7,
+            TargetRefKind::MeshExternalService => 8,
+            TargetRefKind::MeshMultiZoneService => 9,
+            TargetRefKind::MeshServiceSubset => 10,
+            TargetRefKind::MeshHTTPRoute => 11,
         }
     }
 
-    /// Reports every problem of this target at `at`.
+    /// Reports every problem of a MeshTrafficPermission target at `at`.
     pub(crate) fn validate(&self, errs: &mut Errors, at: &str, position: Position) {
+        use TargetRefKind::{Dataplane, Mesh, MeshService, MeshSubset};
+        // Dataplane in from[] gets its own message in `validate_fields`.
+        self.validate_allowed(
+            errs,
+            at,
+            position,
+            &[Mesh, Dataplane, MeshSubset, MeshService],
+        );
+    }
+
+    /// Reports every problem of this target at `at`, where only the kinds
+    /// in `allowed` are accepted (they differ per policy and position).
+    pub(crate) fn validate_allowed(
+        &self,
+        errs: &mut Errors,
+        at: &str,
+        position: Position,
+        allowed: &[TargetRefKind],
+    ) {
         // Which fields apply depends on the kind: with an unknown kind, only
-        // the kind is reported.
-        if !self.kind.validate(errs, &format!("{at}.kind")) {
+        // the kind is reported, with the kinds accepted at this position.
+        let names: Vec<&str> = allowed.iter().map(TargetRefKind::as_str).collect();
+        if let TargetRefKind::Unknown(given) = &self.kind {
+            errs.add(
+                format!("{at}.kind"),
+                super::string_enum::unknown_message("targetRef kind", given, &names),
+            );
             return;
         }
+        if !allowed.contains(&self.kind) {
+            errs.add(
+                format!("{at}.kind"),
+                format!(
+                    "{} is not allowed here (as in Kuma); expected {}",
+                    self.kind,
+                    super::string_enum::one_of(&names)
+                ),
+            );
+            return;
+        }
+        match position {
+            Position::To => super::policy_target::validate_to(self, errs, at),
+            Position::Top | Position::From => self.validate_fields(errs, at, position),
+        }
+    }
+
+    fn validate_fields(&self, errs: &mut Errors, at: &str, position: Position) {
         let kind = &self.kind;
         if position == Position::From && *kind == TargetRefKind::Dataplane {
             errs.add(
@@ -208,10 +281,21 @@ impl TargetRef {
         };
         let has_name = self.name.as_deref().is_some_and(|n| !n.trim().is_empty());
         match kind {
-            TargetRefKind::MeshService if !has_name => errs.add(
-                format!("{at}.name"),
-                "required when kind is MeshService: the service name",
-            ),
+            TargetRefKind::MeshService
+            | TargetRefKind::MeshServiceSubset
+            | TargetRefKind::MeshHTTPRoute
+                if !has_name =>
+            {
+                errs.add(
+                    format!("{at}.name"),
+                    match kind {
+                        TargetRefKind::MeshHTTPRoute => {
+                            "required when kind is MeshHTTPRoute: the route's name".to_string()
+                        }
+                        _ => format!("required when kind is {kind}: the service name"),
+                    },
+                )
+            }
             TargetRefKind::Dataplane if self.name.is_some() && !has_name => errs.add(
                 format!("{at}.name"),
                 "must not be empty: the Dataplane's name, or remove it",
@@ -251,10 +335,14 @@ impl TargetRef {
             );
         }
         match kind {
-            TargetRefKind::MeshSubset if self.tags.is_empty() => errs.add(
-                format!("{at}.tags"),
-                "required when kind is MeshSubset: the tags to match",
-            ),
+            TargetRefKind::MeshSubset | TargetRefKind::MeshServiceSubset
+                if self.tags.is_empty() =>
+            {
+                errs.add(
+                    format!("{at}.tags"),
+                    format!("required when kind is {kind}: the tags to match"),
+                )
+            }
             TargetRefKind::Dataplane if !self.tags.is_empty() => not_allowed(
                 errs,
                 "tags",

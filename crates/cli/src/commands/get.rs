@@ -7,6 +7,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::list_printer::ListPrinter;
+use super::policy_columns::{policy_columns, target};
 use super::table::{aligned, text as s};
 use crate::client::{ApiClient, scope_query};
 use crate::failure::Failure;
@@ -148,14 +149,9 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 ("LAST SEEN", last_seen(status, now)),
             ]
         }
-        Kind::MeshTrafficPermission => {
-            let t = &spec["targetRef"];
-            vec![(
-                "TARGET",
-                format!("{}/{}", s(&t["kind"]), s(&t["name"]))
-                    .trim_end_matches('/')
-                    .to_string(),
-            )]
+        Kind::MeshTrafficPermission => vec![("TARGET", target(&spec["targetRef"]))],
+        Kind::MeshHTTPRoute | Kind::MeshTCPRoute | Kind::MeshTimeout | Kind::MeshRetry => {
+            policy_columns(kind, spec, &r["metadata"]["labels"])
         }
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![

@@ -9,6 +9,7 @@ pub(crate) mod grant;
 pub(crate) mod inspect;
 pub(crate) mod list_printer;
 pub(crate) mod network;
+mod policy_columns;
 pub(crate) mod table;
 pub(crate) mod token;
 pub(crate) mod wait;

@@ -210,7 +210,12 @@ fn sources(view: &MeshView, target: &TargetRef) -> Vec<Source> {
             .map(|s| Source::Exact(names::spiffe_id(td, s)))
             .collect(),
         // Not a client selector (validation refuses it in from[]).
-        TargetRefKind::Dataplane | TargetRefKind::Unknown(_) => Vec::new(),
+        TargetRefKind::Dataplane
+        | TargetRefKind::MeshServiceSubset
+        | TargetRefKind::MeshHTTPRoute
+        | TargetRefKind::MeshExternalService
+        | TargetRefKind::MeshMultiZoneService
+        | TargetRefKind::Unknown(_) => Vec::new(),
     }
 }
 
