@@ -24,6 +24,7 @@ pub mod counted;
 pub mod cp;
 pub mod dataplane;
 pub mod drain;
+pub mod http;
 pub mod identity;
 pub mod lb;
 pub mod listeners;
