@@ -77,7 +77,7 @@ fn parts(method: &str, uri: &str, headers: &[(&str, &str)]) -> Parts {
     b.body(()).unwrap().into_parts().0
 }
 
-fn picked<'a>(config: &'a RouteConfigSpec, request: Parts) -> Option<&'a str> {
+fn picked(config: &RouteConfigSpec, request: Parts) -> Option<&str> {
     select(config, &request).map(|r| r.name.as_str())
 }
 
