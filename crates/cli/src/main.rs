@@ -127,8 +127,13 @@ enum InspectCommand {
         /// Print instead the resources this control plane sends the proxy,
         /// in the shape of Envoy's admin /config_dump (JSON, or YAML with
         /// -o yaml; private keys redacted).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "rules")]
         config_dump: bool,
+        /// Print instead the rules the L7 policies that select this
+        /// Dataplane give it (MeshHTTPRoute, MeshTCPRoute, MeshTimeout,
+        /// MeshRetry), with the policy that set each field.
+        #[arg(long)]
+        rules: bool,
         /// Output format: a human summary (the default), or the API body as
         /// JSON or YAML. With --config-dump: json (the default) or yaml.
         #[arg(short = 'o', long, value_enum)]
@@ -339,8 +344,16 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
         Command::Inspect(InspectCommand::Dataplane {
             name,
             mesh,
+            rules: true,
+            output,
+            ..
+        }) => commands::inspect_rules::rules(&client, &name, &mesh, output).await,
+        Command::Inspect(InspectCommand::Dataplane {
+            name,
+            mesh,
             config_dump,
             output,
+            ..
         }) => commands::inspect::dataplane(&client, &name, &mesh, config_dump, output).await,
         Command::Token(TokenCommand::Dataplane {
             mesh,

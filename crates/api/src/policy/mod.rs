@@ -27,12 +27,14 @@
 //! assert_eq!(conf.origins["/http/numRetries"].policy, "a");
 //! ```
 
+mod dataplane_rules;
 mod input;
 mod merge;
 pub mod merge_patch;
 mod order;
 mod routes;
 
+pub use dataplane_rules::{KindRules, RULE_KINDS, dataplane_rules, rules_json, selects};
 pub use input::{DISPLAY_NAME_LABEL, EFFECT_LABEL, PolicyInput, SHADOW, Section};
 pub use merge::{Entry, Merged, MergedConf, Origin, RuleSet, merge};
 pub use order::compare_policies;
