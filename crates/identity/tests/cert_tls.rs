@@ -313,3 +313,98 @@ fn configs_refuse_an_empty_bundle_and_a_mismatched_key() {
     );
     let _: Arc<rustls::ClientConfig> = client_config(None, &bundle, None).unwrap();
 }
+
+/// One connection to `addr` with `client_cfg`: whether the handshake was a
+/// resumption, the server's SPIFFE ID as the client sees it, and after a
+/// ping-pong, nothing else.
+async fn client_once(
+    addr: std::net::SocketAddr,
+    client_cfg: Arc<rustls::ClientConfig>,
+) -> (rustls::HandshakeKind, Option<SpiffeId>) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from("backend.meshlink.local").unwrap();
+    let mut tls = TlsConnector::from(client_cfg)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    tls.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    tls.read_exact(&mut buf).await.unwrap();
+    let (_, conn) = tls.get_ref();
+    let kind = conn.handshake_kind().expect("handshake done");
+    (
+        kind,
+        peer_spiffe_id(conn.peer_certificates().unwrap_or_default()),
+    )
+}
+
+/// Sidecars reuse one rustls config per cluster (and per trust bundle on
+/// the server side) across connections: the second connection resumes the
+/// first's TLS 1.3 session (no certificate signing or chain verification),
+/// and both sides still see the peer's SPIFFE ID, which inbound
+/// authorization reads.
+#[tokio::test]
+async fn a_second_connection_resumes_and_both_sides_keep_the_peer_identity() {
+    let ca = builtin("ca-1", "default");
+    let bundle = TrustBundle::new(vec![ca.cert_pem().to_owned()]);
+    let (web, backend) = (
+        proxy(&ca, "default", "web"),
+        proxy(&ca, "default", "backend"),
+    );
+    let server_cfg = server_config(
+        &backend.cert,
+        &backend.key_pem,
+        &bundle,
+        ClientAuth::Required,
+    )
+    .unwrap();
+    let client_cfg = client_config(
+        Some((&web.cert, web.key_pem.as_str())),
+        &bundle,
+        Some(backend.id.clone()),
+    )
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = TlsAcceptor::from(server_cfg.clone())
+                .accept(tcp)
+                .await
+                .unwrap();
+            let mut buf = [0u8; 4];
+            tls.read_exact(&mut buf).await.unwrap();
+            tls.write_all(b"pong").await.unwrap();
+            let (_, conn) = tls.get_ref();
+            seen.push((
+                conn.handshake_kind().expect("handshake done"),
+                peer_spiffe_id(conn.peer_certificates().unwrap_or_default()),
+            ));
+            tls.shutdown().await.unwrap();
+        }
+        seen
+    });
+    let first = client_once(addr, client_cfg.clone()).await;
+    let second = client_once(addr, client_cfg).await;
+    let served = tokio::time::timeout(Duration::from_secs(20), server)
+        .await
+        .expect("server done")
+        .unwrap();
+    assert_eq!(
+        first,
+        (rustls::HandshakeKind::Full, Some(backend.id.clone()))
+    );
+    assert_eq!(
+        second,
+        (rustls::HandshakeKind::Resumed, Some(backend.id.clone()))
+    );
+    assert_eq!(
+        served,
+        [
+            (rustls::HandshakeKind::Full, Some(web.id.clone())),
+            (rustls::HandshakeKind::Resumed, Some(web.id.clone())),
+        ]
+    );
+}
