@@ -28,6 +28,7 @@ use crate::dataplane::{ClusterRuntime, Dataplane};
 use crate::drain::{ConnectionDrain, Ended};
 use crate::metrics::{ClusterLabels, ListenerLabels, NameLabels, ProxyMetrics};
 use crate::model::{Authorization, Direction, ListenerSpec, authorize};
+use crate::tcp_copy::{self, CopyEnd, TcpTimeouts};
 
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -276,7 +277,7 @@ async fn connect(
 
 async fn copy<A, B>(
     a: A,
-    mut b: B,
+    b: B,
     direction: Direction,
     metrics: &ProxyMetrics,
 ) -> Result<(), ProxyError>
@@ -289,9 +290,16 @@ where
         .bytes
         .get_or_create(&ProxyMetrics::direction(direction))
         .clone();
-    let mut a = Counted::new(a, counter.clone(), counter);
-    tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, COPY_BUFFER, COPY_BUFFER)
+    let a = Counted::new(a, counter.clone(), counter);
+    let end = tcp_copy::copy(a, b, COPY_BUFFER, TcpTimeouts::default())
         .await
-        .map(drop)
-        .map_err(|e| ProxyError::internal(ErrorKind::Io, format!("copy failed: {e}")))
+        .map_err(|e| ProxyError::internal(ErrorKind::Io, format!("copy failed: {e}")))?;
+    if end != CopyEnd::Closed {
+        metrics.tcp_timed_out(direction, end.label());
+        return Err(ProxyError::internal(
+            ErrorKind::Timeout,
+            format!("closed: nothing moved for too long ({})", end.label()),
+        ));
+    }
+    Ok(())
 }

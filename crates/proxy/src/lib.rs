@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod model;
 pub mod options;
 pub mod router;
+pub mod tcp_copy;
 pub mod xds;
 
 use std::sync::Arc;

@@ -85,6 +85,8 @@ pub struct ProxyMetrics {
     pub bytes: Family<DirectionLabels, Counter>,
     /// TLS handshakes that failed, by reason.
     pub handshake_failures: Family<FailureLabels, Counter>,
+    /// TCP connections closed by their idle or half-closed bound.
+    pub tcp_timeouts: Family<FailureLabels, Counter>,
     /// Connections refused by RBAC.
     pub rbac_denied: Family<NameLabels, Counter>,
     /// Upstream connect attempts that failed.
@@ -116,6 +118,7 @@ impl Default for ProxyMetrics {
             connections_active: Family::default(),
             bytes: Family::default(),
             handshake_failures: Family::default(),
+            tcp_timeouts: Family::default(),
             rbac_denied: Family::default(),
             upstream_connect_failures: Family::default(),
             outlier_ejections: Family::default(),
@@ -156,6 +159,11 @@ impl ProxyMetrics {
             "handshake_failures",
             "TLS handshakes that failed, by reason",
             self.handshake_failures.clone(),
+        );
+        registry.register(
+            "tcp_timeouts",
+            "TCP connections closed because nothing moved for their idle or half-closed bound, by reason",
+            self.tcp_timeouts.clone(),
         );
         registry.register(
             "rbac_denied",
@@ -222,6 +230,12 @@ impl ProxyMetrics {
                     reason: reason.to_owned(),
                 });
             }
+            for reason in ["idle", "half_closed"] {
+                let _ = self.tcp_timeouts.get_or_create(&FailureLabels {
+                    direction: direction.as_str().to_owned(),
+                    reason: reason.to_owned(),
+                });
+            }
         }
         for ty in crate::xds::apply::TYPES {
             let short = ty.rsplit('.').next().unwrap_or(ty).to_owned();
@@ -264,6 +278,17 @@ impl ProxyMetrics {
     /// Counts a failed handshake.
     pub fn handshake_failed(&self, direction: crate::model::Direction, reason: &str) {
         self.handshake_failures
+            .get_or_create(&FailureLabels {
+                direction: direction.as_str().to_owned(),
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a TCP connection closed by its `reason` bound (`idle`,
+    /// `half_closed`).
+    pub fn tcp_timed_out(&self, direction: crate::model::Direction, reason: &str) {
+        self.tcp_timeouts
             .get_or_create(&FailureLabels {
                 direction: direction.as_str().to_owned(),
                 reason: reason.to_owned(),
