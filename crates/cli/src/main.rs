@@ -46,6 +46,11 @@ enum Command {
         /// File to apply, or - for standard input.
         #[arg(short = 'f', long = "filename")]
         file: String,
+        /// Check everything and write nothing: print what each document
+        /// would do and which proxies' computed L7 rules would change, and
+        /// how.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Shows resources.
     Get {
@@ -289,7 +294,7 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
     };
     let client = ApiClient::new(&cli.server, token);
     match cli.command {
-        Command::Apply { file } => commands::apply::run(&client, &file).await,
+        Command::Apply { file, dry_run } => commands::apply::run(&client, &file, dry_run).await,
         Command::Get {
             kind: k,
             name,

@@ -206,3 +206,74 @@ fn rules_show_each_merged_field_and_the_policy_that_set_it() {
     assert_eq!(out.code, 1, "{out:#?}");
     assert!(out.stderr.contains("not found"), "{out:#?}");
 }
+
+#[test]
+fn apply_dry_run_names_the_proxies_whose_rules_would_change_and_writes_nothing() {
+    let cp = start_xds_mesh();
+    cp.cli_stdin(&["apply", "-f", "-"], Some(POLICIES))
+        .success();
+
+    // A stricter timeout for web's calls to backend.
+    let change = r#"
+type: MeshTimeout
+name: web-to-backend
+mesh: default
+spec:
+  targetRef:
+    kind: MeshService
+    name: web
+  to:
+    - targetRef:
+        kind: MeshService
+        name: backend
+      default:
+        http:
+          requestTimeout: 500ms
+"#;
+    let out = cp
+        .cli_stdin(&["apply", "-f", "-", "--dry-run"], Some(change))
+        .success();
+    let text = out.stdout.as_str();
+    assert!(
+        text.contains("meshtimeout/web-to-backend (mesh default) would be configured (dry run)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mesh default: 1 of 2 proxies would get different L7 rules"),
+        "{text}"
+    );
+    assert!(text.contains("  default/web-1:"), "{text}");
+    assert!(
+        text.contains(
+            r#"MeshTimeout to {"kind":"MeshService","name":"backend"} /http/requestTimeout: 1s (web-to-backend (to[0])) -> 500ms (web-to-backend (to[0]))"#
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("default/backend-1:"),
+        "backend-1 is not touched: {text}"
+    );
+    assert!(text.ends_with("dry run: nothing was applied\n"), "{text}");
+
+    // Nothing was written.
+    let rules = cp
+        .cli(&["inspect", "dataplane", "web-1", "--rules", "-o", "json"])
+        .success();
+    assert!(
+        rules.stdout.contains(r#""requestTimeout": "1s""#),
+        "{}",
+        rules.stdout
+    );
+
+    // A bad document is refused as by apply, and nothing is printed as done.
+    let out = cp.cli_stdin(
+        &["apply", "-f", "-", "--dry-run"],
+        Some("type: MeshRetry\nname: r\nmesh: default\nspec:\n  to:\n    - targetRef: {kind: Mesh}\n      default: {numRetries: 3}\n"),
+    );
+    assert_eq!(out.code, 2, "{out:#?}");
+    assert!(
+        out.stderr.contains("did you mean default.http.numRetries?"),
+        "{out:#?}"
+    );
+    assert!(!out.stdout.contains("would be"), "{out:#?}");
+}

@@ -3,7 +3,9 @@
 //! without writing (`POST /api/v1/apply?dryRun=true`: validation, references
 //! such as "the mesh exists", `resourceVersion`), refuse the whole input if
 //! any fails there, then apply each and report created / configured /
-//! unchanged. Secrets go first, then Meshes (each in file order), so a Mesh
+//! unchanged (`--dry-run` stops after the checks and prints what each
+//! document would do and how the proxies' L7 rules would change, see
+//! `apply_preview`). Secrets go first, then Meshes (each in file order), so a Mesh
 //! whose provided CA names a Secret (`secret:`), and the Dataplanes and
 //! MeshServices of a Mesh, apply with it from one file in any order.
 
@@ -13,6 +15,7 @@ use std::time::Duration;
 use meshlink_api::parse_documents;
 use reqwest::Method;
 
+use super::table::text;
 use crate::client::{ApiClient, ApiFailure, scope_query};
 use crate::failure::Failure;
 
@@ -31,8 +34,9 @@ pub(crate) fn read_input(path: &str) -> Result<(String, String), Failure> {
     }
 }
 
-/// Runs `apply`.
-pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
+/// Runs `apply`; with `dry_run`, only its checks, what each document would
+/// do, and how the proxies' computed L7 rules would change.
+pub(crate) async fn run(client: &ApiClient, file: &str, dry_run_only: bool) -> Result<(), Failure> {
     let (text, source) = read_input(file)?;
     let mut docs = parse_documents(&text);
     // Stable: Secrets, then Meshes, then everything else, each in file
@@ -64,7 +68,18 @@ pub(crate) async fn run(client: &ApiClient, file: &str) -> Result<(), Failure> {
     if docs.is_empty() {
         return Err(Failure::BadInput(format!("{source}: no resources found")));
     }
-    dry_run(client, &source, &docs).await?;
+    let outcomes = dry_run(client, &source, &docs).await?;
+    if dry_run_only {
+        let valid: Vec<meshlink_api::Resource> =
+            docs.into_iter().filter_map(|d| d.outcome.ok()).collect();
+        for (r, outcome) in valid.iter().zip(&outcomes) {
+            let name = display_name(r.kind(), r.name(), r.mesh());
+            println!("{name} would be {outcome} (dry run)");
+        }
+        super::apply_preview::print_rule_changes(client, &valid).await?;
+        println!("dry run: nothing was applied");
+        return Ok(());
+    }
     let mut worst: Option<Failure> = None;
     for d in docs {
         let Ok(r) = d.outcome else { continue };
@@ -127,12 +142,14 @@ const DRY_RUN_ITEMS: usize = 200;
 const DRY_RUN_BYTES: usize = 512 * 1024;
 
 /// Checks every document against the server without writing. Reports every
-/// failure and fails if there is any: then nothing is applied.
+/// failure and fails if there is any: then nothing is applied. Returns what
+/// each valid document would do (`created`, `configured`, `unchanged`), in
+/// input order.
 async fn dry_run(
     client: &ApiClient,
     source: &str,
     docs: &[meshlink_api::ParsedDocument],
-) -> Result<(), Failure> {
+) -> Result<Vec<String>, Failure> {
     let mut chunks: Vec<Vec<(usize, serde_json::Value)>> = vec![Vec::new()];
     let mut bytes = 0;
     for d in docs {
@@ -160,6 +177,7 @@ async fn dry_run(
         .collect();
     let mut errors = 0;
     let mut runtime = false;
+    let mut outcomes = Vec::new();
     for chunk in chunks.iter().filter(|c| !c.is_empty()) {
         let items: Vec<_> = chunk.iter().map(|(_, j)| j.clone()).collect();
         let body = serde_json::json!({
@@ -182,6 +200,7 @@ async fn dry_run(
             let res = &results.get(pos).cloned().unwrap_or_default();
             let err = &res["error"];
             if err.is_null() {
+                outcomes.push(text(&res["result"]));
                 continue;
             }
             errors += 1;
@@ -208,7 +227,7 @@ async fn dry_run(
         }
     }
     if errors == 0 {
-        return Ok(());
+        return Ok(outcomes);
     }
     let msg = format!(
         "{source}: {errors} document(s) rejected by the control plane; nothing was applied"

@@ -145,7 +145,7 @@ pub(crate) async fn redeem(
             "{source}: no AccessToken found; pass the file `meshlink token issue` wrote"
         )));
     }
-    apply::run(client, file).await?;
+    apply::run(client, file, false).await?;
     for name in &names {
         wait_redeemed(client, name, timeout).await?;
     }

@@ -1,6 +1,7 @@
 //! One module per CLI command.
 
 pub(crate) mod apply;
+pub(crate) mod apply_preview;
 pub(crate) mod controlplanes;
 pub(crate) mod delete;
 pub(crate) mod demo;

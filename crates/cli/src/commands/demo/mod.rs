@@ -251,12 +251,12 @@ impl Demo {
         std::fs::write(&yaml_path, yaml)
             .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", yaml_path.display())))?;
         println!("applying {} to site A", yaml_path.display());
-        super::apply::run(&client, &yaml_path.to_string_lossy()).await?;
+        super::apply::run(&client, &yaml_path.to_string_lossy(), false).await?;
         let b_yaml = self.dir.join("site-b.yaml");
         std::fs::write(&b_yaml, site_b_yaml(&ports))
             .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", b_yaml.display())))?;
         println!("applying {} to site B", b_yaml.display());
-        super::apply::run(&client_b, &b_yaml.to_string_lossy()).await?;
+        super::apply::run(&client_b, &b_yaml.to_string_lossy(), false).await?;
         step(3, "resources applied", began);
 
         let sidecars = [("backend", ports.backend_admin), ("web", ports.web_admin)];
