@@ -10,67 +10,33 @@
 //! `UPDATE_CORPUS=1 cargo test -p meshlink-api --test kuma_corpus` rewrites
 //! the stored files; review the diff.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
-use meshlink_api::{Resource, parse_documents};
+use meshlink_api::Resource;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kuma_corpus")
 }
 
+/// Warnings documented for some shapes: Kubernetes namespaces are not
+/// modelled yet, a `BUILTIN` gateway is stored but not served, and
+/// meshlink does not generate MeshServices.
+const ALLOWED_WARNINGS: [&str; 3] = [
+    "metadata.namespace: not implemented yet",
+    "networking.gateway.type: BUILTIN gateway accepted",
+    "meshlink does not generate MeshServices",
+];
+
 /// The one resource `text` holds, parsed and validated as `apply` does.
 fn apply(name: &str, text: &str) -> Resource {
-    let mut docs = parse_documents(text);
-    assert_eq!(docs.len(), 1, "{name}: one document per corpus file");
-    let doc = docs.remove(0);
-    // Kubernetes namespaces are not modelled yet (a documented warning).
-    let unexpected: Vec<_> = doc
-        .warnings
-        .iter()
-        .filter(|w| !w.starts_with("metadata.namespace: not implemented yet"))
-        // A BUILTIN gateway is stored but not served (a documented warning).
-        .filter(|w| !w.contains("networking.gateway.type: BUILTIN gateway accepted"))
-        .filter(|w| !w.contains("meshlink does not generate MeshServices"))
-        .collect();
-    assert!(unexpected.is_empty(), "{name}: warnings {unexpected:?}");
-    let resource = doc
-        .outcome
-        .unwrap_or_else(|e| panic!("{name} was refused: {e:?}"));
-    assert!(
-        resource.validate().is_empty(),
-        "{name}: invalid once parsed"
-    );
-    resource
+    support::corpus::apply(name, text, &ALLOWED_WARNINGS)
 }
 
 #[test]
 fn every_corpus_shape_applies_and_its_canonical_yaml_reapplies_unchanged() {
-    let dir = corpus_dir();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 10, "corpus is missing: {files:?}");
-    let update = std::env::var_os("UPDATE_CORPUS").is_some();
-    for path in files {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let resource = apply(&name, &std::fs::read_to_string(&path).unwrap());
-        let canonical = resource.to_yaml();
-        let stored_path = dir.join("stored").join(&name);
-        if update {
-            std::fs::write(&stored_path, &canonical).unwrap();
-        }
-        let stored = std::fs::read_to_string(&stored_path)
-            .unwrap_or_else(|e| panic!("{}: {e}", stored_path.display()));
-        assert_eq!(canonical, stored, "{name}: stored form changed");
-        let again = apply(&format!("{name} (canonical)"), &canonical);
-        assert!(
-            again.same_desired_state(&resource) && again == resource,
-            "{name}: canonical YAML re-parses to a different resource"
-        );
-    }
+    support::corpus::check_all(&corpus_dir(), 10, &ALLOWED_WARNINGS);
 }
 
 #[test]

@@ -213,25 +213,15 @@ fn apply_dry_run_names_the_proxies_whose_rules_would_change_and_writes_nothing()
     cp.cli_stdin(&["apply", "-f", "-"], Some(POLICIES))
         .success();
 
-    // A stricter timeout for web's calls to backend.
-    let change = r#"
-type: MeshTimeout
-name: web-to-backend
-mesh: default
-spec:
-  targetRef:
-    kind: MeshService
-    name: web
-  to:
-    - targetRef:
-        kind: MeshService
-        name: backend
-      default:
-        http:
-          requestTimeout: 500ms
-"#;
+    // A stricter timeout for web's calls to backend: web-to-backend again,
+    // with 500ms.
+    let change = POLICIES
+        .split("---")
+        .find(|doc| doc.contains("name: web-to-backend"))
+        .expect("web-to-backend is in POLICIES")
+        .replace("requestTimeout: 1s", "requestTimeout: 500ms");
     let out = cp
-        .cli_stdin(&["apply", "-f", "-", "--dry-run"], Some(change))
+        .cli_stdin(&["apply", "-f", "-", "--dry-run"], Some(&change))
         .success();
     let text = out.stdout.as_str();
     assert!(

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod corpus;
+
 use meshlink_api::{ParsedDocument, parse_documents};
 use serde_json::Value;
 
