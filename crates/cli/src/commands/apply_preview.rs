@@ -9,13 +9,12 @@
 //! never writes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use meshlink_api::policy::{RULE_KINDS, dataplane_rules, rules_json};
 use meshlink_api::{Kind, Resource};
-use reqwest::Method;
 use serde_json::Value;
 
+use super::inspect_rules::{list, mesh_policies};
 use super::table::text;
 use crate::client::ApiClient;
 use crate::failure::Failure;
@@ -39,10 +38,7 @@ pub(crate) async fn print_rule_changes(
         .collect();
     for mesh in meshes {
         let dataplanes = list(client, Kind::Dataplane, mesh).await?;
-        let mut policies = Vec::new();
-        for (kind, _) in RULE_KINDS {
-            policies.extend(list(client, kind, mesh).await?);
-        }
+        let policies = mesh_policies(client, mesh).await?;
         let after_dataplanes = with_input(&dataplanes, input, mesh, Kind::Dataplane);
         let after_policies = RULE_KINDS
             .iter()
@@ -74,27 +70,6 @@ pub(crate) async fn print_rule_changes(
         }
     }
     Ok(())
-}
-
-/// Every `kind` resource of `mesh`.
-async fn list(client: &ApiClient, kind: Kind, mesh: &str) -> Result<Vec<Resource>, Failure> {
-    let mut body = client
-        .call(
-            Method::GET,
-            &format!("/api/v1/{}", kind.plural()),
-            &[("mesh", mesh.to_string())],
-            None,
-            Duration::from_secs(60),
-        )
-        .await
-        .map_err(|e| e.into_failure())?;
-    let Value::Array(items) = body["items"].take() else {
-        return Ok(Vec::new());
-    };
-    Ok(items
-        .into_iter()
-        .filter_map(|v| Resource::from_json_unvalidated(v).ok())
-        .collect())
 }
 
 /// `current` with the input's `kind` resources of `mesh` put in place

@@ -28,15 +28,7 @@ pub(crate) async fn rules(
     format: Option<Format>,
 ) -> Result<(), Failure> {
     let dataplane = resource(get(client, &format!("/api/v1/dataplanes/{name}"), mesh).await?)?;
-    let mut policies = Vec::new();
-    for (kind, _) in RULE_KINDS {
-        let mut list = get(client, &format!("/api/v1/{}", kind.plural()), mesh).await?;
-        if let Value::Array(items) = list["items"].take() {
-            for item in items {
-                policies.push(resource(item)?);
-            }
-        }
-    }
+    let policies = mesh_policies(client, mesh).await?;
     let rules = dataplane_rules(&dataplane, &policies);
     match format.unwrap_or(Format::Table) {
         Format::Json => println!(
@@ -50,6 +42,32 @@ pub(crate) async fn rules(
         Format::Table => print!("{}", table(mesh, name, &rules)),
     }
     Ok(())
+}
+
+/// Every resource of `kind` in `mesh`.
+pub(super) async fn list(
+    client: &ApiClient,
+    kind: Kind,
+    mesh: &str,
+) -> Result<Vec<Resource>, Failure> {
+    let mut body = get(client, &format!("/api/v1/{}", kind.plural()), mesh).await?;
+    match body["items"].take() {
+        Value::Array(items) => items.into_iter().map(resource).collect(),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// Every policy of `mesh` whose kind the rules are computed from
+/// ([`RULE_KINDS`]).
+pub(super) async fn mesh_policies(
+    client: &ApiClient,
+    mesh: &str,
+) -> Result<Vec<Resource>, Failure> {
+    let mut policies = Vec::new();
+    for (kind, _) in RULE_KINDS {
+        policies.extend(list(client, kind, mesh).await?);
+    }
+    Ok(policies)
 }
 
 /// `GET path?mesh=MESH`.
