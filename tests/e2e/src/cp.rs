@@ -1,11 +1,13 @@
 //! A real `meshlink-cp` process on a temporary data dir.
 //!
-//! Ports: the first start passes port 0 for the REST API and xDS
-//! listeners and reads the ports the kernel picked from `--ready-file`,
-//! so no test races another process for a port. Restarts reuse those
-//! ports, because sidecars and clients started earlier were given the
-//! xDS URL and the REST server URL; that rebind is the one remaining
-//! window (the port was this control plane's until it stopped).
+//! Ports: the REST API and xDS ports are claimed up front
+//! ([`crate::ports::claim`]: below the ephemeral range, held by this test
+//! process until it exits), because a restart must come back on the same
+//! ports: sidecars and clients started earlier were given the xDS URL and
+//! the REST server URL. A port from the ephemeral range could be taken
+//! in between as the source port of an outgoing connection (a sidecar
+//! retrying this very control plane). The grant server binds port 0 on
+//! every start; it is reached through the advertised address.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,9 +42,10 @@ pub struct ControlPlane {
     child: Option<Child>,
     _tmp: Option<tempfile::TempDir>,
     data_dir: PathBuf,
-    /// 0 until the first start reports the bound port.
+    /// Claimed at the first start; in a network namespace (where nothing
+    /// else binds), 0 until the first start reports the bound port.
     api_port: u16,
-    /// 0 until the first start reports the bound port.
+    /// Claimed up front unless the caller names one.
     xds_port: u16,
     store: StoreKind,
     token: String,
@@ -71,7 +74,7 @@ impl ControlPlane {
     }
 
     /// A control plane on `host` that is not started yet, with its xDS
-    /// port fixed up front (0: picked at the first start), so that
+    /// port fixed up front (0: one is claimed here), so that
     /// routers and sidecars can be started before it (tests of start-up
     /// order). Start it with [`Self::spawn`] and [`Self::wait_ready`].
     pub fn prepare_on(store: StoreKind, host: &str, xds_port: u16) -> ControlPlane {
@@ -93,7 +96,10 @@ impl ControlPlane {
             netns: None,
             args: Vec::new(),
         };
-        cp.xds_port = xds_port;
+        cp.xds_port = match xds_port {
+            0 => crate::ports::claim(host),
+            port => port,
+        };
         cp
     }
 
@@ -141,6 +147,9 @@ impl ControlPlane {
     /// for it (tests of start-up order); follow with [`Self::wait_ready`].
     pub fn spawn(&mut self) {
         assert!(self.child.is_none(), "control plane already running");
+        if self.api_port == 0 && self.netns.is_none() {
+            self.api_port = crate::ports::claim(&self.host);
+        }
         match std::fs::remove_file(&self.ready_file) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -226,8 +235,8 @@ impl ControlPlane {
         format!("http://{}:{}", self.host, self.api_port)
     }
 
-    /// The xDS/Certify port (picked by the kernel at the first start, then
-    /// fixed for the life of this value, across restarts).
+    /// The xDS/Certify port (claimed when this value was made, then fixed
+    /// for its life, across restarts).
     pub fn xds_port(&self) -> u16 {
         self.xds_port
     }

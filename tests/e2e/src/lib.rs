@@ -12,6 +12,7 @@ pub mod certify;
 mod cli;
 mod cp;
 pub mod netns;
+pub mod ports;
 mod postgres;
 pub mod proxy;
 pub mod replicas;
@@ -65,21 +66,15 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
     }
 }
 
-/// Picks a currently free loopback TCP port.
-///
-/// It binds port 0 and releases it, so another process may take the port
-/// before the intended owner binds it. Use it only where a port must be
-/// named before anything can bind it: the sidecars' inbound and outbound
-/// listener ports, which the Dataplane names up front (the proxy learns
-/// them over xDS), and apps run as child processes that must be told
-/// their port. Everything that can bind port 0 and report its address
-/// does: the control plane (`--ready-file`), the sidecars' admin endpoint
+/// A loopback TCP port for a listener that a process binds later: the
+/// sidecars' inbound and outbound listener ports, which the Dataplane
+/// names up front (the proxy learns them over xDS), and apps run as child
+/// processes that must be told their port. See [`ports::claim`]: the port
+/// stays this test's until it exits. Everything that can bind port 0 and
+/// report its address does: the sidecars' admin endpoint
 /// (`--admin-addr-file`) and the in-process apps ([`app::HttpApp::start`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
+    ports::claim("127.0.0.1")
 }
 
 /// The path of a fixture file under `tests/e2e/fixtures` or `crates/api/tests/fixtures`.

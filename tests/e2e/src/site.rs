@@ -20,18 +20,10 @@ pub fn site_host(n: u8) -> String {
     format!("127.{a}.{b}.{n}")
 }
 
-/// A currently free TCP port on `host`, for a listener a child binds
-/// later. Taken below Linux's ephemeral range (32768–60999 by default):
-/// the site's own outbound connections (the router to its control plane)
-/// leave from `host` with ephemeral source ports, and one of them once
-/// took a port picked from that range before the router bound it.
+/// A TCP port on `host` for a listener a child binds later (see
+/// [`crate::ports::claim`]).
 pub fn free_port_on(host: &str) -> u16 {
-    use std::hash::{BuildHasher, RandomState};
-    let seed = RandomState::new().hash_one(std::process::id());
-    (0..1000u64)
-        .map(|i| 20_000 + ((seed.wrapping_add(i * 7919)) % 12_000) as u16)
-        .find(|port| std::net::TcpListener::bind((host, *port)).is_ok())
-        .expect("a free port in 20000..32000")
+    crate::ports::claim(host)
 }
 
 /// One site: its control plane (maybe not started yet), the router's
