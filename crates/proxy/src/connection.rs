@@ -7,18 +7,22 @@
 //!   (timeout, another endpoint on failure, passive ejection), mTLS
 //!   handshake verifying the destination's SPIFFE ID, then copy bytes.
 //!
-//! Owns nothing beyond the connection: it reads the `Dataplane` view it
-//! was given at accept time and keeps it, so a rotation never affects an
-//! open connection. It never panics on peer input; every failure is
+//! - **HTTP** (either direction): mTLS inbound as above, then
+//!   [`crate::http::serve`], which routes each request.
+//!
+//! Owns nothing beyond the connection: a TCP connection reads the
+//! `Dataplane` view current at accept time and keeps it, so a rotation
+//! never affects an open connection; an HTTP connection reads the view
+//! per request (a route change reaches the next request). It never panics on peer input; every failure is
 //! counted and logged at debug level with the peer address.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use meshlink_runtime::{ErrorKind, ProxyError, Side};
@@ -26,8 +30,8 @@ use meshlink_runtime::{ErrorKind, ProxyError, Side};
 use crate::counted::Counted;
 use crate::dataplane::{ClusterRuntime, Dataplane};
 use crate::drain::{ConnectionDrain, Ended};
-use crate::metrics::{ClusterLabels, ListenerLabels, NameLabels, ProxyMetrics};
-use crate::model::{Authorization, Direction, ListenerSpec, authorize};
+use crate::metrics::{ClusterLabels, ListenerLabels, ProxyMetrics};
+use crate::model::{Authorization, Direction, ListenerProtocol, ListenerSpec, authorize};
 use crate::tcp_copy::{self, CopyEnd, TcpTimeouts};
 
 /// How long a TLS handshake may take.
@@ -39,15 +43,26 @@ const COPY_BUFFER: usize = 16 * 1024;
 /// Most endpoints one outbound connection tries.
 const MAX_CONNECT_ATTEMPTS: usize = 3;
 
+/// The listener's spec and the data-path view as they change: an HTTP
+/// connection reads them per request.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// The listener's current spec.
+    pub spec: watch::Receiver<Arc<ListenerSpec>>,
+    /// The current data-path view.
+    pub view: watch::Receiver<Arc<Dataplane>>,
+}
+
 /// Handles one accepted connection to completion.
 pub async fn handle(
     stream: TcpStream,
     peer: SocketAddr,
-    spec: Arc<ListenerSpec>,
-    view: Arc<Dataplane>,
+    live: Live,
     metrics: Arc<ProxyMetrics>,
     drain: ConnectionDrain,
 ) {
+    let spec = live.spec.borrow().clone();
+    let view = live.view.borrow().clone();
     let _ = stream.set_nodelay(true);
     let direction = spec.direction;
     metrics
@@ -63,9 +78,16 @@ pub async fn handle(
         .clone();
     active.inc();
     let work = async {
-        match direction {
-            Direction::Inbound => inbound(stream, &spec, &view, &metrics).await,
-            Direction::Outbound => outbound(stream, &spec, &view, &metrics).await,
+        match (&spec.protocol, direction) {
+            (ListenerProtocol::Http(_), _) => {
+                http_connection(stream, peer, &spec, &view, live, &metrics, &drain).await
+            }
+            (ListenerProtocol::Tcp { .. }, Direction::Inbound) => {
+                inbound(stream, &spec, &view, &metrics).await
+            }
+            (ListenerProtocol::Tcp { .. }, Direction::Outbound) => {
+                outbound(stream, &spec, &view, &metrics).await
+            }
         }
     };
     let result = match drain.until_deadline(work).await {
@@ -81,14 +103,68 @@ pub async fn handle(
     }
 }
 
+/// An HTTP listener's connection: mTLS first inbound (the peer's SPIFFE
+/// ID is what authorization reads), then HTTP until the connection ends.
+async fn http_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    spec: &ListenerSpec,
+    view: &Dataplane,
+    live: Live,
+    metrics: &Arc<ProxyMetrics>,
+    drain: &ConnectionDrain,
+) -> Result<(), ProxyError> {
+    let ListenerProtocol::Http(http) = &spec.protocol else {
+        return Err(ProxyError::internal(
+            ErrorKind::Internal,
+            "not an HTTP listener",
+        ));
+    };
+    let context = |peer_id| {
+        Arc::new(crate::http::forward::ConnectionContext {
+            spec: live.spec.clone(),
+            view: live.view.clone(),
+            peer,
+            peer_id,
+            metrics: metrics.clone(),
+        })
+    };
+    let Some(tls) = &spec.tls else {
+        return crate::http::serve(stream, http, context(None), drain).await;
+    };
+    let server = view
+        .servers
+        .get(&tls.server_key())
+        .ok_or_else(|| ProxyError::internal(ErrorKind::NotReady, "no TLS server config yet"))?;
+    let accept = TlsAcceptor::from(server.clone()).accept(stream);
+    let tls_stream = handshake(accept, Direction::Inbound, metrics).await?;
+    let peer_id = tls_stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(meshlink_identity::peer_spiffe_id)
+        .map(|id| id.to_string());
+    if !spec.rbac_per_request
+        && let Authorization::Denied(why) = authorize(&spec.rbac, peer_id.as_deref())
+    {
+        metrics.rbac_denied_on(&spec.name);
+        return Err(ProxyError::downstream(
+            ErrorKind::Denied,
+            format!("RBAC denied {peer_id:?}: {why}"),
+        ));
+    }
+    crate::http::serve(tls_stream, http, context(peer_id), drain).await
+}
+
 fn cluster<'a>(
     view: &'a Dataplane,
     spec: &ListenerSpec,
 ) -> Result<&'a Arc<ClusterRuntime>, ProxyError> {
-    view.clusters.get(&spec.cluster).ok_or_else(|| {
+    let name = spec.tcp_cluster().unwrap_or_default();
+    view.clusters.get(name).ok_or_else(|| {
         ProxyError::internal(
             ErrorKind::NotReady,
-            format!("cluster {:?} is not ready", spec.cluster),
+            format!("cluster {name:?} is not ready"),
         )
     })
 }
@@ -108,7 +184,7 @@ async fn inbound(
     };
     let server = view
         .servers
-        .get(&tls.ca_secret)
+        .get(&tls.server_key())
         .ok_or_else(|| ProxyError::internal(ErrorKind::NotReady, "no TLS server config yet"))?;
     let accept = TlsAcceptor::from(server.clone()).accept(stream);
     let tls_stream = handshake(accept, Direction::Inbound, metrics).await?;
@@ -119,12 +195,7 @@ async fn inbound(
         .and_then(meshlink_identity::peer_spiffe_id)
         .map(|id| id.to_string());
     if let Authorization::Denied(why) = authorize(&spec.rbac, peer_id.as_deref()) {
-        metrics
-            .rbac_denied
-            .get_or_create(&NameLabels {
-                listener: spec.name.clone(),
-            })
-            .inc();
+        metrics.rbac_denied_on(&spec.name);
         tracing::info!(listener = %spec.name, peer = ?peer_id, "RBAC denied the connection: {why}");
         return Err(ProxyError::downstream(
             ErrorKind::Denied,
@@ -163,16 +234,7 @@ async fn outbound(
     let Some(client) = &cluster.tls else {
         return copy(stream, upstream, Direction::Outbound, metrics).await;
     };
-    // The SPIFFE verifier ignores the name; SNI carries the cluster's
-    // `sni`, else its name.
-    let sni = cluster
-        .spec
-        .tls
-        .as_ref()
-        .and_then(|t| t.sni.clone())
-        .unwrap_or_else(|| sni(&cluster.spec.name));
-    let name = ServerName::try_from(sni)
-        .unwrap_or_else(|_| ServerName::try_from("meshlink.local").expect("valid DNS name"));
+    let name = crate::dataplane::server_name(&cluster.spec);
     let connect = TlsConnector::from(client.clone()).connect(name, upstream);
     let tls_stream = handshake(connect, Direction::Outbound, metrics).await?;
     copy(stream, tls_stream, Direction::Outbound, metrics).await
@@ -202,21 +264,6 @@ fn peer_side(direction: Direction) -> Side {
         Direction::Inbound => Side::Downstream,
         Direction::Outbound => Side::Upstream,
     }
-}
-
-/// A DNS-safe SNI for `cluster`.
-fn sni(cluster: &str) -> String {
-    let label: String = cluster
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("{}.meshlink.local", label.trim_matches('-'))
 }
 
 /// Connects to an endpoint of `cluster`, trying up to

@@ -14,9 +14,12 @@ use std::sync::Arc;
 use meshlink_identity::{ClientAuth, SpiffeId, TrustBundle};
 use rustls::{ClientConfig, ServerConfig};
 
+use rustls_pki_types::ServerName;
+
+use crate::http::pool::{Dialer, Pool};
 use crate::identity::WorkloadIdentity;
 use crate::lb::Balancer;
-use crate::model::{ClusterSpec, ListenerSpec, ProxyConfig};
+use crate::model::{ClusterSpec, ListenerProtocol, ListenerSpec, ProxyConfig};
 
 /// A cluster ready for connections.
 #[derive(Debug)]
@@ -27,6 +30,54 @@ pub struct ClusterRuntime {
     pub balancer: Balancer,
     /// The TLS client config when the cluster originates mTLS.
     pub tls: Option<Arc<ClientConfig>>,
+    /// Upstream HTTP connections, made on the first HTTP request.
+    pub http: std::sync::OnceLock<Arc<Pool>>,
+}
+
+impl ClusterRuntime {
+    /// The cluster's HTTP connection pool (made on first use).
+    pub fn http_pool(&self) -> Arc<Pool> {
+        self.http
+            .get_or_init(|| {
+                let tls = self
+                    .tls
+                    .clone()
+                    .map(|config| (config, server_name(&self.spec)));
+                Arc::new(Pool::new(Dialer {
+                    tls,
+                    connect_timeout: self.spec.connect_timeout,
+                    http2: self.spec.http2,
+                }))
+            })
+            .clone()
+    }
+}
+
+/// The TLS server name a cluster's connections send: its `sni`, else a
+/// DNS-safe name derived from its own (the SPIFFE verifier ignores it).
+pub fn server_name(spec: &ClusterSpec) -> ServerName<'static> {
+    let sni = spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.sni.clone())
+        .unwrap_or_else(|| sni(&spec.name));
+    ServerName::try_from(sni)
+        .unwrap_or_else(|_| ServerName::try_from("meshlink.local").expect("valid DNS name"))
+}
+
+/// A DNS-safe SNI for `cluster`.
+fn sni(cluster: &str) -> String {
+    let label: String = cluster
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{}.meshlink.local", label.trim_matches('-'))
 }
 
 /// The data path's view at one moment.
@@ -38,7 +89,8 @@ pub struct Dataplane {
     pub identity: Option<Arc<WorkloadIdentity>>,
     /// Clusters whose references are all present, by name.
     pub clusters: HashMap<String, Arc<ClusterRuntime>>,
-    /// Server TLS configs by trust-bundle secret name.
+    /// Server TLS configs by [`crate::model::DownstreamTls::server_key`]
+    /// (trust bundle and ALPN).
     pub servers: HashMap<String, Arc<ServerConfig>>,
     /// Why each cluster that is missing from `clusters` is not ready.
     pub cluster_waiting: HashMap<String, String>,
@@ -93,6 +145,7 @@ impl Dataplane {
                     balancer: Balancer::new(spec.lb, &addrs, previous_balancer),
                     spec,
                     tls,
+                    http: std::sync::OnceLock::new(),
                 }),
             );
         }
@@ -100,11 +153,15 @@ impl Dataplane {
             let Some(tls) = &listener.value.tls else {
                 continue;
             };
-            if dp.servers.contains_key(&tls.ca_secret) {
+            let key = tls.server_key();
+            if dp.servers.contains_key(&key) {
                 continue;
             }
-            if let Some(same) = reuse.as_ref().and_then(|r| r.server_tls(&tls.ca_secret)) {
-                dp.servers.insert(tls.ca_secret.clone(), same);
+            if let Some(same) = reuse
+                .as_ref()
+                .and_then(|r| r.server_tls(&tls.ca_secret, &key))
+            {
+                dp.servers.insert(key, same);
                 continue;
             }
             if let Ok((id, bundle)) = material(&config, identity.as_deref(), &tls.ca_secret)
@@ -115,7 +172,7 @@ impl Dataplane {
                     ClientAuth::Required,
                 )
             {
-                dp.servers.insert(tls.ca_secret.clone(), server);
+                dp.servers.insert(key, with_server_alpn(server, &tls.alpn));
             }
         }
         dp
@@ -124,7 +181,7 @@ impl Dataplane {
     /// `None` when `listener` can serve; otherwise what it waits for.
     pub fn warming_reason(&self, listener: &ListenerSpec) -> Option<String> {
         if let Some(tls) = &listener.tls
-            && !self.servers.contains_key(&tls.ca_secret)
+            && !self.servers.contains_key(&tls.server_key())
         {
             return Some(
                 material(&self.config, self.identity.as_deref(), &tls.ca_secret)
@@ -132,12 +189,25 @@ impl Dataplane {
                     .unwrap_or_else(|| "the TLS configuration cannot be built".into()),
             );
         }
-        if self.clusters.contains_key(&listener.cluster) {
+        let cluster = match &listener.protocol {
+            ListenerProtocol::Tcp { cluster } => cluster,
+            // Envoy's way: the listener waits for its routes; a route to a
+            // cluster that is not ready answers 503 per request.
+            ListenerProtocol::Http(http) => {
+                return (!self.config.routes.contains_key(&http.route_config)).then(|| {
+                    format!(
+                        "waiting for the routes (RouteConfiguration {:?})",
+                        http.route_config
+                    )
+                });
+            }
+        };
+        if self.clusters.contains_key(cluster) {
             return None;
         }
-        Some(match self.cluster_waiting.get(&listener.cluster) {
-            Some(why) => format!("cluster {:?}: {why}", listener.cluster),
-            None => format!("waiting for cluster {:?}", listener.cluster),
+        Some(match self.cluster_waiting.get(cluster) {
+            Some(why) => format!("cluster {cluster:?}: {why}"),
+            None => format!("waiting for cluster {cluster:?}"),
         })
     }
 }
@@ -157,8 +227,25 @@ fn client_tls(
             SpiffeId::parse(s).map_err(|e| format!("expected SPIFFE ID {s:?} is invalid: {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    meshlink_identity::client_config_any_of(Some((&id.cert, &id.key_pem)), bundle, expected)
-        .map_err(|e| e.to_string())
+    let config =
+        meshlink_identity::client_config_any_of(Some((&id.cert, &id.key_pem)), bundle, expected)
+            .map_err(|e| e.to_string())?;
+    if tls.alpn.is_empty() {
+        return Ok(config);
+    }
+    let mut config = Arc::unwrap_or_clone(config);
+    config.alpn_protocols = tls.alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    Ok(Arc::new(config))
+}
+
+/// `server` offering `alpn` (unchanged when there is none).
+fn with_server_alpn(server: Arc<ServerConfig>, alpn: &[String]) -> Arc<ServerConfig> {
+    if alpn.is_empty() {
+        return server;
+    }
+    let mut server = Arc::unwrap_or_clone(server);
+    server.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    Arc::new(server)
 }
 
 /// What a new view may take from the previous one unchanged. An input is
@@ -230,10 +317,11 @@ impl<'a> Reuse<'a> {
         same.then(|| old.clone())
     }
 
-    /// The previous server TLS config for trust bundle `ca_secret`.
-    fn server_tls(&self, ca_secret: &str) -> Option<Arc<ServerConfig>> {
+    /// The previous server TLS config for trust bundle `ca_secret` under
+    /// `key` (the bundle and the ALPN list).
+    fn server_tls(&self, ca_secret: &str, key: &str) -> Option<Arc<ServerConfig>> {
         (self.same_identity && self.same_secret(ca_secret))
-            .then(|| self.previous.servers.get(ca_secret).cloned())
+            .then(|| self.previous.servers.get(key).cloned())
             .flatten()
     }
 }

@@ -213,12 +213,14 @@ async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: Cancellation
         };
         match accepted {
             Ok((stream, peer)) => {
-                let spec = ctx.spec.borrow().clone();
-                let view = ctx.dataplane.borrow().clone();
+                let live = connection::Live {
+                    spec: ctx.spec.clone(),
+                    view: ctx.dataplane.clone(),
+                };
                 let metrics = ctx.metrics.clone();
                 let drain = ctx.drain.clone();
                 ctx.connections
-                    .spawn(connection::handle(stream, peer, spec, view, metrics, drain));
+                    .spawn(connection::handle(stream, peer, live, metrics, drain));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

@@ -109,6 +109,8 @@ pub struct ProxyMetrics {
     pub listeners_warming: Gauge,
     /// Rate limit of the "local application refused the connection" log.
     pub app_down_log: crate::log_limit::SharedLogLimiter,
+    /// The HTTP listeners' golden metrics.
+    pub http: crate::http::metrics::HttpMetrics,
 }
 
 impl Default for ProxyMetrics {
@@ -130,6 +132,7 @@ impl Default for ProxyMetrics {
             listeners_active: Gauge::default(),
             listeners_warming: Gauge::default(),
             app_down_log: crate::log_limit::SharedLogLimiter::new(APP_DOWN_LOG_INTERVAL),
+            http: crate::http::metrics::HttpMetrics::default(),
         }
     }
 }
@@ -167,7 +170,7 @@ impl ProxyMetrics {
         );
         registry.register(
             "rbac_denied",
-            "Connections refused by RBAC",
+            "Connections (TCP) and requests (HTTP) refused by RBAC",
             self.rbac_denied.clone(),
         );
         registry.register(
@@ -215,6 +218,16 @@ impl ProxyMetrics {
             "Listeners waiting for a secret, cluster or endpoints",
             self.listeners_warming.clone(),
         );
+        self.http.register(registry);
+    }
+
+    /// Counts a connection or request RBAC refused on `listener`.
+    pub fn rbac_denied_on(&self, listener: &str) {
+        self.rbac_denied
+            .get_or_create(&NameLabels {
+                listener: listener.to_owned(),
+            })
+            .inc();
     }
 
     /// Creates at 0 every failure series whose labels are known up front:

@@ -14,8 +14,10 @@ use std::time::Duration;
 use meshlink_identity::TrustBundle;
 use serde::Serialize;
 
+pub mod http;
 pub mod route;
 
+use http::HttpListener;
 use route::RouteConfigSpec;
 
 /// Which way traffic flows through a listener.
@@ -47,6 +49,21 @@ pub struct DownstreamTls {
     pub identity_secret: String,
     /// SDS name of the trust bundle (validation context) secret.
     pub ca_secret: String,
+    /// ALPN protocols offered, in preference order (`h2`, `http/1.1` on
+    /// an HTTP inbound; none on a TCP one).
+    pub alpn: Vec<String>,
+}
+
+impl DownstreamTls {
+    /// The key of this context's server config in the data path's view:
+    /// listeners with the same trust bundle and ALPN share one.
+    pub fn server_key(&self) -> String {
+        if self.alpn.is_empty() {
+            self.ca_secret.clone()
+        } else {
+            format!("{}#{}", self.ca_secret, self.alpn.join(","))
+        }
+    }
 }
 
 /// Client-side TLS of a cluster: the proxy presents its identity, verifies
@@ -65,6 +82,9 @@ pub struct UpstreamTls {
     /// the routing key by it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sni: Option<String>,
+    /// ALPN protocols to offer (`h2` to an HTTP destination's sidecar).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alpn: Vec<String>,
 }
 
 /// How a principal is matched against a peer's SPIFFE ID.
@@ -145,10 +165,40 @@ pub struct ListenerSpec {
     pub direction: Direction,
     /// TLS to terminate (inbound with mTLS).
     pub tls: Option<DownstreamTls>,
-    /// Network RBAC filters, in order.
+    /// RBAC filters, in order: network filters on a TCP listener, and on
+    /// an HTTP listener the network and HTTP filters (all decide on the
+    /// peer's SPIFFE ID; HTTP ones answer a denied request with a 403).
     pub rbac: Vec<RbacFilter>,
-    /// The cluster `tcp_proxy` forwards to.
-    pub cluster: String,
+    /// Whether `rbac` is applied per request (HTTP RBAC filters: a denied
+    /// request gets 403 or `PERMISSION_DENIED`) or per connection.
+    pub rbac_per_request: bool,
+    /// What the listener does with a connection.
+    pub protocol: ListenerProtocol,
+}
+
+impl ListenerSpec {
+    /// The cluster of a TCP listener; `None` for HTTP (its routes name
+    /// clusters per request).
+    pub fn tcp_cluster(&self) -> Option<&str> {
+        match &self.protocol {
+            ListenerProtocol::Tcp { cluster } => Some(cluster),
+            ListenerProtocol::Http(_) => None,
+        }
+    }
+}
+
+/// What a listener does with an accepted connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerProtocol {
+    /// Copy bytes to one cluster (`tcp_proxy`).
+    Tcp {
+        /// The cluster `tcp_proxy` forwards to.
+        cluster: String,
+    },
+    /// Serve HTTP/1.1 and HTTP/2 and route each request
+    /// (`http_connection_manager` with RDS).
+    Http(HttpListener),
 }
 
 /// Load-balancing policy of a cluster.
@@ -185,6 +235,10 @@ pub struct ClusterSpec {
     pub connect_timeout: Duration,
     /// How an endpoint is chosen.
     pub lb: LbPolicy,
+    /// HTTP requests to this cluster travel as HTTP/2 (Envoy's
+    /// `HttpProtocolOptions.explicit_http_config.http2_protocol_options`);
+    /// otherwise HTTP/1.1.
+    pub http2: bool,
 }
 
 /// A validated SDS secret (only trust bundles are used by meshlink-proxy;

@@ -17,7 +17,8 @@ use meshlink_proxy::drain::ConnectionDrain;
 use meshlink_proxy::listeners::{ListenerManager, SharedListenerStates};
 use meshlink_proxy::metrics::ProxyMetrics;
 use meshlink_proxy::model::{
-    ClusterSpec, Direction, Discovery, LbPolicy, ListenerSpec, ProxyConfig, Versioned,
+    ClusterSpec, Direction, Discovery, LbPolicy, ListenerProtocol, ListenerSpec, ProxyConfig,
+    Versioned,
 };
 use tokio::io::AsyncReadExt as _;
 use tokio::net::{TcpListener, TcpStream};
@@ -50,7 +51,10 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 direction: Direction::Outbound,
                 tls: None,
                 rbac: Vec::new(),
-                cluster: "backend".into(),
+                rbac_per_request: false,
+                protocol: ListenerProtocol::Tcp {
+                    cluster: "backend".into(),
+                },
             }),
         )]),
         clusters: BTreeMap::from([(
@@ -61,6 +65,7 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 tls: None,
                 connect_timeout: Duration::from_secs(5),
                 lb: LbPolicy::RoundRobin,
+                http2: false,
             }),
         )]),
         ..ProxyConfig::default()

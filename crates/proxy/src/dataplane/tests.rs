@@ -10,7 +10,8 @@ use meshlink_identity::{MeshCa, SpiffeId};
 
 use super::*;
 use crate::model::{
-    Direction, Discovery, DownstreamTls, LbPolicy, SecretSpec, UpstreamTls, Versioned,
+    Direction, Discovery, DownstreamTls, LbPolicy, ListenerProtocol, SecretSpec, UpstreamTls,
+    Versioned,
 };
 
 const BUNDLE: &str = "mesh_ca:default";
@@ -48,9 +49,13 @@ fn inbound() -> ListenerSpec {
         tls: Some(DownstreamTls {
             identity_secret: IDENTITY.into(),
             ca_secret: BUNDLE.into(),
+            alpn: Vec::new(),
         }),
         rbac: Vec::new(),
-        cluster: "local".into(),
+        rbac_per_request: false,
+        protocol: ListenerProtocol::Tcp {
+            cluster: "local".into(),
+        },
     }
 }
 
@@ -62,7 +67,10 @@ fn outbound() -> ListenerSpec {
         direction: Direction::Outbound,
         tls: None,
         rbac: Vec::new(),
-        cluster: "backend".into(),
+        rbac_per_request: false,
+        protocol: ListenerProtocol::Tcp {
+            cluster: "backend".into(),
+        },
     }
 }
 
@@ -75,9 +83,11 @@ fn cluster(name: &str, discovery: Discovery, tls: bool) -> ClusterSpec {
             identity_secret: IDENTITY.into(),
             ca_secret: BUNDLE.into(),
             expected_spiffe_ids: vec!["spiffe://default/backend".into()],
+            alpn: Vec::new(),
         }),
         connect_timeout: Duration::from_secs(5),
         lb: LbPolicy::RoundRobin,
+        http2: false,
     }
 }
 

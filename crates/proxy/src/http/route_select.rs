@@ -117,7 +117,7 @@ fn path_matches(p: &PathMatch, case_sensitive: bool, path: &str) -> bool {
     }
 }
 
-fn header_matches(h: &HeaderMatch, method: &str, headers: &HeaderMap) -> bool {
+pub(crate) fn header_matches(h: &HeaderMatch, method: &str, headers: &HeaderMap) -> bool {
     let matched = match h.name.as_str() {
         ":method" => value_matches(&h.kind, Some(method)),
         name => {

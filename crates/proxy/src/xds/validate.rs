@@ -29,11 +29,14 @@ use envoy_types::pb::google::protobuf::Any;
 use meshlink_identity::TrustBundle;
 use prost::{Message, Name};
 
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+
 use crate::model::{
-    ClusterSpec, Direction, Discovery, DownstreamTls, LbPolicy, ListenerSpec, PrincipalMatch,
-    RbacAction, RbacFilter, SecretSpec, UpstreamTls,
+    ClusterSpec, Direction, Discovery, DownstreamTls, LbPolicy, ListenerProtocol, ListenerSpec,
+    PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls,
 };
 
+mod http_listener;
 mod route;
 
 pub use route::route_configuration;
@@ -112,7 +115,7 @@ pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
         .as_ref()
         .map(|t| downstream_tls(t, "filter_chains[0].transport_socket"))
         .transpose()?;
-    let (rbac, cluster) = filters(&chain.filters)?;
+    let (rbac, rbac_per_request, protocol) = filters(&chain.filters)?;
     let direction = match (l.traffic_direction, &tls) {
         (1, _) => Direction::Inbound,
         (2, _) => Direction::Outbound,
@@ -131,14 +134,18 @@ pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
         direction,
         tls,
         rbac,
-        cluster,
+        rbac_per_request,
+        protocol,
     })
 }
 
-/// RBAC filters (in order) then exactly one `tcp_proxy`, last.
-fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, String), Invalid> {
+/// RBAC filters (in order) then exactly one `tcp_proxy` or
+/// `http_connection_manager`, last. Returns the RBAC filters, whether
+/// they apply per request, and the protocol.
+fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtocol), Invalid> {
     let mut rbac_filters = Vec::new();
-    let mut cluster = None;
+    let mut protocol = None;
+    let mut per_request = false;
     for (i, f) in filters.iter().enumerate() {
         let field = format!("filter_chains[0].filters[{i}]");
         let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else {
@@ -147,15 +154,21 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, String), Invalid> {
                 format!("filter {:?} has no typed_config", f.name),
             ));
         };
-        if cluster.is_some() {
-            return Err(invalid(field, "tcp_proxy must be the last filter"));
+        if protocol.is_some() {
+            return Err(invalid(
+                field,
+                "tcp_proxy or http_connection_manager must be the last filter",
+            ));
         }
         if any.type_url == Rbac::type_url() {
-            rbac_filters.push(rbac_filter(any, &format!("{field}.typed_config"))?);
+            let r: Rbac = decode(any, &field)?;
+            rbac_filters.push(rbac_rules(r.rules, &format!("{field}.typed_config"))?);
         } else if any.type_url == TcpProxy::type_url() {
             let proxy: TcpProxy = decode(any, &field)?;
             match proxy.cluster_specifier {
-                Some(ClusterSpecifier::Cluster(c)) if !c.is_empty() => cluster = Some(c),
+                Some(ClusterSpecifier::Cluster(c)) if !c.is_empty() => {
+                    protocol = Some(ListenerProtocol::Tcp { cluster: c });
+                }
                 _ => {
                     return Err(invalid(
                         format!("{field}.typed_config.cluster"),
@@ -163,28 +176,37 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, String), Invalid> {
                     ));
                 }
             }
+        } else if any.type_url == HttpConnectionManager::type_url() {
+            let (http_rbac, http) =
+                http_listener::connection_manager(any, &format!("{field}.typed_config"))?;
+            per_request = !http_rbac.is_empty();
+            rbac_filters.extend(http_rbac);
+            protocol = Some(ListenerProtocol::Http(http));
         } else {
             return Err(invalid(
                 format!("{field}.typed_config"),
                 format!(
-                    "unsupported filter type {:?}; meshlink-proxy supports network RBAC and tcp_proxy (HTTP is proxied as TCP)",
+                    "unsupported filter type {:?}; meshlink-proxy supports network RBAC, tcp_proxy and http_connection_manager",
                     any.type_url
                 ),
             ));
         }
     }
-    let cluster = cluster.ok_or_else(|| {
+    let protocol = protocol.ok_or_else(|| {
         invalid(
             "filter_chains[0].filters",
-            "no tcp_proxy filter; the chain must end with tcp_proxy",
+            "no tcp_proxy or http_connection_manager filter; the chain must end with one",
         )
     })?;
-    Ok((rbac_filters, cluster))
+    Ok((rbac_filters, per_request, protocol))
 }
 
-fn rbac_filter(any: &Any, field: &str) -> Result<RbacFilter, Invalid> {
-    let r: Rbac = decode(any, field)?;
-    let rules = r.rules.unwrap_or_default();
+/// Reads RBAC rules (of a network or an HTTP RBAC filter).
+pub(crate) fn rbac_rules(
+    rules: Option<envoy_types::pb::envoy::config::rbac::v3::Rbac>,
+    field: &str,
+) -> Result<RbacFilter, Invalid> {
+    let rules = rules.unwrap_or_default();
     let action = match rules.action {
         a if a == rbac::Action::Allow as i32 => RbacAction::Allow,
         a if a == rbac::Action::Deny as i32 => RbacAction::Deny,
@@ -210,7 +232,7 @@ fn rbac_filter(any: &Any, field: &str) -> Result<RbacFilter, Invalid> {
         if !any_permission || policy.permissions.is_empty() {
             return Err(invalid(
                 format!("{pfield}.permissions"),
-                "only `any: true` permissions are supported on network RBAC",
+                "only `any: true` permissions are supported (authorization is by SPIFFE ID)",
             ));
         }
         for (i, p) in policy.principals.iter().enumerate() {
@@ -314,6 +336,7 @@ fn downstream_tls(t: &TransportSocket, field: &str) -> Result<DownstreamTls, Inv
     Ok(DownstreamTls {
         identity_secret,
         ca_secret,
+        alpn: common.alpn_protocols,
     })
 }
 
@@ -377,6 +400,7 @@ fn upstream_tls(t: &TransportSocket, field: &str) -> Result<UpstreamTls, Invalid
         ca_secret,
         expected_spiffe_ids,
         sni,
+        alpn: common.alpn_protocols,
     })
 }
 
@@ -431,12 +455,14 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
         .as_ref()
         .map(|t| upstream_tls(t, "transport_socket"))
         .transpose()?;
+    let http2 = http_listener::upstream_http2(&c.typed_extension_protocol_options)?;
     Ok(ClusterSpec {
         name: c.name,
         discovery,
         tls,
         connect_timeout,
         lb,
+        http2,
     })
 }
 

@@ -5,7 +5,10 @@ use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpFilter, Rds, http_connection_manager::RouteSpecifier, http_filter,
+};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, Secret, UpstreamTlsContext, secret,
 };
@@ -111,9 +114,9 @@ fn a_proxyless_grpc_listener_is_rejected_naming_the_field() {
     assert_eq!(e.field, "api_listener");
 }
 
-#[test]
-fn an_http_filter_is_rejected_naming_the_filter_path() {
-    let l = Listener {
+/// A listener on 127.0.0.1:1000 whose only filter is `hcm`.
+fn hcm_listener(hcm: HttpConnectionManager) -> Listener {
+    Listener {
         name: "l".into(),
         address: Some(envoy_types::pb::envoy::config::core::v3::Address {
             address: Some(envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
@@ -127,15 +130,72 @@ fn an_http_filter_is_rejected_naming_the_filter_path() {
         filter_chains: vec![FilterChain {
             filters: vec![Filter {
                 name: "hcm".into(),
-                config_type: Some(filter::ConfigType::TypedConfig(pack_any(HttpConnectionManager::default()))),
+                config_type: Some(filter::ConfigType::TypedConfig(pack_any(hcm))),
             }],
             ..Default::default()
         }],
         ..Default::default()
+    }
+}
+
+fn http_filter(name: &str, any: envoy_types::pb::google::protobuf::Any) -> HttpFilter {
+    HttpFilter {
+        name: name.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any)),
+        ..Default::default()
+    }
+}
+
+fn rds_hcm(filters: Vec<HttpFilter>) -> HttpConnectionManager {
+    HttpConnectionManager {
+        stat_prefix: "l".into(),
+        route_specifier: Some(RouteSpecifier::Rds(Rds {
+            route_config_name: "routes-l".into(),
+            config_source: None,
+        })),
+        http_filters: filters,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_http_connection_manager_without_rds_is_rejected_naming_the_field() {
+    let e = listener(&pack_any(hcm_listener(HttpConnectionManager::default()))).unwrap_err();
+    assert_eq!(
+        e.field,
+        "filter_chains[0].filters[0].typed_config.route_specifier"
+    );
+    assert!(e.reason.contains("rds.route_config_name"), "{e}");
+}
+
+#[test]
+fn an_http_connection_manager_with_rds_and_the_router_is_an_http_listener() {
+    let router = http_filter("envoy.filters.http.router", pack_any(Router::default()));
+    let spec = listener(&pack_any(hcm_listener(rds_hcm(vec![router])))).unwrap();
+    let ListenerProtocol::Http(http) = &spec.protocol else {
+        panic!("an HTTP listener: {spec:?}");
     };
-    let e = listener(&pack_any(l)).unwrap_err();
-    assert_eq!(e.field, "filter_chains[0].filters[0].typed_config");
-    assert!(e.reason.contains("HttpConnectionManager"), "{e}");
+    assert_eq!(http.route_config, "routes-l");
+    assert!(!spec.rbac_per_request);
+}
+
+#[test]
+fn an_unknown_http_filter_or_a_missing_router_is_rejected() {
+    let fault = http_filter(
+        "envoy.filters.http.fault",
+        pack_any(
+            envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault::default(),
+        ),
+    );
+    let router = http_filter("envoy.filters.http.router", pack_any(Router::default()));
+    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![fault, router])))).unwrap_err();
+    assert_eq!(
+        e.field,
+        "filter_chains[0].filters[0].typed_config.http_filters[0].typed_config"
+    );
+    assert!(e.reason.contains("HTTPFault"), "{e}");
+    let e = listener(&pack_any(hcm_listener(rds_hcm(Vec::new())))).unwrap_err();
+    assert!(e.reason.contains("envoy.filters.http.router"), "{e}");
 }
 
 #[test]

@@ -1,0 +1,177 @@
+//! The golden metrics of the HTTP listeners, per direction, destination
+//! cluster and route: requests by status and `grpc-status`, a latency
+//! histogram, retries, timeouts and requests in flight.
+//!
+//! Labels are bounded: a route's name (from the control plane, never the
+//! request's path), a cluster's name, a status code.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::metrics::DirectionLabels;
+use crate::model::Direction;
+
+/// Latency buckets, seconds: 0.5 ms to 30 s.
+const BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0,
+    30.0,
+];
+
+/// `{direction, cluster, route}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `inbound` or `outbound`.
+    pub direction: String,
+    /// Destination cluster (empty when the request never got one).
+    pub cluster: String,
+    /// Route name (`no_route`, `connect` for answers without one).
+    pub route: String,
+}
+
+impl RequestLabels {
+    /// Labels of a request on a listener of `direction`, before routing.
+    pub fn new(direction: Direction) -> RequestLabels {
+        RequestLabels {
+            direction: direction.as_str().to_owned(),
+            cluster: String::new(),
+            route: String::new(),
+        }
+    }
+}
+
+/// `{direction, cluster, route, code, grpc_status}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResponseLabels {
+    /// `inbound` or `outbound`.
+    pub direction: String,
+    /// Destination cluster.
+    pub cluster: String,
+    /// Route name.
+    pub route: String,
+    /// HTTP status code.
+    pub code: String,
+    /// `grpc-status` of a trailers-only answer (empty otherwise; a
+    /// streamed call's status is in its trailers).
+    pub grpc_status: String,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// HTTP status.
+    pub status: u16,
+    /// `grpc-status` in the response headers.
+    pub grpc_status: Option<i32>,
+}
+
+/// The HTTP metrics.
+#[derive(Debug)]
+pub struct HttpMetrics {
+    requests: Family<ResponseLabels, Counter>,
+    duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    retries: Family<RequestLabels, Counter>,
+    timeouts: Family<RequestLabels, Counter>,
+    active: Family<DirectionLabels, Gauge>,
+}
+
+impl Default for HttpMetrics {
+    fn default() -> Self {
+        HttpMetrics {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(histogram),
+            retries: Family::default(),
+            timeouts: Family::default(),
+            active: Family::default(),
+        }
+    }
+}
+
+/// Decrements the in-flight gauge when dropped.
+pub struct ActiveRequest(Gauge);
+
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+impl HttpMetrics {
+    /// Registers the metrics (under the caller's prefix).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by direction, cluster, route, status code and grpc-status",
+            self.requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "Time from a request's arrival to its response headers",
+            self.duration.clone(),
+        );
+        registry.register(
+            "http_retries",
+            "HTTP request tries after the first",
+            self.retries.clone(),
+        );
+        registry.register(
+            "http_timeouts",
+            "HTTP requests answered 504 because the route's timeout passed",
+            self.timeouts.clone(),
+        );
+        registry.register(
+            "http_requests_active",
+            "HTTP requests in flight",
+            self.active.clone(),
+        );
+    }
+
+    /// Counts a request in flight until the guard drops.
+    pub fn active(&self, direction: Direction) -> ActiveRequest {
+        let gauge = self
+            .active
+            .get_or_create(&DirectionLabels {
+                direction: direction.as_str().to_owned(),
+            })
+            .clone();
+        gauge.inc();
+        ActiveRequest(gauge)
+    }
+
+    /// Records an answered request.
+    pub fn record<B>(&self, labels: &RequestLabels, response: &http::Response<B>, took: Duration) {
+        let grpc_status = super::retry::grpc_status(response.headers());
+        self.requests
+            .get_or_create(&ResponseLabels {
+                direction: labels.direction.clone(),
+                cluster: labels.cluster.clone(),
+                route: labels.route.clone(),
+                code: response.status().as_u16().to_string(),
+                grpc_status: grpc_status.map(|s| s.to_string()).unwrap_or_default(),
+            })
+            .inc();
+        self.duration
+            .get_or_create(labels)
+            .observe(took.as_secs_f64());
+    }
+
+    /// Counts a retry.
+    pub fn retried(&self, labels: &RequestLabels) {
+        self.retries.get_or_create(labels).inc();
+    }
+
+    /// Counts a request that ran out of time.
+    pub fn timed_out(&self, labels: &RequestLabels) {
+        self.timeouts.get_or_create(labels).inc();
+    }
+}
+
+/// A histogram with [`BUCKETS`] (the family's constructor).
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS.iter().copied())
+}

@@ -1,0 +1,291 @@
+//! Upstream HTTP connections of one cluster, per endpoint: one shared
+//! HTTP/2 connection (requests are multiplexed on it), or idle HTTP/1.1
+//! connections reused one request at a time.
+//!
+//! Owns the connections and their dialing: TCP connect with the
+//! cluster's timeout, then mTLS verifying the destination's SPIFFE ID
+//! (ALPN `h2`) when the cluster originates TLS. The balancer, not the
+//! pool, picks the endpoint; the pool never picks one itself, so every
+//! request is balanced. A pool lives in its cluster's runtime and is
+//! dropped with it; open connections then finish their requests.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::ClientConfig;
+use rustls_pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use meshlink_runtime::{ErrorKind, ProxyError, Side};
+
+use super::replay::ReplayBody;
+
+/// Flow-control windows of upstream HTTP/2 connections: explicit, and
+/// the connection's larger than a stream's so one stream cannot stall
+/// the others (equal windows can deadlock).
+pub const STREAM_WINDOW: u32 = 1024 * 1024;
+/// See [`STREAM_WINDOW`].
+pub const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
+/// How long a TLS handshake to an upstream may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle HTTP/1.1 connections kept per endpoint.
+const MAX_IDLE_HTTP1: usize = 64;
+
+/// How a pool reaches its endpoints.
+#[derive(Debug, Clone)]
+pub struct Dialer {
+    /// TLS to originate (with the identity and expected SPIFFE IDs), if
+    /// the cluster has any.
+    pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// Speak HTTP/2 (else HTTP/1.1).
+    pub http2: bool,
+}
+
+/// A sender for one request on an upstream connection.
+pub enum Sender {
+    /// A stream on the endpoint's shared HTTP/2 connection.
+    Http2(http2::SendRequest<ReplayBody>),
+    /// An HTTP/1.1 connection of its own until the response ends.
+    Http1(http1::SendRequest<ReplayBody>),
+}
+
+/// The HTTP/2 connection to one endpoint, once dialed; the async lock is
+/// held while dialing so that concurrent requests share one dial.
+type Http2Slot = Arc<tokio::sync::Mutex<Option<http2::SendRequest<ReplayBody>>>>;
+
+/// The pool of one cluster.
+pub struct Pool {
+    dialer: Dialer,
+    http2: Mutex<HashMap<SocketAddr, Http2Slot>>,
+    http1: Mutex<HashMap<SocketAddr, Vec<http1::SendRequest<ReplayBody>>>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("http2", &self.dialer.http2)
+            .finish()
+    }
+}
+
+impl Pool {
+    /// An empty pool.
+    pub fn new(dialer: Dialer) -> Pool {
+        Pool {
+            dialer,
+            http2: Mutex::default(),
+            http1: Mutex::default(),
+        }
+    }
+
+    /// Whether requests go out as HTTP/2.
+    pub fn is_http2(&self) -> bool {
+        self.dialer.http2
+    }
+
+    /// A sender on a connection to `addr`: the live HTTP/2 connection or
+    /// an idle HTTP/1.1 one, else a new connection.
+    pub async fn sender(&self, addr: SocketAddr) -> Result<Sender, ProxyError> {
+        if self.dialer.http2 {
+            let slot = self
+                .http2
+                .lock()
+                .expect("pool lock")
+                .entry(addr)
+                .or_default()
+                .clone();
+            // Held while dialing, so concurrent requests share one dial.
+            let mut slot = slot.lock().await;
+            if let Some(send) = slot.as_ref()
+                && !send.is_closed()
+            {
+                return Ok(Sender::Http2(send.clone()));
+            }
+            let send = self.dial_http2(addr).await?;
+            *slot = Some(send.clone());
+            return Ok(Sender::Http2(send));
+        }
+        let idle = {
+            let mut pool = self.http1.lock().expect("pool lock");
+            let list = pool.entry(addr).or_default();
+            list.retain(|s| !s.is_closed());
+            list.iter()
+                .position(|s| s.is_ready())
+                .map(|i| list.swap_remove(i))
+        };
+        match idle {
+            Some(send) => Ok(Sender::Http1(send)),
+            None => Ok(Sender::Http1(self.dial_http1(addr).await?)),
+        }
+    }
+
+    /// Gives an HTTP/1.1 sender back once its request is sent; it is
+    /// reused when its response has ended.
+    pub fn give_back(&self, addr: SocketAddr, send: http1::SendRequest<ReplayBody>) {
+        let mut pool = self.http1.lock().expect("pool lock");
+        let list = pool.entry(addr).or_default();
+        if list.len() < MAX_IDLE_HTTP1 {
+            list.push(send);
+        }
+    }
+
+    async fn dial_http2(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<http2::SendRequest<ReplayBody>, ProxyError> {
+        let io = self.dial(addr).await?;
+        let (send, conn) = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .adaptive_window(false)
+            .keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .handshake(io)
+            .await
+            .map_err(|e| {
+                ProxyError::upstream(
+                    ErrorKind::Reset,
+                    format!("HTTP/2 handshake with {addr}: {e}"),
+                )
+            })?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%addr, "upstream HTTP/2 connection ended: {e}");
+            }
+        });
+        Ok(send)
+    }
+
+    async fn dial_http1(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
+        let io = self.dial(addr).await?;
+        let (send, conn) = http1::Builder::new().handshake(io).await.map_err(|e| {
+            ProxyError::upstream(
+                ErrorKind::ConnectFailed,
+                format!("HTTP/1.1 connection to {addr}: {e}"),
+            )
+        })?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(%addr, "upstream HTTP/1.1 connection ended: {e}");
+            }
+        });
+        Ok(send)
+    }
+
+    /// TCP, then TLS when the cluster originates it.
+    async fn dial(&self, addr: SocketAddr) -> Result<TokioIo<Conn>, ProxyError> {
+        let tcp = match tokio::time::timeout(self.dialer.connect_timeout, TcpStream::connect(addr))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return Err(ProxyError::upstream(
+                    ErrorKind::ConnectFailed,
+                    format!("{addr}: {e}"),
+                ));
+            }
+            Err(_) => {
+                return Err(ProxyError::upstream(
+                    ErrorKind::ConnectTimeout,
+                    format!("{addr}: connect timed out"),
+                ));
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let Some((config, name)) = &self.dialer.tls else {
+            return Ok(TokioIo::new(Conn::Plain(tcp)));
+        };
+        let connect = TlsConnector::from(config.clone()).connect(name.clone(), tcp);
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
+            Ok(Ok(tls)) => Ok(TokioIo::new(Conn::Tls(Box::new(tls)))),
+            Ok(Err(e)) => Err(ProxyError::handshake(Side::Upstream, &e)),
+            Err(_) => Err(ProxyError::upstream(
+                ErrorKind::HandshakeTimeout,
+                format!("{addr}: TLS handshake timed out"),
+            )),
+        }
+    }
+}
+
+/// An upstream connection, plain or TLS.
+pub enum Conn {
+    /// Plain TCP (the local application).
+    Plain(TcpStream),
+    /// mTLS (another sidecar).
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for Conn {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Conn {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_write_vectored(cx, bufs),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}

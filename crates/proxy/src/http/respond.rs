@@ -1,0 +1,92 @@
+//! Answers the proxy writes itself: a failure, a denial, a redirect. A
+//! gRPC client gets a trailers-only answer with `grpc-status` (HTTP 200,
+//! as gRPC requires), never a bare reset or an HTTP error it cannot read.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use meshlink_runtime::ProxyError;
+
+use super::replay::BoxError;
+
+/// The body of every response the HTTP listener returns.
+pub type ResponseBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+/// `x-meshlink-error`: the failure's bounded label, on every answer the
+/// proxy writes for a failure.
+pub const ERROR_HEADER: &str = "x-meshlink-error";
+
+/// A body of `bytes`.
+pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// Whether a request is gRPC (by its content type).
+pub fn is_grpc(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// The answer to a request that failed with `error`.
+pub fn error(error: &ProxyError, grpc: bool) -> Response<ResponseBody> {
+    let summary = format!("meshlink-proxy: {}", error.label().replace('_', " "));
+    let mut response = if grpc {
+        let mut r = Response::new(full(Bytes::new()));
+        let h = r.headers_mut();
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        h.insert("grpc-status", HeaderValue::from(error.grpc_status()));
+        if let Ok(v) = HeaderValue::from_str(&summary) {
+            h.insert("grpc-message", v);
+        }
+        r
+    } else {
+        let mut r = Response::new(full(format!("{summary}\n")));
+        *r.status_mut() =
+            StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_GATEWAY);
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r
+    };
+    response
+        .headers_mut()
+        .insert(ERROR_HEADER, HeaderValue::from_static(error.label()));
+    response
+}
+
+/// A plain answer with `status` and a one-line reason (CONNECT refused,
+/// no route).
+pub fn status(status: StatusCode, reason: &str, grpc: bool) -> Response<ResponseBody> {
+    if grpc {
+        let code = match status {
+            StatusCode::NOT_FOUND => 12, // UNIMPLEMENTED: no route for the method
+            _ => 13,
+        };
+        let mut r = Response::new(full(Bytes::new()));
+        let h = r.headers_mut();
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        h.insert("grpc-status", HeaderValue::from(code));
+        if let Ok(v) = HeaderValue::from_str(reason) {
+            h.insert("grpc-message", v);
+        }
+        return r;
+    }
+    let mut r = Response::new(full(format!("meshlink-proxy: {reason}\n")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}

@@ -1,0 +1,36 @@
+//! The proxy's model of an Envoy `http_connection_manager`: what an HTTP
+//! listener needs besides its routes (which come over RDS, see
+//! [`super::route`]).
+
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+/// A validated HTTP connection manager.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HttpListener {
+    /// The RouteConfiguration (RDS) that routes this listener's requests.
+    pub route_config: String,
+    /// Append the peer's address to `x-forwarded-for` (Envoy's
+    /// `use_remote_address`; set on inbound listeners).
+    pub use_remote_address: bool,
+    /// A connection with no request in flight for this long is closed
+    /// (`common_http_protocol_options.idle_timeout`; Kuma's default 1h).
+    #[serde(serialize_with = "optional_duration")]
+    pub idle_timeout: Option<Duration>,
+    /// A stream that moves nothing for this long is reset
+    /// (`stream_idle_timeout`; Kuma's default 30m).
+    #[serde(serialize_with = "optional_duration")]
+    pub stream_idle_timeout: Option<Duration>,
+    /// The request's headers must arrive within this
+    /// (`request_headers_timeout`; none by default).
+    #[serde(serialize_with = "optional_duration")]
+    pub request_headers_timeout: Option<Duration>,
+}
+
+fn optional_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+        None => s.serialize_none(),
+    }
+}
