@@ -466,3 +466,90 @@ fn metrics_text(m: &ProxyMetrics) -> String {
     prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
     out
 }
+
+/// A backend that answers `Upgrade: echo` with 101 and then echoes bytes.
+async fn echo_upgrade_backend() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = service_fn(|mut req: Request<Incoming>| async move {
+                    if req.headers().get("upgrade").is_none_or(|v| v != "echo") {
+                        return Ok::<_, Infallible>(
+                            Response::builder()
+                                .status(StatusCode::BAD_REQUEST)
+                                .body(Full::new(Bytes::from("no upgrade header arrived")))
+                                .unwrap(),
+                        );
+                    }
+                    let on = hyper::upgrade::on(&mut req);
+                    tokio::spawn(async move {
+                        let Ok(up) = on.await else { return };
+                        let (mut r, mut w) = tokio::io::split(TokioIo::new(up));
+                        let _ = tokio::io::copy(&mut r, &mut w).await;
+                    });
+                    Ok(Response::builder()
+                        .status(StatusCode::SWITCHING_PROTOCOLS)
+                        .header("connection", "upgrade")
+                        .header("upgrade", "echo")
+                        .body(Full::new(Bytes::new()))
+                        .unwrap())
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades()
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn an_http_1_1_upgrade_switches_and_bytes_flow_both_ways() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = echo_upgrade_backend().await;
+    let p = proxy(
+        vec![route(
+            "ws",
+            PathMatch::Prefix("/".into()),
+            Vec::new(),
+            forward(
+                &[("echo", 1)],
+                Some(Duration::from_secs(1)),
+                Some(retry_5xx(2)),
+            ),
+        )],
+        &[("echo", echo)],
+    )
+    .await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    s.write_all(
+        b"GET /chat HTTP/1.1\r\nhost: echo\r\nconnection: Upgrade\r\nupgrade: echo\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            s.read(&mut byte).await.unwrap(),
+            1,
+            "closed before the head ended: {head:?}"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: echo"), "{head}");
+    // Past the route's 1 s timeout: an upgraded connection has none.
+    for i in 0..3 {
+        let msg = format!("ping {i}");
+        s.write_all(msg.as_bytes()).await.unwrap();
+        let mut buf = vec![0u8; msg.len()];
+        s.read_exact(&mut buf).await.unwrap();
+        assert_eq!(buf, msg.as_bytes());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+}

@@ -131,6 +131,7 @@ async fn route_and_send(
         )
     })?;
 
+    let upgrade = super::upgrade::requested(&parts);
     headers::strip_hop_by_hop(&mut parts.headers);
     if http.use_remote_address {
         headers::append_forwarded_for(&mut parts.headers, ctx.peer.ip());
@@ -140,6 +141,27 @@ async fn route_and_send(
     headers::apply(&mut parts.headers, &backend.request_headers);
     rewrite(&mut parts, route, forward);
 
+    if let Some(protocol) = upgrade {
+        let pool = cluster.http_pool();
+        let Some(endpoint) = cluster
+            .balancer
+            .attempt_order(Instant::now())
+            .into_iter()
+            .next()
+        else {
+            return Err(ProxyError::upstream(
+                ErrorKind::NoEndpoints,
+                format!("cluster {:?} has no endpoints", cluster.spec.name),
+            ));
+        };
+        let response =
+            super::upgrade::forward(&pool, endpoint.addr, parts, protocol, ReplayBody::new(body))
+                .await?;
+        return Ok(response.map(|b| {
+            use http_body_util::BodyExt;
+            b.map_err(Into::into).boxed_unsync()
+        }));
+    }
     let retriable = forward.retry.as_ref().filter(|r| {
         r.num_retries > 0 && retry::request_is_retriable(r, parts.method.as_str(), &parts.headers)
     });
@@ -298,7 +320,7 @@ fn upstream_reset(e: hyper::Error) -> ProxyError {
 
 /// The request as sent upstream: HTTP/2 with `:authority` (between
 /// sidecars, or to an HTTP/2 app), or HTTP/1.1 with `Host`.
-fn upstream_request(
+pub(super) fn upstream_request(
     parts: &http::request::Parts,
     http2: bool,
     body: ReplayBody,

@@ -31,6 +31,7 @@ pub mod replay;
 pub mod respond;
 pub mod retry;
 pub mod route_select;
+pub mod upgrade;
 
 /// Most concurrent streams a downstream HTTP/2 connection may open.
 pub const MAX_CONCURRENT_STREAMS: u32 = 1024;

@@ -63,6 +63,8 @@ type Http2Slot = Arc<tokio::sync::Mutex<Option<http2::SendRequest<ReplayBody>>>>
 /// The pool of one cluster.
 pub struct Pool {
     dialer: Dialer,
+    /// The cluster's TLS offering ALPN `http/1.1` only (upgrades).
+    upgrade_tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
     http2: Mutex<HashMap<SocketAddr, Http2Slot>>,
     http1: Mutex<HashMap<SocketAddr, Vec<http1::SendRequest<ReplayBody>>>>,
 }
@@ -78,8 +80,14 @@ impl std::fmt::Debug for Pool {
 impl Pool {
     /// An empty pool.
     pub fn new(dialer: Dialer) -> Pool {
+        let upgrade_tls = dialer.tls.as_ref().map(|(config, name)| {
+            let mut http1 = ClientConfig::clone(config);
+            http1.alpn_protocols = vec![b"http/1.1".to_vec()];
+            (Arc::new(http1), name.clone())
+        });
         Pool {
             dialer,
+            upgrade_tls,
             http2: Mutex::default(),
             http1: Mutex::default(),
         }
@@ -164,6 +172,27 @@ impl Pool {
         Ok(send)
     }
 
+    /// A new HTTP/1.1 connection of its own for an upgrade (HTTP/1.1 over
+    /// mTLS too: ALPN `http/1.1`), never pooled.
+    pub async fn dial_upgrade(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
+        let io = self.dial_with(addr, self.upgrade_tls.as_ref()).await?;
+        let (send, conn) = http1::Builder::new().handshake(io).await.map_err(|e| {
+            ProxyError::upstream(
+                ErrorKind::ConnectFailed,
+                format!("HTTP/1.1 connection to {addr}: {e}"),
+            )
+        })?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.with_upgrades().await {
+                tracing::debug!(%addr, "upgraded upstream connection ended: {e}");
+            }
+        });
+        Ok(send)
+    }
+
     async fn dial_http1(
         &self,
         addr: SocketAddr,
@@ -185,6 +214,15 @@ impl Pool {
 
     /// TCP, then TLS when the cluster originates it.
     async fn dial(&self, addr: SocketAddr) -> Result<TokioIo<Conn>, ProxyError> {
+        self.dial_with(addr, self.dialer.tls.as_ref()).await
+    }
+
+    /// TCP, then TLS with `tls` if given.
+    async fn dial_with(
+        &self,
+        addr: SocketAddr,
+        tls: Option<&(Arc<ClientConfig>, ServerName<'static>)>,
+    ) -> Result<TokioIo<Conn>, ProxyError> {
         let tcp = match tokio::time::timeout(self.dialer.connect_timeout, TcpStream::connect(addr))
             .await
         {
@@ -203,7 +241,7 @@ impl Pool {
             }
         };
         let _ = tcp.set_nodelay(true);
-        let Some((config, name)) = &self.dialer.tls else {
+        let Some((config, name)) = tls else {
             return Ok(TokioIo::new(Conn::Plain(tcp)));
         };
         let connect = TlsConnector::from(config.clone()).connect(name.clone(), tcp);

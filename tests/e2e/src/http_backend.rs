@@ -1,0 +1,142 @@
+//! An HTTP/1.1 and HTTP/2 (cleartext, auto-detected) backend for the L7
+//! tests, on hyper in a thread of its own. It reports what it received so
+//! a test can assert what crossed the mesh. Routes:
+//! - `/status/N` → status N;
+//! - `/delay/MS` → 200 after MS milliseconds;
+//! - `/flaky/K` → 503 for the first K requests of every K+1 to this
+//!   route (so K consecutive failures at most), then 200;
+//! - anything else → 200.
+//!
+//! Every answer's body is JSON: `{"name", "method", "path", "version",
+//! "bodyLen", "bodySum", "headers": {name: value}}` (`bodySum`: the sum of
+//! the body's bytes, to compare a replay byte for byte without storing it).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::json;
+
+/// A running backend; stops when dropped.
+pub struct HttpBackend {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl HttpBackend {
+    /// Starts `name` on 127.0.0.1:`port` (0: any free port).
+    pub fn start(name: &str, port: u16) -> HttpBackend {
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("backend {name}: bind port {port}: {e}"));
+        std_listener.set_nonblocking(true).expect("nonblocking");
+        let addr = std_listener.local_addr().expect("local addr");
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (name, counted) = (name.to_owned(), hits.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("backend runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+                let flaky = Arc::new(AtomicUsize::new(0));
+                let serve = async {
+                    loop {
+                        let Ok((stream, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        let (name, hits, flaky) = (name.clone(), counted.clone(), flaky.clone());
+                        tokio::spawn(async move {
+                            let service = service_fn(move |req| {
+                                answer(req, name.clone(), hits.clone(), flaky.clone())
+                            });
+                            let _ =
+                                hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                                    .serve_connection(TokioIo::new(stream), service)
+                                    .await;
+                        });
+                    }
+                };
+                tokio::select! {
+                    () = serve => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        HttpBackend {
+            addr,
+            hits,
+            _stop: stop,
+        }
+    }
+
+    /// The listening port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Requests answered so far.
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    name: String,
+    hits: Arc<AtomicUsize>,
+    flaky: Arc<AtomicUsize>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let path = parts.uri.path().to_owned();
+    let arg = |prefix: &str| -> Option<u64> { path.strip_prefix(prefix)?.parse().ok() };
+    let mut status = StatusCode::OK;
+    if let Some(code) = arg("/status/") {
+        status = StatusCode::from_u16(code as u16).unwrap_or(StatusCode::BAD_REQUEST);
+    } else if let Some(ms) = arg("/delay/") {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    } else if let Some(k) = arg("/flaky/") {
+        let n = flaky.fetch_add(1, Ordering::SeqCst) as u64;
+        if n % (k + 1) < k {
+            status = StatusCode::SERVICE_UNAVAILABLE;
+        }
+    }
+    let headers: BTreeMap<String, String> = parts
+        .headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("<binary>").to_owned()))
+        .collect();
+    let text = json!({
+        "name": name,
+        "method": parts.method.as_str(),
+        "path": path,
+        "version": format!("{:?}", parts.version),
+        "bodyLen": body.len(),
+        "bodySum": body.iter().map(|b| u64::from(*b)).sum::<u64>(),
+        "headers": headers,
+    })
+    .to_string();
+    Ok(Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(text)))
+        .expect("response"))
+}
