@@ -189,6 +189,8 @@ async fn send(
     let deadline = forward.timeout.map(|t| Instant::now() + t);
     let tries = 1 + retry_spec.map_or(0, |r| r.num_retries);
     let pool = cluster.http_pool();
+    let _in_flight = pool.budget.request();
+    let mut _retry_slot = None;
     // The first try sends the body itself; `handle` only makes the
     // replays of later tries.
     let handle = body.handle();
@@ -207,6 +209,12 @@ async fn send(
             break;
         };
         if attempt > 0 {
+            // Within the cluster's retry budget, or the last answer stands.
+            let Some(slot) = pool.budget.retry() else {
+                ctx.metrics.http.retry_overflowed(labels);
+                break;
+            };
+            _retry_slot = Some(slot);
             ctx.metrics.http.retried(labels);
         }
         let per_try = retry_spec.and_then(|r| r.per_try_timeout);

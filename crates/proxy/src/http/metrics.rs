@@ -76,6 +76,7 @@ pub struct HttpMetrics {
     requests: Family<ResponseLabels, Counter>,
     duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
     retries: Family<RequestLabels, Counter>,
+    retry_overflows: Family<RequestLabels, Counter>,
     timeouts: Family<RequestLabels, Counter>,
     active: Family<DirectionLabels, Gauge>,
 }
@@ -86,6 +87,7 @@ impl Default for HttpMetrics {
             requests: Family::default(),
             duration: Family::new_with_constructor(histogram),
             retries: Family::default(),
+            retry_overflows: Family::default(),
             timeouts: Family::default(),
             active: Family::default(),
         }
@@ -118,6 +120,11 @@ impl HttpMetrics {
             "http_retries",
             "HTTP request tries after the first",
             self.retries.clone(),
+        );
+        registry.register(
+            "http_retry_overflows",
+            "HTTP retries not made because the cluster's retry budget was spent",
+            self.retry_overflows.clone(),
         );
         registry.register(
             "http_timeouts",
@@ -163,6 +170,11 @@ impl HttpMetrics {
     /// Counts a retry.
     pub fn retried(&self, labels: &RequestLabels) {
         self.retries.get_or_create(labels).inc();
+    }
+
+    /// Counts a retry the budget refused.
+    pub fn retry_overflowed(&self, labels: &RequestLabels) {
+        self.retry_overflows.get_or_create(labels).inc();
     }
 
     /// Counts a request that ran out of time.

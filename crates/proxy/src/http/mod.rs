@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::drain::ConnectionDrain;
 use crate::model::http::HttpListener;
 
+pub mod budget;
 pub mod forward;
 pub mod headers;
 pub mod metrics;

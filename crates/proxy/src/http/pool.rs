@@ -62,6 +62,8 @@ type Http2Slot = Arc<tokio::sync::Mutex<Option<http2::SendRequest<ReplayBody>>>>
 
 /// The pool of one cluster.
 pub struct Pool {
+    /// The cluster's retry budget.
+    pub budget: super::budget::RetryBudget,
     dialer: Dialer,
     /// The cluster's TLS offering ALPN `http/1.1` only (upgrades).
     upgrade_tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
@@ -86,6 +88,7 @@ impl Pool {
             (Arc::new(http1), name.clone())
         });
         Pool {
+            budget: super::budget::RetryBudget::default(),
             dialer,
             upgrade_tls,
             http2: Mutex::default(),
