@@ -157,7 +157,7 @@ fn an_http_inbound_gets_hcm_with_rds_its_rbac_as_http_filters_and_the_router() {
     };
     assert_eq!(rds.route_config_name, INBOUND);
     assert!(rds.config_source.is_some(), "routes come over ADS");
-    let options = hcm.common_http_protocol_options.clone().unwrap();
+    let options = hcm.common_http_protocol_options.unwrap();
     assert_eq!(options.idle_timeout, secs(3600));
     assert_eq!(hcm.stream_idle_timeout, secs(1800));
     assert_eq!(hcm.request_headers_timeout, None);
