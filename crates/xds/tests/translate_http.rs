@@ -398,3 +398,18 @@ fn a_meshservice_port_with_app_protocol_http_gets_the_http_shape() {
     let cluster: Cluster = decode(&snap, CLUSTER_TYPE, "api_msvc_80");
     assert!(!cluster.typed_extension_protocol_options.is_empty());
 }
+
+#[test]
+fn the_config_dump_prints_every_http_resource() {
+    let snap = web(&view("grpc", ["http", "http"], canary_policies()));
+    let dump = meshlink_xds::dump::config_dump(&snap).to_string();
+    assert!(!dump.contains("\"error\""), "{dump}");
+    for printed in [
+        "envoy.extensions.filters.http.rbac.v3.RBAC",
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "\"route_config_name\"",
+        "\"weighted_clusters\"",
+    ] {
+        assert!(dump.contains(printed), "{printed} is not in the dump");
+    }
+}
