@@ -18,6 +18,7 @@ mod http;
 mod memo;
 mod mesh_service;
 pub mod names;
+mod network;
 mod policies;
 mod protocol;
 mod rbac;

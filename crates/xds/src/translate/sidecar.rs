@@ -29,13 +29,13 @@ use super::policies::{self, Destination, OutboundPolicies};
 use super::protocol::{self, Protocol};
 use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, http, mesh_service, names, rbac, tls};
+use super::{MeshView, Snapshot, http, mesh_service, names, network, rbac, tls};
 
 /// Envoy's name of the TCP proxy filter.
 const TCP_PROXY_FILTER: &str = "envoy.filters.network.tcp_proxy";
 
 /// Connect timeout of every generated cluster.
-const CONNECT_TIMEOUT: Duration = Duration {
+pub(super) const CONNECT_TIMEOUT: Duration = Duration {
     seconds: 5,
     nanos: 0,
 };
@@ -110,7 +110,7 @@ pub(super) fn build(
             continue;
         }
         if let Some(key) = outbound.routing_key() {
-            network_outbound(snap, view, out.identity.as_deref(), address, port, key);
+            network::outbound(snap, view, out.identity.as_deref(), address, port, key);
             continue;
         }
         let Some(service) = outbound.service() else {
@@ -235,66 +235,6 @@ pub(super) fn destination_cluster(
         cluster.typed_extension_protocol_options = http::upstream_h2();
     }
     cluster
-}
-
-/// An outbound to a routing key of the multi-site network. With mTLS on
-/// (`identity` is the sidecar's SDS identity): mTLS to this site's router
-/// mesh ingress, the key chosen by SNI, the router's SPIFFE ID required;
-/// no endpoint until the router reported the ingress bound. Without mTLS:
-/// plain TCP to this site's router Listeners for the key (none: no
-/// endpoints, connections are refused until one exists).
-fn network_outbound(
-    snap: &mut Snapshot,
-    view: &MeshView,
-    identity: Option<&str>,
-    address: &str,
-    port: u16,
-    key: &str,
-) {
-    let name = names::outbound_listener(address, port);
-    let cluster_name = names::network_cluster(key);
-    let listener = Listener {
-        name: name.clone(),
-        address: Some(socket_address(address, port)),
-        filter_chains: vec![FilterChain {
-            filters: vec![tcp_proxy(&name, cluster_name.clone())],
-            ..Default::default()
-        }],
-        traffic_direction: TrafficDirection::Outbound as i32,
-        ..Default::default()
-    };
-    snap.insert(name, &listener);
-    let (targets, transport_socket) = match identity {
-        Some(id) => {
-            let ingress = view.mesh_ingress();
-            let targets: Vec<(String, u16)> = ingress
-                .map(|i| (i.host.clone(), i.port))
-                .into_iter()
-                .collect();
-            // Without a reported ingress there is no endpoint; the SAN
-            // then names no router, so nothing could pass anyway.
-            let site = ingress.map_or("", |i| i.site.as_str());
-            let router = names::router_spiffe_id(view.trust_domain(), site);
-            let tls = tls::upstream_sds_sni(
-                id.to_owned(),
-                view.mesh_name(),
-                router,
-                names::network_sni(key),
-            );
-            (targets, Some(tls))
-        }
-        None => (view.network().get(key).cloned().unwrap_or_default(), None),
-    };
-    let cluster = Cluster {
-        name: cluster_name.clone(),
-        connect_timeout: Some(CONNECT_TIMEOUT),
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
-        lb_policy: LbPolicy::RoundRobin as i32,
-        load_assignment: Some(assignment(cluster_name.clone(), targets)),
-        transport_socket,
-        ..Default::default()
-    };
-    snap.insert(cluster_name, &cluster);
 }
 
 fn inbound_resources(
