@@ -16,7 +16,7 @@ use std::process::Command;
 
 /// The files whose messages a config dump prints, directly or inside an
 /// `Any`; `protoc --include_imports` adds everything they import.
-const ROOTS: [&str; 11] = [
+const ROOTS: [&str; 13] = [
     "envoy/admin/v3/config_dump.proto",
     "envoy/config/cluster/v3/cluster.proto",
     "envoy/config/endpoint/v3/endpoint.proto",
@@ -28,6 +28,8 @@ const ROOTS: [&str; 11] = [
     "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
     "envoy/extensions/filters/network/rbac/v3/rbac.proto",
     "envoy/extensions/filters/http/router/v3/router.proto",
+    "envoy/extensions/filters/http/rbac/v3/rbac.proto",
+    "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
 ];
 
 /// Include directories under `envoy-types/proto`.

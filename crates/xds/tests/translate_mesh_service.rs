@@ -14,6 +14,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, lb_endpoint::HostIdentifier,
 };
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier,
 };
@@ -23,7 +24,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use meshlink_api::Resource;
 use meshlink_xds::translate::{
-    CLUSTER_TYPE, ClientKind, ENDPOINT_TYPE, LISTENER_TYPE, MeshView, Snapshot, translate,
+    CLUSTER_TYPE, ClientKind, ENDPOINT_TYPE, LISTENER_TYPE, MeshView, ROUTE_TYPE, Snapshot,
+    translate,
 };
 use prost::Message;
 use serde_json::{Value, json};
@@ -163,12 +165,25 @@ fn accepted_sans(cluster: &Cluster) -> Vec<String> {
         .collect()
 }
 
-fn tcp_proxy_cluster(snap: &Snapshot, listener: &str) -> String {
+/// The cluster listener `listener` sends to: its `tcp_proxy`'s, or for an
+/// HTTP listener (the port's `appProtocol: http`) its RDS `default` route's.
+fn destination_cluster(snap: &Snapshot, listener: &str) -> String {
     let l: Listener = decode(snap, LISTENER_TYPE, listener);
-    let f = &l.filter_chains[0].filters.last().unwrap().config_type;
-    let Some(filter::ConfigType::TypedConfig(any)) = f else {
+    let f = &l.filter_chains[0].filters.last().unwrap();
+    let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else {
         panic!("typed filter");
     };
+    if f.name == "envoy.filters.network.http_connection_manager" {
+        let routes: RouteConfiguration = decode(snap, ROUTE_TYPE, listener);
+        let default = routes.virtual_hosts[0].routes.last().unwrap();
+        return match &default.action {
+            Some(route::Action::Route(a)) => match &a.cluster_specifier {
+                Some(route_action::ClusterSpecifier::Cluster(c)) => c.clone(),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        };
+    }
     match TcpProxy::decode(any.value.as_slice())
         .unwrap()
         .cluster_specifier
@@ -182,7 +197,7 @@ fn tcp_proxy_cluster(snap: &Snapshot, listener: &str) -> String {
 fn backend_ref_outbound_reaches_only_the_selected_inbounds() {
     let snap = translate(&proxy("client", ClientKind::Envoy), &view(None));
     assert_eq!(
-        tcp_proxy_cluster(&snap, "outbound:127.0.0.1:10080"),
+        destination_cluster(&snap, "outbound:127.0.0.1:10080"),
         "backend_msvc_80"
     );
     // targetPort `http` names backend-1's 8080 and backend-2's 9090.
@@ -202,7 +217,7 @@ fn backend_ref_outbound_reaches_only_the_selected_inbounds() {
     );
     // A MeshService that does not exist (yet): a cluster without endpoints.
     assert_eq!(
-        tcp_proxy_cluster(&snap, "outbound:127.0.0.1:10081"),
+        destination_cluster(&snap, "outbound:127.0.0.1:10081"),
         "missing_msvc_80"
     );
     assert!(endpoints(&snap, "missing_msvc_80").is_empty());
@@ -270,7 +285,7 @@ fn proxyless_grpc_clients_get_an_api_listener_per_mesh_service_port() {
 fn a_tagless_inbound_is_served_under_its_dataplane_name() {
     let snap = translate(&proxy("backend-2", ClientKind::Envoy), &view(None));
     assert_eq!(
-        tcp_proxy_cluster(&snap, "inbound:10.0.0.2:9090"),
+        destination_cluster(&snap, "inbound:10.0.0.2:9090"),
         "inbound:backend-2:9090"
     );
     assert!(

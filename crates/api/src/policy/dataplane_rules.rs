@@ -7,11 +7,13 @@
 //! `Mesh` or a `Dataplane` target naming it. The folding is the engine's
 //! ([`super::merge`]). Pure: it reads resources and never fetches them.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use super::input::{PolicyInput, Section};
 use super::merge::{Merged, RuleSet, merge};
-use crate::spec::{InboundTarget, TargetRef, TargetRefKind};
+use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
@@ -47,10 +49,24 @@ pub fn selects(target: &TargetRef, dataplane: &Resource) -> bool {
     let Some(spec) = dataplane.spec.as_dataplane() else {
         return false;
     };
+    selects_dataplane(target, dataplane.name(), dataplane.labels(), spec)
+}
+
+/// [`selects`] for a Dataplane given by its parts (name, labels, spec),
+/// for callers that keep no whole [`Resource`] (the translator's view).
+pub fn selects_dataplane(
+    target: &TargetRef,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    spec: &DataplaneSpec,
+) -> bool {
+    if target.kind == TargetRefKind::Mesh {
+        return true;
+    }
     spec.networking.inbound.iter().any(|inbound| {
         target.selects(&InboundTarget {
-            dataplane: dataplane.name(),
-            labels: dataplane.labels(),
+            dataplane: name,
+            labels,
             port: inbound.port.get(),
             name: inbound.name.as_deref(),
             tags: &inbound.tags,

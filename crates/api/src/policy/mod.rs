@@ -34,7 +34,9 @@ pub mod merge_patch;
 mod order;
 mod routes;
 
-pub use dataplane_rules::{KindRules, RULE_KINDS, dataplane_rules, rules_json, selects};
+pub use dataplane_rules::{
+    KindRules, RULE_KINDS, dataplane_rules, rules_json, selects, selects_dataplane,
+};
 pub use input::{DISPLAY_NAME_LABEL, EFFECT_LABEL, PolicyInput, SHADOW, Section};
 pub use merge::{Entry, Merged, MergedConf, Origin, RuleSet, merge};
 pub use order::compare_policies;

@@ -138,7 +138,12 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
             return;
         }
         "Mesh" => key.name.clone(),
-        "Dataplane" | "MeshTrafficPermission" | "MeshService" => key.mesh.clone(),
+        "Dataplane"
+        | "MeshTrafficPermission"
+        | "MeshService"
+        | "MeshHTTPRoute"
+        | "MeshTimeout"
+        | "MeshRetry" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

@@ -155,6 +155,16 @@ impl MeshSource for StoreSource {
             .list(Kind::MeshService, Some(mesh), None)
             .await
             .map_err(source_error)?;
+        // The L7 policies the translator turns into HTTP routes.
+        let mut policies = Vec::new();
+        for kind in [Kind::MeshHTTPRoute, Kind::MeshTimeout, Kind::MeshRetry] {
+            policies.extend(
+                self.resources
+                    .list(kind, Some(mesh), None)
+                    .await
+                    .map_err(source_error)?,
+            );
+        }
         let listeners = self
             .resources
             .list(Kind::Listener, None, None)
@@ -168,6 +178,7 @@ impl MeshSource for StoreSource {
         Ok(Some(
             MeshView::new(resource, dataplanes, permissions)
                 .with_mesh_services(mesh_services)
+                .with_policies(policies)
                 .with_network(Arc::new(network_listeners(&listeners)))
                 .with_mesh_ingress(router_ingress(&sites)),
         ))

@@ -15,8 +15,9 @@ use tokio::time::Instant;
 
 use super::{MeshTrust, Update};
 use crate::translate::{
-    EncodedSecrets, Memo, MeshView, SetInterner, Versioned, ViewDataplane, endpoint_contributions,
-    mesh_service_outbounds, names, uses_subset_sources,
+    Backend, EncodedSecrets, Memo, MeshView, Protocol, SetInterner, Versioned, ViewDataplane,
+    declared_protocols, endpoint_contributions, keeps_policy, mesh_service_outbounds, names,
+    route_backends, uses_subset_sources,
 };
 
 /// The proxies a change can affect.
@@ -78,7 +79,10 @@ pub(super) struct MeshCtx {
     pub(super) idle_since: Option<Instant>,
 }
 
-fn outbound_services(dp: Option<&DataplaneSpec>) -> BTreeSet<String> {
+/// The destinations Dataplane `name` reaches: its outbounds' services and
+/// MeshServices, and the backends its MeshHTTPRoutes may send to.
+fn outbound_services(view: Option<&MeshView>, name: &str) -> BTreeSet<String> {
+    let dp = view.and_then(|v| v.dataplane(name));
     let mut out: BTreeSet<String> = dp
         .into_iter()
         .flat_map(|dp| &dp.networking.outbound)
@@ -90,6 +94,12 @@ fn outbound_services(dp: Option<&DataplaneSpec>) -> BTreeSet<String> {
                 .into_iter()
                 .map(|(n, _)| mesh_service_ref(&n)),
         );
+    }
+    if let Some(view) = view {
+        out.extend(route_backends(view, name).into_iter().map(|b| match b {
+            Backend::Service(s) => s,
+            Backend::MeshService(n, _) => mesh_service_ref(&n),
+        }));
     }
     out
 }
@@ -133,8 +143,9 @@ impl MeshCtx {
     /// Indexes connected proxy `name` under the services its Dataplane
     /// reaches (call again whenever the Dataplane may have changed).
     pub(super) fn index(&mut self, name: &str) {
-        let dp = self.view.as_ref().and_then(|v| v.dataplane(name));
-        let new: Box<[String]> = outbound_services(dp).into_iter().collect();
+        let new: Box<[String]> = outbound_services(self.view.as_ref(), name)
+            .into_iter()
+            .collect();
         let old = self.outbounds.insert(name.to_owned(), new.clone());
         for s in old.iter().flatten().filter(|s| !new.contains(*s)) {
             if let Some(set) = self.refs.get_mut(s) {
@@ -220,12 +231,37 @@ impl MeshCtx {
             {
                 return Affected::default();
             }
+            // The services the old or new version declares a protocol
+            // for, with their agreed protocol before the change.
+            let declared = view
+                .dataplane(&name)
+                .map(declared_protocols)
+                .unwrap_or_default()
+                .into_iter()
+                .chain(
+                    resource
+                        .spec
+                        .as_dataplane()
+                        .map(declared_protocols)
+                        .unwrap_or_default(),
+                )
+                .map(|(s, _)| s)
+                .collect::<BTreeSet<String>>();
+            let before: Vec<(String, Protocol)> = declared
+                .into_iter()
+                .map(|s| {
+                    let p = view.protocol_index().agreed(&s);
+                    (s, p)
+                })
+                .collect();
             let old = if deleted {
                 view.remove_dataplane(&name)
             } else {
                 view.upsert_dataplane(resource)
             };
-            self.dataplane_changed(&name, old)
+            let mut affected = self.dataplane_changed(&name, old);
+            affected.merge(self.protocols_changed(before));
+            affected
         } else if resource.spec.as_mesh_service().is_some() {
             if !deleted
                 && is_older(
@@ -266,9 +302,49 @@ impl MeshCtx {
                 .and_then(|v| v.permission(&name))
                 .cloned();
             self.permission_changed(old.as_ref(), new.as_ref())
+        } else if keeps_policy(resource.kind()) {
+            let kind = resource.kind();
+            if !deleted
+                && is_older(
+                    &resource,
+                    view.policy(kind, &name)
+                        .and_then(Resource::resource_version),
+                )
+            {
+                return Affected::default();
+            }
+            let old = if deleted {
+                view.remove_policy(kind, &name)
+            } else {
+                view.upsert_policy(resource)
+            };
+            let new = view.policy(kind, &name);
+            let facts = |r: &Resource| (r.spec.clone(), r.labels().clone());
+            if old.as_ref().map(facts) == new.map(facts) {
+                return Affected::default();
+            }
+            // Routes, timeouts and retries of any proxy may change, and
+            // with them the backends a proxy is indexed under.
+            self.reindex_all();
+            Affected::all()
         } else {
             Affected::default()
         }
+    }
+
+    /// The proxies calling a service whose agreed protocol is no longer
+    /// the one in `before` (their listener changes between TCP and HTTP).
+    fn protocols_changed(&self, before: Vec<(String, Protocol)>) -> Affected {
+        let mut affected = Affected::default();
+        let Some(view) = self.view.as_ref() else {
+            return affected;
+        };
+        for (service, p) in before {
+            if view.protocol_index().agreed(&service) != p {
+                affected.names.extend(self.referencing(&service).cloned());
+            }
+        }
+        affected
     }
 
     fn apply_mesh(&mut self, mesh: Resource, deleted: bool, relist: &mut bool) -> Affected {
@@ -523,6 +599,21 @@ impl MeshCtx {
         }
         for r in view.permissions() {
             if fresh.permission(r.name()).is_none() {
+                updates.push(Update::Deleted(r.clone()));
+            }
+        }
+        for p in fresh.policies() {
+            let r = &p.resource;
+            if view
+                .policy(r.kind(), r.name())
+                .is_none_or(|o| o.spec != r.spec || o.labels() != r.labels())
+            {
+                updates.push(Update::Upserted(r.clone()));
+            }
+        }
+        for p in view.policies() {
+            let r = &p.resource;
+            if fresh.policy(r.kind(), r.name()).is_none() {
                 updates.push(Update::Deleted(r.clone()));
             }
         }

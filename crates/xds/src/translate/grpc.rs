@@ -23,6 +23,7 @@ use envoy_types::util::pack_any;
 use meshlink_api::spec::DataplaneSpec;
 
 use super::memo::{ClusterKey, Memo};
+use super::protocol::Protocol;
 use super::sidecar::eds_cluster;
 use super::snapshot::Versioned;
 use super::{MeshView, Snapshot, mesh_service, names, tls};
@@ -46,6 +47,7 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, me
             service: service.to_owned(),
             identity: None,
             grpc: true,
+            protocol: Protocol::Tcp,
         };
         let encoded = memo.cluster(key, || {
             let transport = view.mtls_enabled().then(|| {

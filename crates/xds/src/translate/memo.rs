@@ -2,7 +2,7 @@
 //!
 //! Owns the memo a caller may keep across translations of one mesh: the
 //! load assignment of each destination service, the Cluster of each
-//! `(service, identity secret, client shape)`, and the RBAC principals of
+//! `(service, identity secret, client shape, protocol)`, and the RBAC principals of
 //! each inbound tag set (with the Dataplane name, labels and inbound port
 //! when a permission selects by them). Entries are keyed by their inputs within one
 //! view; the caller must forget what a view change invalidates
@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::protocol::Protocol;
 use super::rbac::{RbacKey, RbacSources};
 use super::snapshot::Versioned;
 
@@ -25,6 +26,9 @@ pub(crate) struct ClusterKey {
     pub(crate) identity: Option<String>,
     /// Proxyless gRPC shape (certificate providers instead of SDS).
     pub(crate) grpc: bool,
+    /// The destination's protocol: an HTTP one's Cluster speaks HTTP/2
+    /// (ALPN `h2`), so a tcp and an http view never share an encoding.
+    pub(crate) protocol: Protocol,
 }
 
 /// Shared, encoded resources of one mesh view (see the module doc).

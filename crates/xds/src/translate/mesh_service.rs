@@ -11,15 +11,14 @@
 
 use std::collections::BTreeSet;
 
-use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use meshlink_api::spec::{DataplaneSpec, IdentityType, MeshServiceSpec};
 
-use super::endpoints::{assignment, socket_address};
+use super::endpoints::assignment;
 use super::memo::{ClusterKey, Memo};
-use super::sidecar::{eds_cluster, tcp_proxy};
+use super::protocol::{self, Protocol};
+use super::sidecar::destination_cluster;
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, names, tls};
+use super::{MeshView, Snapshot, http, names, tls};
 
 /// `(MeshService name, port)` of every outbound of `dp` with a backendRef.
 pub fn mesh_service_outbounds(dp: &DataplaneSpec) -> BTreeSet<(String, u16)> {
@@ -104,32 +103,6 @@ pub(super) fn accepted_identities(view: &MeshView, name: &str) -> Vec<String> {
     ids
 }
 
-/// The outbound Listener on `address:port` of a sidecar, to the Cluster
-/// of MeshService `name` port `ms_port`.
-pub(super) fn sidecar_listener(
-    snap: &mut Snapshot,
-    address: &str,
-    port: u16,
-    name: &str,
-    ms_port: u16,
-) {
-    let listener_name = names::outbound_listener(address, port);
-    let listener = Listener {
-        name: listener_name.clone(),
-        address: Some(socket_address(address, port)),
-        filter_chains: vec![FilterChain {
-            filters: vec![tcp_proxy(
-                &listener_name,
-                names::mesh_service_cluster(name, ms_port),
-            )],
-            ..Default::default()
-        }],
-        traffic_direction: TrafficDirection::Outbound as i32,
-        ..Default::default()
-    };
-    snap.insert(listener_name, &listener);
-}
-
 /// The Clusters and load assignments of `destinations` (MeshService name,
 /// port). `identity` is the sidecar's SDS identity secret (mTLS on);
 /// `grpc` selects the proxyless shape (certificate providers).
@@ -143,20 +116,31 @@ pub(super) fn clusters(
 ) {
     for (name, port) in destinations {
         let cluster = names::mesh_service_cluster(name, *port);
+        // Proxyless gRPC clients keep their shape whatever the protocol.
+        let protocol = match grpc {
+            true => Protocol::Tcp,
+            false => protocol::mesh_service_port(view, name, *port),
+        };
         let key = ClusterKey {
             service: cluster.clone(),
             identity: identity.cloned(),
             grpc,
+            protocol,
         };
         let encoded = memo.cluster(key, || {
             let ids = || accepted_identities(view, name);
+            let alpn: &[&str] = match protocol.is_http() {
+                true => http::UPSTREAM_ALPN,
+                false => &[],
+            };
             let transport = if grpc {
                 view.mtls_enabled()
                     .then(|| tls::upstream_cert_provider_any(ids()))
             } else {
-                identity.map(|id| tls::upstream_sds_any(id.clone(), view.mesh_name(), ids()))
+                identity
+                    .map(|id| tls::upstream_sds_any_alpn(id.clone(), view.mesh_name(), ids(), alpn))
             };
-            Versioned::encode(&eds_cluster(cluster.clone(), transport))
+            Versioned::encode(&destination_cluster(cluster.clone(), transport, protocol))
         });
         snap.insert_shared(cluster.clone(), encoded);
         let cla = memo.assignment(&cluster, || {

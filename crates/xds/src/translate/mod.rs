@@ -1,8 +1,10 @@
 //! The pure xDS translator: `(proxy, view of the mesh) -> Snapshot`.
 //!
-//! Owns how meshlink resources (Mesh, Dataplane, MeshTrafficPermission)
-//! become Envoy v3 resources for one proxy: sidecar proxies (meshlink-proxy
-//! and Envoy) get inbound/outbound listeners with RBAC and SDS-backed TLS;
+//! Owns how meshlink resources (Mesh, Dataplane, MeshTrafficPermission,
+//! MeshService, and the L7 policies MeshHTTPRoute, MeshTimeout, MeshRetry) become Envoy
+//! v3 resources for one proxy: sidecar proxies (meshlink-proxy and Envoy)
+//! get inbound/outbound listeners with RBAC and SDS-backed TLS (TCP, or
+//! HTTP with RDS routes for services that declare an HTTP protocol);
 //! proxyless gRPC clients get API listeners and certificate-provider TLS.
 //!
 //! It must never do I/O, read a clock, or depend on input order: the same
@@ -12,11 +14,18 @@
 
 mod endpoints;
 mod grpc;
+mod http;
 mod memo;
 mod mesh_service;
 pub mod names;
+mod network;
+mod policies;
+mod protocol;
 mod rbac;
 mod resources;
+mod retry;
+mod route_match;
+mod routes;
 mod sidecar;
 mod snapshot;
 mod tls;
@@ -26,7 +35,10 @@ use std::sync::Arc;
 
 pub use memo::Memo;
 pub use mesh_service::{mesh_service_outbounds, selected_dataplanes};
+pub(crate) use policies::kept as keeps_policy;
+pub(crate) use protocol::{Protocol, declared as declared_protocols};
 pub use rbac::uses_subset_sources;
+pub(crate) use routes::{Backend, route_backends};
 pub(crate) use snapshot::type_index;
 pub use snapshot::{
     CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,

@@ -1,4 +1,5 @@
-//! MeshTrafficPermission → network RBAC filters on sidecar inbounds.
+//! MeshTrafficPermission → RBAC filters on sidecar inbounds (network
+//! filters on a TCP inbound, the same rules as HTTP filters on an HTTP one).
 //!
 //! Owns who may connect to an inbound: sources are SPIFFE IDs matched on
 //! the peer certificate's URI SAN. With mTLS on, the default is deny: an
@@ -25,6 +26,10 @@ use envoy_types::pb::envoy::config::rbac::v3::{
     Permission, Policy, Principal, Rbac as RbacRules, permission, principal,
     rbac::Action as RbacAction,
 };
+use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpFilter, http_filter,
+};
 use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 use envoy_types::util::pack_any;
@@ -37,6 +42,9 @@ use super::{MeshView, names};
 
 /// Envoy's name of the network RBAC filter.
 const RBAC_FILTER: &str = "envoy.filters.network.rbac";
+
+/// Envoy's name of the HTTP RBAC filter.
+const HTTP_RBAC_FILTER: &str = "envoy.filters.http.rbac";
 
 /// A source identity, ordered for determinism.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -167,17 +175,47 @@ fn rule_sources<'a>(rules: impl Iterator<Item = &'a PermissionRule>) -> RbacSour
 /// The RBAC filters for an inbound from its `sources`: an optional DENY
 /// filter, then the ALLOW filter (empty = deny all).
 pub(super) fn inbound_filters(sources: &RbacSources, stat_prefix: &str) -> Vec<Filter> {
-    let mut filters = Vec::new();
+    rule_sets(sources)
+        .into_iter()
+        .map(|(policy_name, rules)| {
+            let rbac = Rbac {
+                rules: Some(rules),
+                stat_prefix: format!("{stat_prefix}.{policy_name}"),
+                ..Default::default()
+            };
+            Filter {
+                name: RBAC_FILTER.to_owned(),
+                config_type: Some(ConfigType::TypedConfig(pack_any(rbac))),
+            }
+        })
+        .collect()
+}
+
+/// [`inbound_filters`] as HTTP filters (the same rules, in the same
+/// order), for an inbound whose listener routes HTTP requests.
+pub(super) fn inbound_http_filters(sources: &RbacSources) -> Vec<HttpFilter> {
+    rule_sets(sources)
+        .into_iter()
+        .map(|(_, rules)| HttpFilter {
+            name: HTTP_RBAC_FILTER.to_owned(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(pack_any(HttpRbac {
+                rules: Some(rules),
+                ..Default::default()
+            }))),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The rule sets of an inbound, by policy name: an optional DENY set,
+/// then the ALLOW set (empty = deny all).
+fn rule_sets(sources: &RbacSources) -> Vec<(&'static str, RbacRules)> {
+    let mut sets = Vec::new();
     if !sources.deny.is_empty() {
-        filters.push(filter(RbacAction::Deny, "deny", &sources.deny, stat_prefix));
+        sets.push(("deny", rules(RbacAction::Deny, "deny", &sources.deny)));
     }
-    filters.push(filter(
-        RbacAction::Allow,
-        "allow",
-        &sources.allow,
-        stat_prefix,
-    ));
-    filters
+    sets.push(("allow", rules(RbacAction::Allow, "allow", &sources.allow)));
+    sets
 }
 
 /// Whether any MeshTrafficPermission of `view` selects sources by
@@ -246,12 +284,7 @@ fn principal(source: &Source) -> Principal {
     }
 }
 
-fn filter(
-    action: RbacAction,
-    policy_name: &str,
-    sources: &BTreeSet<Source>,
-    stat_prefix: &str,
-) -> Filter {
+fn rules(action: RbacAction, policy_name: &str, sources: &BTreeSet<Source>) -> RbacRules {
     let mut policies = HashMap::new();
     if !sources.is_empty() {
         policies.insert(
@@ -265,17 +298,9 @@ fn filter(
             },
         );
     }
-    let rbac = Rbac {
-        rules: Some(RbacRules {
-            action: action as i32,
-            policies,
-            ..Default::default()
-        }),
-        stat_prefix: format!("{stat_prefix}.{policy_name}"),
+    RbacRules {
+        action: action as i32,
+        policies,
         ..Default::default()
-    };
-    Filter {
-        name: RBAC_FILTER.to_owned(),
-        config_type: Some(ConfigType::TypedConfig(pack_any(rbac))),
     }
 }

@@ -1,10 +1,12 @@
 //! Sidecar resources (meshlink-proxy and Envoy clients).
 //!
-//! Owns the shape of a sidecar's configuration: one TCP listener per
-//! inbound (TLS + RBAC when mTLS is on, then `tcp_proxy` to the local
-//! application cluster), one per outbound (`tcp_proxy` to the destination
-//! service), and an EDS cluster plus load assignment per destination. It
-//! must never emit secret contents (see `tls::secrets`).
+//! Owns the shape of a sidecar's configuration: one listener per inbound
+//! (TLS + RBAC when mTLS is on, then `tcp_proxy` to the local application
+//! cluster), one per outbound (`tcp_proxy` to the destination), and an
+//! EDS cluster plus load assignment per destination. An inbound or a
+//! destination of the HTTP family (`protocol`) gets the HTTP shape
+//! instead (`http`, `routes`): one HCM filter and its RouteConfiguration.
+//! It must never emit secret contents (see `tls::secrets`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,17 +25,37 @@ use meshlink_api::spec::{DataplaneSpec, Inbound, InboundTarget};
 
 use super::endpoints::{assignment, socket_address};
 use super::memo::{ClusterKey, Memo};
+use super::policies::{self, Destination, OutboundPolicies};
+use super::protocol::{self, Protocol};
+use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, mesh_service, names, rbac, tls};
+use super::{MeshView, Snapshot, http, mesh_service, names, network, rbac, tls};
 
 /// Envoy's name of the TCP proxy filter.
 const TCP_PROXY_FILTER: &str = "envoy.filters.network.tcp_proxy";
 
 /// Connect timeout of every generated cluster.
-const CONNECT_TIMEOUT: Duration = Duration {
+pub(super) const CONNECT_TIMEOUT: Duration = Duration {
     seconds: 5,
     nanos: 0,
 };
+
+/// What the outbounds of one sidecar share while they are translated.
+struct Outbounds<'a> {
+    view: &'a MeshView,
+    /// The sidecar's SDS identity secret (mTLS on).
+    identity: Option<String>,
+    /// The L7 policies selecting the sidecar, folded on first use (only
+    /// HTTP destinations need them).
+    policies: Option<OutboundPolicies>,
+    name: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    dp: &'a DataplaneSpec,
+    /// `kuma.io/service` destinations whose Cluster the sidecar needs.
+    services: BTreeSet<String>,
+    /// MeshService ports whose Cluster the sidecar needs.
+    mesh_services: BTreeSet<(String, u16)>,
+}
 
 /// Emits the listeners, clusters and load assignments of a sidecar;
 /// destination clusters, load assignments and RBAC principals come from
@@ -60,117 +82,159 @@ pub(super) fn build(
         };
         inbound_resources(snap, view, dp, inbound, &target, identity.as_deref(), memo);
     }
-    let mut destinations = BTreeSet::new();
-    let mut mesh_services = BTreeSet::new();
+    let mut out = Outbounds {
+        view,
+        identity,
+        policies: None,
+        name,
+        labels,
+        dp,
+        services: BTreeSet::new(),
+        mesh_services: BTreeSet::new(),
+    };
     for outbound in &dp.networking.outbound {
+        let (address, port) = (outbound.address(), outbound.port.get());
         if let Some((ms, ms_port)) = outbound.mesh_service() {
-            let (address, port) = (outbound.address(), outbound.port.get());
-            mesh_service::sidecar_listener(snap, address, port, ms, ms_port);
-            mesh_services.insert((ms.to_owned(), ms_port));
+            let port_name = view
+                .mesh_service(ms)
+                .and_then(|m| m.port(ms_port))
+                .and_then(|p| p.name.as_deref());
+            let dest = Destination {
+                name: ms,
+                port: Some((ms_port, port_name)),
+            };
+            let cluster = names::mesh_service_cluster(ms, ms_port);
+            let protocol = protocol::mesh_service_port(view, ms, ms_port);
+            out.listener(snap, address, port, dest, &cluster, protocol);
+            out.mesh_services.insert((ms.to_owned(), ms_port));
             continue;
         }
         if let Some(key) = outbound.routing_key() {
-            let (address, port) = (outbound.address(), outbound.port.get());
-            network_outbound(snap, view, identity.as_deref(), address, port, key);
+            network::outbound(snap, view, out.identity.as_deref(), address, port, key);
             continue;
         }
         let Some(service) = outbound.service() else {
             continue;
         };
-        let port = outbound.port.get();
-        let name = names::outbound_listener(outbound.address(), port);
+        let dest = Destination {
+            name: service,
+            port: None,
+        };
+        let cluster = names::service_cluster(service);
+        let protocol = protocol::service(view, service);
+        out.listener(snap, address, port, dest, &cluster, protocol);
+        out.services.insert(service.to_owned());
+    }
+    for service in &out.services {
+        let cluster = service_cluster(view, out.identity.as_ref(), service, memo);
+        let name = names::service_cluster(service);
+        snap.insert_shared(name.clone(), cluster);
+        let cla = super::service_load_assignment(view, memo, service);
+        snap.insert_shared(name, cla);
+    }
+    let identity = out.identity.as_ref();
+    mesh_service::clusters(snap, view, identity, false, &out.mesh_services, memo);
+}
+
+// === impl Outbounds ===
+
+impl Outbounds<'_> {
+    /// The outbound Listener on `address:port` to `dest` (Cluster
+    /// `cluster`): `tcp_proxy`, or for an HTTP destination an HCM with
+    /// its RouteConfiguration (whose backends join the needed clusters).
+    fn listener(
+        &mut self,
+        snap: &mut Snapshot,
+        address: &str,
+        port: u16,
+        dest: Destination<'_>,
+        cluster: &str,
+        protocol: Protocol,
+    ) {
+        let name = names::outbound_listener(address, port);
+        let filter = if protocol.is_http() {
+            let (view, dp_name, labels, dp) = (self.view, self.name, self.labels, self.dp);
+            let policies = self
+                .policies
+                .get_or_insert_with(|| OutboundPolicies::new(view.policies(), dp_name, labels, dp));
+            let out = Outbound {
+                dest,
+                cluster,
+                protocol,
+            };
+            let mut backends = BTreeSet::new();
+            let routes = routes::outbound_routes(name.clone(), view, policies, out, &mut backends);
+            snap.insert(name.clone(), &routes);
+            for b in backends {
+                match b {
+                    Backend::Service(s) => self.services.insert(s),
+                    Backend::MeshService(n, p) => self.mesh_services.insert((n, p)),
+                };
+            }
+            http::hcm(&name, Vec::new(), &policies.timeout(dest, None), false)
+        } else {
+            tcp_proxy(&name, cluster.to_owned())
+        };
         let listener = Listener {
             name: name.clone(),
-            address: Some(socket_address(outbound.address(), port)),
+            address: Some(socket_address(address, port)),
             filter_chains: vec![FilterChain {
-                filters: vec![tcp_proxy(&name, names::service_cluster(service))],
+                filters: vec![filter],
                 ..Default::default()
             }],
             traffic_direction: TrafficDirection::Outbound as i32,
             ..Default::default()
         };
         snap.insert(name, &listener);
-        destinations.insert(service);
     }
-    for service in destinations {
-        let key = ClusterKey {
-            service: service.to_owned(),
-            identity: identity.clone(),
-            grpc: false,
-        };
-        let name = names::service_cluster(service);
-        let cluster = memo.cluster(key, || {
-            let transport = identity.as_ref().map(|id| {
-                let spiffe = names::spiffe_id(view.trust_domain(), service);
-                tls::upstream_sds(id.clone(), view.mesh_name(), spiffe)
-            });
-            Versioned::encode(&eds_cluster(name.clone(), transport))
-        });
-        snap.insert_shared(name.clone(), cluster);
-        let cla = super::service_load_assignment(view, memo, service);
-        snap.insert_shared(name, cla);
-    }
-    mesh_service::clusters(snap, view, identity.as_ref(), false, &mesh_services, memo);
 }
 
-/// An outbound to a routing key of the multi-site network. With mTLS on
-/// (`identity` is the sidecar's SDS identity): mTLS to this site's router
-/// mesh ingress, the key chosen by SNI, the router's SPIFFE ID required;
-/// no endpoint until the router reported the ingress bound. Without mTLS:
-/// plain TCP to this site's router Listeners for the key (none: no
-/// endpoints, connections are refused until one exists).
-fn network_outbound(
-    snap: &mut Snapshot,
+/// The (memoized) Cluster of destination `service` for a sidecar with
+/// SDS identity `identity`: EDS, TLS requiring the service's SPIFFE ID,
+/// and for an HTTP service HTTP/2 (ALPN `h2`).
+fn service_cluster(
     view: &MeshView,
-    identity: Option<&str>,
-    address: &str,
-    port: u16,
-    key: &str,
-) {
-    let name = names::outbound_listener(address, port);
-    let cluster_name = names::network_cluster(key);
-    let listener = Listener {
-        name: name.clone(),
-        address: Some(socket_address(address, port)),
-        filter_chains: vec![FilterChain {
-            filters: vec![tcp_proxy(&name, cluster_name.clone())],
-            ..Default::default()
-        }],
-        traffic_direction: TrafficDirection::Outbound as i32,
-        ..Default::default()
+    identity: Option<&String>,
+    service: &str,
+    memo: &mut Memo,
+) -> std::sync::Arc<Versioned> {
+    let protocol = protocol::service(view, service);
+    let key = ClusterKey {
+        service: service.to_owned(),
+        identity: identity.cloned(),
+        grpc: false,
+        protocol,
     };
-    snap.insert(name, &listener);
-    let (targets, transport_socket) = match identity {
-        Some(id) => {
-            let ingress = view.mesh_ingress();
-            let targets: Vec<(String, u16)> = ingress
-                .map(|i| (i.host.clone(), i.port))
-                .into_iter()
-                .collect();
-            // Without a reported ingress there is no endpoint; the SAN
-            // then names no router, so nothing could pass anyway.
-            let site = ingress.map_or("", |i| i.site.as_str());
-            let router = names::router_spiffe_id(view.trust_domain(), site);
-            let tls = tls::upstream_sds_sni(
-                id.to_owned(),
-                view.mesh_name(),
-                router,
-                names::network_sni(key),
-            );
-            (targets, Some(tls))
-        }
-        None => (view.network().get(key).cloned().unwrap_or_default(), None),
-    };
-    let cluster = Cluster {
-        name: cluster_name.clone(),
-        connect_timeout: Some(CONNECT_TIMEOUT),
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
-        lb_policy: LbPolicy::RoundRobin as i32,
-        load_assignment: Some(assignment(cluster_name.clone(), targets)),
-        transport_socket,
-        ..Default::default()
-    };
-    snap.insert(cluster_name, &cluster);
+    memo.cluster(key, || {
+        let transport = identity.map(|id| {
+            let spiffe = names::spiffe_id(view.trust_domain(), service);
+            if protocol.is_http() {
+                tls::upstream_sds_any_alpn(
+                    id.clone(),
+                    view.mesh_name(),
+                    vec![spiffe],
+                    http::UPSTREAM_ALPN,
+                )
+            } else {
+                tls::upstream_sds(id.clone(), view.mesh_name(), spiffe)
+            }
+        });
+        let name = names::service_cluster(service);
+        Versioned::encode(&destination_cluster(name, transport, protocol))
+    })
+}
+
+/// [`eds_cluster`], speaking HTTP/2 to its hosts when `protocol` is HTTP.
+pub(super) fn destination_cluster(
+    name: String,
+    transport: Option<TransportSocket>,
+    protocol: Protocol,
+) -> Cluster {
+    let mut cluster = eds_cluster(name, transport);
+    if protocol.is_http() {
+        cluster.typed_extension_protocol_options = http::upstream_h2();
+    }
+    cluster
 }
 
 fn inbound_resources(
@@ -193,15 +257,37 @@ fn inbound_resources(
     let name = names::inbound_listener(address, port);
     let local = names::inbound_cluster(service, service_port);
 
+    let protocol = protocol::inbound(&inbound.tags);
     let mut filters = Vec::new();
-    let mut transport_socket = None;
-    if let Some(identity) = identity {
+    let transport_socket;
+    let sources = identity.map(|_| {
         let key = rbac::rbac_key(view, target);
-        let sources = memo.rbac(key, || rbac::inbound_sources(view, target));
-        filters.extend(rbac::inbound_filters(&sources, &name));
-        transport_socket = Some(tls::downstream_sds(identity.to_owned(), view.mesh_name()));
+        memo.rbac(key, || rbac::inbound_sources(view, target))
+    });
+    if protocol.is_http() {
+        let http_filters = sources
+            .as_deref()
+            .map(rbac::inbound_http_filters)
+            .unwrap_or_default();
+        let timeouts = policies::inbound_timeout(view.policies(), target);
+        filters.push(http::hcm(&name, http_filters, &timeouts, true));
+        let routes = http::inbound_routes(
+            name.clone(),
+            service,
+            local.clone(),
+            http::request_timeout(&timeouts),
+        );
+        snap.insert(name.clone(), &routes);
+        transport_socket = identity.map(|id| {
+            tls::downstream_sds_alpn(id.to_owned(), view.mesh_name(), http::INBOUND_ALPN)
+        });
+    } else {
+        if let Some(sources) = &sources {
+            filters.extend(rbac::inbound_filters(sources, &name));
+        }
+        transport_socket = identity.map(|id| tls::downstream_sds(id.to_owned(), view.mesh_name()));
+        filters.push(tcp_proxy(&name, local.clone()));
     }
-    filters.push(tcp_proxy(&name, local.clone()));
     let listener = Listener {
         name: name.clone(),
         address: Some(socket_address(address, port)),
@@ -215,7 +301,7 @@ fn inbound_resources(
     };
     snap.insert(name, &listener);
 
-    let cluster = Cluster {
+    let mut cluster = Cluster {
         name: local.clone(),
         connect_timeout: Some(CONNECT_TIMEOUT),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
@@ -225,6 +311,9 @@ fn inbound_resources(
         )),
         ..Default::default()
     };
+    if protocol.app_speaks_h2() {
+        cluster.typed_extension_protocol_options = http::upstream_h2();
+    }
     snap.insert(local, &cluster);
 }
 

@@ -65,12 +65,19 @@ fn transport_socket<M: prost::Message + prost::Name>(ctx: M) -> TransportSocket 
 /// Server side of a sidecar inbound: requires a client certificate
 /// signed by the mesh CA; who may connect is RBAC's job.
 pub(super) fn downstream_sds(identity: String, mesh: &str) -> TransportSocket {
+    downstream_sds_alpn(identity, mesh, &[])
+}
+
+/// [`downstream_sds`] offering the ALPN protocols `alpn` (an HTTP inbound:
+/// `h2` from other sidecars, `http/1.1` otherwise).
+pub(super) fn downstream_sds_alpn(identity: String, mesh: &str, alpn: &[&str]) -> TransportSocket {
     transport_socket(DownstreamTlsContext {
         common_tls_context: Some(CommonTlsContext {
             tls_certificate_sds_secret_configs: vec![sds(identity)],
             validation_context_type: Some(ValidationContextType::ValidationContextSdsSecretConfig(
                 sds(names::mesh_ca_secret(mesh)),
             )),
+            alpn_protocols: alpn.iter().map(|p| (*p).to_owned()).collect(),
             ..Default::default()
         }),
         require_client_certificate: Some(BoolValue { value: true }),
@@ -110,7 +117,22 @@ pub(super) fn upstream_sds_any(
     mesh: &str,
     destination_spiffe_ids: Vec<String>,
 ) -> TransportSocket {
-    transport_socket(upstream_context(identity, mesh, destination_spiffe_ids))
+    upstream_sds_any_alpn(identity, mesh, destination_spiffe_ids, &[])
+}
+
+/// [`upstream_sds_any`] asking for the ALPN protocols `alpn` (`h2` to an
+/// HTTP destination: between sidecars HTTP travels as HTTP/2).
+pub(super) fn upstream_sds_any_alpn(
+    identity: String,
+    mesh: &str,
+    destination_spiffe_ids: Vec<String>,
+    alpn: &[&str],
+) -> TransportSocket {
+    let mut ctx = upstream_context(identity, mesh, destination_spiffe_ids);
+    if let Some(common) = ctx.common_tls_context.as_mut() {
+        common.alpn_protocols = alpn.iter().map(|p| (*p).to_owned()).collect();
+    }
+    transport_socket(ctx)
 }
 
 fn upstream_context(

@@ -1,15 +1,20 @@
 //! The translator's input: one mesh as the store has it (Mesh, Dataplanes,
-//! MeshTrafficPermissions, MeshServices), indexed for what translation looks up per
+//! MeshTrafficPermissions, MeshServices, and the L7 policies MeshHTTPRoute,
+//! MeshTimeout and MeshRetry), indexed for what translation looks up per
 //! proxy and patchable one object at a time.
 //!
-//! Owns the indexes (dataplanes by name, endpoints by service) and keeps
+//! Owns the indexes (dataplanes by name, endpoints and protocols by
+//! service) and keeps
 //! them consistent under patches. It must never do I/O or decide who is
 //! affected by a patch: the hub does that from what a patch returns.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use meshlink_api::spec::{DataplaneSpec, MeshServiceSpec, MeshServicesMode, MeshSpec, Spec};
-use meshlink_api::{Metadata, Resource};
+use meshlink_api::{Kind, Metadata, Resource};
+
+use super::policies::ViewPolicy;
+use super::protocol::ProtocolIndex;
 
 /// What the translator sees of one mesh; the control plane fills it from
 /// the store and the hub patches it from the change feed. Order of the
@@ -29,6 +34,10 @@ pub struct MeshView {
     /// service → endpoint → number of inbounds that contribute it (two
     /// dataplanes may share an address and port).
     endpoints: HashMap<String, BTreeMap<(String, u16), usize>>,
+    /// service → protocols its inbounds declare.
+    protocols: ProtocolIndex,
+    /// MeshHTTPRoutes, MeshTimeouts and MeshRetries.
+    policies: Vec<ViewPolicy>,
     /// The multi-site network as a mesh outbound reaches it: routing key →
     /// the `(address, port)` of this site's router Listeners for the key.
     network: std::sync::Arc<NetworkListeners>,
@@ -132,6 +141,8 @@ impl MeshView {
             mesh_services: BTreeMap::new(),
             by_name: HashMap::with_capacity(dataplanes.len()),
             endpoints: HashMap::new(),
+            protocols: ProtocolIndex::default(),
+            policies: Vec::new(),
             network: Default::default(),
             ingress: None,
         };
@@ -148,6 +159,58 @@ impl MeshView {
             .filter(|r| r.spec.as_mesh_traffic_permission().is_some())
             .collect();
         self
+    }
+
+    /// The same view with its L7 policies (MeshHTTPRoute, MeshTimeout,
+    /// MeshRetry) replaced; resources of other kinds are ignored.
+    pub fn with_policies(mut self, policies: Vec<Resource>) -> Self {
+        self.policies = policies.into_iter().filter_map(ViewPolicy::of).collect();
+        self
+    }
+
+    /// The L7 policy of `kind` named `name`.
+    pub fn policy(&self, kind: Kind, name: &str) -> Option<&Resource> {
+        self.policies
+            .iter()
+            .map(|p| &p.resource)
+            .find(|r| r.kind() == kind && r.name() == name)
+    }
+
+    /// Adds or replaces an L7 policy (ignored unless the view keeps its
+    /// kind); returns the previous one.
+    pub fn upsert_policy(&mut self, r: Resource) -> Option<Resource> {
+        let p = ViewPolicy::of(r)?;
+        let (kind, name) = (p.resource.kind(), p.resource.name().to_owned());
+        match self
+            .policies
+            .iter()
+            .position(|q| q.resource.kind() == kind && q.resource.name() == name)
+        {
+            Some(i) => Some(std::mem::replace(&mut self.policies[i], p).resource),
+            None => {
+                self.policies.push(p);
+                None
+            }
+        }
+    }
+
+    /// Removes the L7 policy of `kind` named `name`; returns it.
+    pub fn remove_policy(&mut self, kind: Kind, name: &str) -> Option<Resource> {
+        let i = self
+            .policies
+            .iter()
+            .position(|q| q.resource.kind() == kind && q.resource.name() == name)?;
+        Some(self.policies.swap_remove(i).resource)
+    }
+
+    /// The L7 policies, in no particular order.
+    pub(crate) fn policies(&self) -> &[ViewPolicy] {
+        &self.policies
+    }
+
+    /// The protocols each service's inbounds declare.
+    pub(crate) fn protocol_index(&self) -> &ProtocolIndex {
+        &self.protocols
     }
 
     /// The same view with its MeshServices replaced (resources of other
@@ -309,10 +372,12 @@ impl MeshView {
     pub fn upsert_dataplane(&mut self, r: Resource) -> Option<Resource> {
         let r = ViewDataplane::of(r)?;
         self.add_endpoints(&r.spec);
+        self.protocols.add(&r.spec);
         match self.by_name.get(r.name()) {
             Some(&i) => {
                 let old = std::mem::replace(&mut self.dataplanes[i], r);
                 self.remove_endpoints(&endpoint_contributions(&old.spec));
+                self.protocols.remove(&old.spec);
                 Some(old.into_resource())
             }
             None => {
@@ -332,6 +397,7 @@ impl MeshView {
             self.by_name.insert(moved.name().to_owned(), i);
         }
         self.remove_endpoints(&endpoint_contributions(&old.spec));
+        self.protocols.remove(&old.spec);
         Some(old.into_resource())
     }
 

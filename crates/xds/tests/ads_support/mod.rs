@@ -72,8 +72,10 @@ impl MemorySource {
             view.upsert_dataplane(r);
         } else if r.spec.as_mesh_service().is_some() {
             view.upsert_mesh_service(r);
-        } else {
+        } else if r.spec.as_mesh_traffic_permission().is_some() {
             view.upsert_permission(r);
+        } else {
+            view.upsert_policy(r);
         }
     }
 
