@@ -19,7 +19,7 @@ use prost::Message as _;
 use serde_json::json;
 
 use super::*;
-use crate::xds::apply::{CLUSTER, ENDPOINTS, LISTENER, SECRET};
+use crate::xds::apply::{CLUSTER, ENDPOINTS, LISTENER, ROUTE, SECRET};
 
 fn resource(v: serde_json::Value) -> Resource {
     Resource::from_json(v).expect("valid fixture")
@@ -32,7 +32,51 @@ fn ca_pem() -> String {
     p.self_signed(&key).unwrap().pem()
 }
 
-fn view(mtls: bool) -> MeshView {
+/// Kuma L7 policies as users write them: a header match with a 90/10
+/// split, path rewrites, header changes, a mirror, a redirect, retries
+/// (HTTP and gRPC blocks) and timeouts.
+fn l7_policies() -> Vec<Resource> {
+    let policy = |kind: &str, name: &str, spec: serde_json::Value| {
+        resource(json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": kind,
+            "metadata": {"name": name, "mesh": "default"}, "spec": spec}))
+    };
+    vec![
+        policy(
+            "MeshHTTPRoute",
+            "canary",
+            json!({"targetRef": {"kind": "Mesh"},
+                "to": [{"targetRef": {"kind": "MeshService", "name": "backend"}, "rules": [
+                    {"matches": [{"headers": [{"name": "x-canary", "value": "1"}]}],
+                     "default": {"backendRefs": [{"kind": "MeshService", "name": "backend", "weight": 90},
+                                                 {"kind": "MeshService", "name": "web", "weight": 10}]}},
+                    {"matches": [{"path": {"type": "PathPrefix", "value": "/v1"}, "method": "GET",
+                                  "queryParams": [{"type": "RegularExpression", "name": "q", "value": "^a.*"}]}],
+                     "default": {"filters": [
+                        {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}},
+                        {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-a", "value": "1"}], "remove": ["x-b"]}},
+                        {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-c", "value": "2"}]}},
+                        {"type": "RequestMirror", "requestMirror": {"percentage": 5, "backendRef": {"kind": "MeshService", "name": "web"}}}]}},
+                    {"matches": [{"path": {"type": "Exact", "value": "/old"}}],
+                     "default": {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}}]}]}),
+        ),
+        policy(
+            "MeshRetry",
+            "retries",
+            json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {
+                "http": {"numRetries": 3, "perTryTimeout": "1s", "backOff": {"baseInterval": "10ms", "maxInterval": "100ms"},
+                         "retryOn": ["5xx", "503", "HttpMethodGet"]},
+                "grpc": {"numRetries": 2, "retryOn": ["Unavailable", "Canceled"]}}}]}),
+        ),
+        policy(
+            "MeshTimeout",
+            "timeouts",
+            json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {
+                "idleTimeout": "20m", "http": {"requestTimeout": "2s", "streamIdleTimeout": "1m", "maxStreamDuration": "10m"}}}]}),
+        ),
+    ]
+}
+
+fn view_of(mtls: bool, protocol: &str) -> MeshView {
     let mut spec = json!({"trustDomain": "example.org"});
     if mtls {
         spec["mtls"] =
@@ -42,7 +86,7 @@ fn view(mtls: bool) -> MeshView {
         json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh", "metadata": {"name": "default"}, "spec": spec}),
     );
     let dp = |name: &str, addr: &str, svc: &str, out: Option<&str>| {
-        let mut networking = json!({"address": addr, "inbound": [{"port": 10001, "servicePort": 8080, "tags": {"kuma.io/service": svc}}]});
+        let mut networking = json!({"address": addr, "inbound": [{"port": 10001, "servicePort": 8080, "tags": {"kuma.io/service": svc, "kuma.io/protocol": protocol}}]});
         if let Some(o) = out {
             networking["outbound"] = json!([{"port": 9001, "tags": {"kuma.io/service": o}}]);
         }
@@ -62,9 +106,19 @@ fn view(mtls: bool) -> MeshView {
         ],
         vec![mtp],
     )
+    .with_policies(if protocol == "tcp" { Vec::new() } else { l7_policies() })
 }
 
 fn snapshot(name: &str, client: ClientKind, mtls: bool) -> meshlink_xds::translate::Snapshot {
+    snapshot_of(name, client, mtls, "tcp")
+}
+
+fn snapshot_of(
+    name: &str,
+    client: ClientKind,
+    mtls: bool,
+    protocol: &str,
+) -> meshlink_xds::translate::Snapshot {
     let proxy = ProxyContext {
         mesh: "default".into(),
         name: name.into(),
@@ -74,7 +128,45 @@ fn snapshot(name: &str, client: ClientKind, mtls: bool) -> meshlink_xds::transla
             trust_bundle_pem: Some(ca_pem()),
         },
     };
-    translate(&proxy, &view(mtls))
+    translate(&proxy, &view_of(mtls, protocol))
+}
+
+#[test]
+fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_policies() {
+    for protocol in ["http", "http2", "grpc"] {
+        for mtls in [true, false] {
+            for name in ["web-1", "backend-1"] {
+                let snap = snapshot_of(name, ClientKind::MeshlinkProxy, mtls, protocol);
+                let mut http_listeners = 0;
+                for (name, r) in snap.resources(LISTENER) {
+                    let l = listener(&r.resource)
+                        .unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
+                    if let ListenerProtocol::Http(http) = &l.protocol {
+                        http_listeners += 1;
+                        assert!(
+                            snap.get(ROUTE, &http.route_config).is_some(),
+                            "{name}: its RouteConfiguration is sent"
+                        );
+                        assert_eq!(l.rbac_per_request, mtls && l.direction == Direction::Inbound);
+                    }
+                }
+                assert!(http_listeners > 0, "{protocol}: {name} has HTTP listeners");
+                for (name, r) in snap.resources(ROUTE) {
+                    let rc = route_configuration(&r.resource)
+                        .unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
+                    assert!(!rc.virtual_hosts.is_empty(), "{name}");
+                }
+                for (name, r) in snap.resources(CLUSTER) {
+                    let c = cluster(&r.resource)
+                        .unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
+                    if c.discovery == Discovery::Eds && mtls {
+                        assert!(c.http2, "{name}: sidecars speak HTTP/2 to each other");
+                        assert_eq!(c.tls.expect("upstream TLS").alpn, ["h2"]);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[test]
