@@ -106,7 +106,11 @@ fn view_of(mtls: bool, protocol: &str) -> MeshView {
         ],
         vec![mtp],
     )
-    .with_policies(if protocol == "tcp" { Vec::new() } else { l7_policies() })
+    .with_policies(if protocol == "tcp" {
+        Vec::new()
+    } else {
+        l7_policies()
+    })
 }
 
 fn snapshot(name: &str, client: ClientKind, mtls: bool) -> meshlink_xds::translate::Snapshot {
@@ -139,15 +143,18 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                 let snap = snapshot_of(name, ClientKind::MeshlinkProxy, mtls, protocol);
                 let mut http_listeners = 0;
                 for (name, r) in snap.resources(LISTENER) {
-                    let l = listener(&r.resource)
-                        .unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
+                    let l =
+                        listener(&r.resource).unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
                     if let ListenerProtocol::Http(http) = &l.protocol {
                         http_listeners += 1;
                         assert!(
                             snap.get(ROUTE, &http.route_config).is_some(),
                             "{name}: its RouteConfiguration is sent"
                         );
-                        assert_eq!(l.rbac_per_request, mtls && l.direction == Direction::Inbound);
+                        assert_eq!(
+                            l.rbac_per_request,
+                            mtls && l.direction == Direction::Inbound
+                        );
                     }
                 }
                 assert!(http_listeners > 0, "{protocol}: {name} has HTTP listeners");
@@ -157,8 +164,8 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                     assert!(!rc.virtual_hosts.is_empty(), "{name}");
                 }
                 for (name, r) in snap.resources(CLUSTER) {
-                    let c = cluster(&r.resource)
-                        .unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
+                    let c =
+                        cluster(&r.resource).unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
                     if c.discovery == Discovery::Eds && mtls {
                         assert!(c.http2, "{name}: sidecars speak HTTP/2 to each other");
                         assert_eq!(c.tls.expect("upstream TLS").alpn, ["h2"]);
