@@ -137,26 +137,10 @@ start APP "$BIN/http-load" serve --addr "127.0.0.1:$APP_PORT"
 wait_for "the app on :$APP_PORT" 10 port_open "$APP_PORT"
 
 # === haproxy pair ===
-make_certs() {
-    local d="$WORK/certs"
-    mkdir -p "$d"
-    (
-        cd "$d"
-        openssl ecparam -name prime256v1 -genkey -noout -out ca.key
-        openssl req -x509 -new -key ca.key -sha256 -days 2 -subj "/CN=bench CA" -out ca.pem
-        for side in a b; do
-            openssl ecparam -name prime256v1 -genkey -noout -out "$side.key"
-            openssl req -new -key "$side.key" -subj "/CN=$side.bench.local" -out "$side.csr"
-            local ext="subjectAltName=DNS:$side.bench.local"
-            [[ $side == a ]] && ext+=$'\nextendedKeyUsage=clientAuth' || ext+=$'\nextendedKeyUsage=serverAuth'
-            openssl x509 -req -in "$side.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -sha256 \
-                -extfile <(printf '%s\n' "$ext") -out "$side.crt" 2>/dev/null
-            cat "$side.crt" "$side.key" >"$side.pem"
-        done
-    )
-}
+# shellcheck source=bench/lib/certs.sh
+source bench/lib/certs.sh
 setup_haproxy() {
-    make_certs
+    make_certs "$WORK/certs"
     export BENCH_CERTS="$WORK/certs" BENCH_HAPROXY_A_PORT=$HA_A_PORT BENCH_HAPROXY_B_PORT=$HA_B_PORT BENCH_APP_PORT=$APP_PORT
     haproxy -c -q -f bench/haproxy/a.cfg
     haproxy -c -q -f bench/haproxy/b.cfg

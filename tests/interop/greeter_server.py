@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """A real gRPC server for the interop tests: answers one unary method with its own id.
 
-Method: /meshlink.interop.Greeter/SayHello. Requests and responses are JSON
-(bytes on the wire), so no protoc code generation is needed:
-request {"name": "..."} -> response {"server": "<--id>", "greeting": "hello ..."}.
+Methods (requests and responses are JSON, bytes on the wire, so no protoc code
+generation is needed):
+- /meshlink.interop.Greeter/SayHello (unary): request {"name": "...",
+  "delay_ms": optional} -> response {"server": "<--id>", "greeting": "hello ..."},
+  after delay_ms milliseconds;
+- /meshlink.interop.Greeter/Count (server streaming): request {"n": N} -> N
+  responses {"server": "<--id>", "i": 0..N-1}.
 
 Once it listens, prints one JSON line to stdout and flushes it:
   {"event": "listening", "server": "<id>", "port": <port>}
@@ -17,6 +21,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -35,14 +40,24 @@ def decode(data):
 
 def handler_for(server_id):
     def say_hello(request, _context):
+        delay = request.get("delay_ms", 0)
+        if delay:
+            time.sleep(delay / 1000)
         return {"server": server_id, "greeting": f"hello {request.get('name', 'world')}"}
+
+    def count(request, _context):
+        for i in range(int(request.get("n", 0))):
+            yield {"server": server_id, "i": i}
 
     return grpc.method_handlers_generic_handler(
         SERVICE,
         {
             METHOD: grpc.unary_unary_rpc_method_handler(
                 say_hello, request_deserializer=decode, response_serializer=encode
-            )
+            ),
+            "Count": grpc.unary_stream_rpc_method_handler(
+                count, request_deserializer=decode, response_serializer=encode
+            ),
         },
     )
 

@@ -12,6 +12,7 @@ pub mod certify;
 mod cli;
 mod cp;
 pub mod http_backend;
+pub mod interop;
 pub mod netns;
 pub mod ports;
 mod postgres;

@@ -11,10 +11,11 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use meshlink_e2e::interop::{Greeter, Killed, interop_python, script};
 use meshlink_e2e::{ControlPlane, StoreKind, eventually, free_port};
 use serde_json::{Value, json};
 
@@ -318,33 +319,6 @@ fn count_servers(outcomes: &[Result<String, String>]) -> BTreeMap<String, usize>
     m
 }
 
-/// The venv python with grpcio; panics with the fix when it is missing.
-fn interop_python() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = std::env::var_os("MESHLINK_INTEROP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("tests/interop/.venv/bin/python"));
-    let fix = "create it from the workspace root with `scripts/setup-test-deps` \
-               (scripts/test runs it), or set MESHLINK_INTEROP_PYTHON to a python that has grpcio";
-    assert!(
-        python.exists(),
-        "interop python {} not found: {fix}",
-        python.display()
-    );
-    let ok = Command::new(&python)
-        .args(["-c", "import grpc"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "{} cannot `import grpc`: {fix}", python.display());
-    python
-}
-
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../interop")
-        .join(name)
-}
-
 /// Prints what helps debug a failure: the cp log and the client's xDS trace.
 struct Report<'a> {
     cp: &'a ControlPlane,
@@ -375,48 +349,6 @@ impl Drop for Report<'_> {
 fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// A child process killed (and reaped) on drop.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `greeter_server.py`: a real gRPC server answering with its id.
-struct Greeter {
-    port: u16,
-    _stdin: ChildStdin,
-    _child: Killed,
-}
-
-impl Greeter {
-    fn start(python: &Path, id: &str) -> Greeter {
-        let mut child = Command::new(python)
-            .arg(script("greeter_server.py"))
-            .args(["--id", id, "--exit-on-stdin-eof"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn greeter_server.py");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read greeter_server.py stdout");
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("greeter_server.py {id} did not start ({e}): {line:?}"));
-        let port = v["port"].as_u64().expect("port in the listening line") as u16;
-        Greeter {
-            port,
-            _stdin: stdin,
-            _child: Killed(child),
-        }
-    }
 }
 
 /// `xds_client.py --stdin`: makes as many calls as asked, one JSON line each.

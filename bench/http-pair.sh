@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# Issue 34's HTTP benchmark: four variants side by side in one run, all on
+# loopback, the app being `http-load serve` (HTTP/1.1 keep-alive, 1 KiB body):
+#   direct         client -> app (the physical limit)
+#   haproxy-http   client -> haproxy A (mode http) -> mTLS, HTTP/2 (ALPN h2,
+#                  http-reuse always) -> haproxy B (mode http) -> app
+#   meshlink-tcp   client -> meshlink-proxy A -> mTLS -> meshlink-proxy B -> app,
+#                  the service on `tcp` (bytes copied)
+#   meshlink-http  the same pair, the service on `kuma.io/protocol: http`
+#                  (routed per request; HTTP/2 over mTLS between the sidecars)
+# One meshlink-cp configures both meshlink variants (one client sidecar with
+# two outbounds, one server sidecar per variant). Rounds interleave the
+# variants. Figures per round and variant:
+#   - wrk -t2 -c16 (HTTP/1.1 keep-alive) requests/s, and the two proxies' CPU
+#     per request over that run (utime+stime from /proc/PID/stat);
+#   - latency p50/p99 at a fixed RATE (default 1,000 req/s) over 10
+#     keep-alive connections (`http-load latency`: open loop);
+#   - h2load -c 10 -m 10 requests/s (HTTP/2 cleartext from the client; only
+#     the HTTP variants: the app and a byte-copying pair speak HTTP/1.1);
+#   - each proxy's RSS idle, after set-up.
+# Prints the medians over ROUNDS in a markdown table with ratios, and the load
+# average at start and end. No figure is checked against a threshold.
+#
+#   bench/http-pair.sh
+#
+# Environment: ROUNDS (3), WRK_DURATION (10s), LAT_DURATION (10s), RATE (1000),
+# H2_REQUESTS (100000), PORT_BASE (28830; 14 ports from it), HTTP_PAIR_KEEP=1
+# (keep the work dir). Needs haproxy, wrk, h2load (nghttp2-client), jq and
+# openssl; installs the missing ones with apt-get.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS="${ROUNDS:-3}"
+WRK_DURATION="${WRK_DURATION:-10s}"
+LAT_DURATION="${LAT_DURATION:-10s}"
+RATE="${RATE:-1000}"
+H2_REQUESTS="${H2_REQUESTS:-100000}"
+VARIANTS=(direct haproxy-http meshlink-tcp meshlink-http)
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
+
+missing=()
+for tool in haproxy wrk h2load jq openssl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [[ ${#missing[@]} -gt 0 ]]; then
+    pkgs=("${missing[@]/h2load/nghttp2-client}")
+    echo "installing ${pkgs[*]} with apt-get" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+cargo build --release -q --bins -p meshlink-bench -p meshlink-cp -p meshlink -p meshlink-proxy
+BIN="$CARGO_TARGET_DIR/release"
+# shellcheck source=bench/lib/cp.sh
+source bench/lib/cp.sh
+# shellcheck source=bench/lib/certs.sh
+source bench/lib/certs.sh
+
+# Fixed ports below the ephemeral range.
+PORT_BASE="${PORT_BASE:-28830}"
+APP_PORT=$PORT_BASE
+HA_A_PORT=$((PORT_BASE + 1))
+HA_B_PORT=$((PORT_BASE + 2))
+TCP_OUT=$((PORT_BASE + 3))  # client sidecar's outbound to server-tcp
+HTTP_OUT=$((PORT_BASE + 4)) # client sidecar's outbound to server-http
+TCP_IN=$((PORT_BASE + 5))   # server-tcp sidecar's inbound
+HTTP_IN=$((PORT_BASE + 6))  # server-http sidecar's inbound
+CLIENT_IN=$((PORT_BASE + 7))
+API_PORT=$((PORT_BASE + 8))
+XDS_PORT=$((PORT_BASE + 9))
+ADMIN_A=127.0.0.1:$((PORT_BASE + 10))
+ADMIN_BT=127.0.0.1:$((PORT_BASE + 11))
+ADMIN_BH=127.0.0.1:$((PORT_BASE + 12))
+
+WORK="$(mktemp -d /tmp/http-pair.XXXXXX)"
+PIDS=()
+cleanup() {
+    local status=$?
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if [[ "${HTTP_PAIR_KEEP:-0}" == 1 || $status -ne 0 ]]; then
+        echo "work dir kept: $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD...: CMD in the background, output in $WORK/NAME.log, NAME_PID set.
+start() {
+    local name="$1"
+    shift
+    "$@" >"$WORK/$name.log" 2>&1 &
+    PIDS+=($!)
+    printf -v "${name}_PID" '%s' $!
+}
+# until_ok WHAT SECONDS CMD...: polls CMD every 0.1 s until it succeeds.
+until_ok() {
+    local what="$1" secs="$2"
+    shift 2
+    local deadline=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || { echo "timed out after ${secs}s waiting for $what" >&2; return 1; }
+        sleep 0.1
+    done
+}
+cpu_ms() { echo $(($(cpu_ticks "$1") * 1000 / $(getconf CLK_TCK))); }
+
+echo "# meshlink HTTP benchmark: $(nproc) cores, $(date -u +%FT%TZ), rounds $ROUNDS"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+start APP "$BIN/http-load" serve --addr "127.0.0.1:$APP_PORT" --body-bytes 1024
+until_ok "the app" 10 curl -fs "http://127.0.0.1:$APP_PORT/"
+
+# === haproxy, mode http ===
+make_certs "$WORK/certs"
+export BENCH_CERTS="$WORK/certs" BENCH_HAPROXY_HTTP_A_PORT=$HA_A_PORT BENCH_HAPROXY_HTTP_B_PORT=$HA_B_PORT BENCH_APP_PORT=$APP_PORT
+haproxy -c -q -f bench/haproxy/a-http.cfg
+haproxy -c -q -f bench/haproxy/b-http.cfg
+start HA_B haproxy -db -f bench/haproxy/b-http.cfg
+start HA_A haproxy -db -f bench/haproxy/a-http.cfg
+until_ok "a request through the haproxy pair" 10 curl -fs "http://127.0.0.1:$HA_A_PORT/"
+
+# === meshlink: one control plane, both pairs ===
+start_cp "$WORK/cp-data" "$WORK/CP.log"
+PIDS+=("$CP_PID")
+cat >"$WORK/mesh.yaml" <<EOF
+apiVersion: meshlink.dev/v1alpha1
+kind: Mesh
+metadata: {name: bench}
+spec:
+  mtls:
+    enabledBackend: ca-1
+    backends: [{name: ca-1, type: builtin}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: client-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $CLIENT_IN, servicePort: $((CLIENT_IN + 100)), tags: {kuma.io/service: client}}]
+    outbound:
+      - {port: $TCP_OUT, tags: {kuma.io/service: server-tcp}}
+      - {port: $HTTP_OUT, tags: {kuma.io/service: server-http}}
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: server-tcp-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $TCP_IN, servicePort: $APP_PORT, tags: {kuma.io/service: server-tcp}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: server-http-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $HTTP_IN, servicePort: $APP_PORT, tags: {kuma.io/service: server-http, kuma.io/protocol: http}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: MeshTrafficPermission
+metadata: {name: client-to-servers, mesh: bench}
+spec:
+  targetRef: {kind: Mesh}
+  from: [{targetRef: {kind: MeshService, name: client}, default: {action: Allow}}]
+EOF
+cli=("$BIN/meshlink" --server "http://127.0.0.1:$API_PORT" --token "$(cat "$WORK/cp-data/admin-token")")
+"${cli[@]}" apply -f "$WORK/mesh.yaml" >"$WORK/apply.log"
+common=(run --mode sidecar --cp "https://127.0.0.1:$XDS_PORT" --cp-ca "$WORK/cp-data/cp-tls/ca.pem" --mesh bench)
+for p in "A client-1 $ADMIN_A" "BT server-tcp-1 $ADMIN_BT" "BH server-http-1 $ADMIN_BH"; do
+    read -r var name admin <<<"$p"
+    "${cli[@]}" token dataplane --mesh bench --name "$name" >"$WORK/$name.token"
+    RUST_LOG="${RUST_LOG:-warn}" start "ML_$var" "$BIN/meshlink-proxy" "${common[@]}" --name "$name" \
+        --token-file "$WORK/$name.token" --admin-addr "$admin"
+done
+for admin in "$ADMIN_A" "$ADMIN_BT" "$ADMIN_BH"; do
+    until_ok "meshlink-proxy $admin /ready" 60 curl -fs "http://$admin/ready"
+done
+until_ok "a request through the meshlink tcp pair" 30 curl -fs "http://127.0.0.1:$TCP_OUT/"
+until_ok "a request through the meshlink http pair" 30 curl -fs "http://127.0.0.1:$HTTP_OUT/"
+
+target_of() {
+    case "$1" in
+    direct) echo "127.0.0.1:$APP_PORT" ;;
+    haproxy-http) echo "127.0.0.1:$HA_A_PORT" ;;
+    meshlink-tcp) echo "127.0.0.1:$TCP_OUT" ;;
+    meshlink-http) echo "127.0.0.1:$HTTP_OUT" ;;
+    esac
+}
+# shellcheck disable=SC2153 # set by start()
+pids_of() {
+    case "$1" in
+    haproxy-http) echo "$HA_A_PID $HA_B_PID" ;;
+    meshlink-tcp) echo "$ML_A_PID $ML_BT_PID" ;;
+    meshlink-http) echo "$ML_A_PID $ML_BH_PID" ;;
+    esac
+}
+proxy_cpu() {
+    local total=0 pid
+    for pid in $(pids_of "$1"); do total=$((total + $(cpu_ms "$pid"))); done
+    echo "$total"
+}
+
+RESULTS="$WORK/results.tsv" # variant, figure, value
+for v in haproxy-http meshlink-tcp meshlink-http; do
+    read -r a b <<<"$(pids_of "$v")"
+    printf '%s\trss_idle_a_kib\t%s\n%s\trss_idle_b_kib\t%s\n' "$v" "$(rss_kb "$a")" "$v" "$(rss_kb "$b")" >>"$RESULTS"
+done
+for r in $(seq 1 "$ROUNDS"); do
+    for v in "${VARIANTS[@]}"; do
+        target=$(target_of "$v")
+        echo "round $r/$ROUNDS: $v" >&2
+        cpu0=$(proxy_cpu "$v")
+        wrk -t2 -c16 -d "$WRK_DURATION" "http://$target/" >"$WORK/wrk.txt"
+        rps=$(awk '/^Requests\/sec:/ {print $2}' "$WORK/wrk.txt")
+        reqs=$(awk '/requests in/ {print $1}' "$WORK/wrk.txt")
+        errors=$(awk '/Non-2xx|Socket errors/ {print}' "$WORK/wrk.txt")
+        [[ -n "$errors" ]] && echo "# $v round $r wrk: $errors"
+        printf '%s\twrk_rps\t%s\n' "$v" "$rps" >>"$RESULTS"
+        if [[ $v != direct ]]; then
+            printf '%s\tcpu_us_per_req\t%s\n' "$v" "$((($(proxy_cpu "$v") - cpu0) * 1000 / reqs))" >>"$RESULTS"
+        fi
+        "$BIN/http-load" latency --target "$target" --rate "$RATE" --duration "$LAT_DURATION" >"$WORK/lat.json"
+        printf '%s\tp50_us\t%s\n%s\tp99_us\t%s\n' "$v" "$(jq .lat_p50_us "$WORK/lat.json")" \
+            "$v" "$(jq .lat_p99_us "$WORK/lat.json")" >>"$RESULTS"
+        if [[ $v == *-http ]]; then
+            h2load -c 10 -m 10 -n "$H2_REQUESTS" "http://$target/" >"$WORK/h2.txt"
+            printf '%s\th2_rps\t%s\n' "$v" "$(awk '/^finished in/ {gsub(",", ""); print $4}' "$WORK/h2.txt")" >>"$RESULTS"
+            grep -E '^requests:' "$WORK/h2.txt" | sed "s/^/# $v round $r h2load /"
+        fi
+    done
+done
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Medians per variant and figure, and the ratios the issue asks for.
+median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+fig() { awk -F'\t' -v v="$1" -v f="$2" '$1 == v && $2 == f {print $3}' "$RESULTS" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+echo
+echo "| figure | direct | haproxy-http | meshlink-tcp | meshlink-http | meshlink-http / haproxy-http |"
+echo "|---|---|---|---|---|---|"
+for f in wrk_rps cpu_us_per_req p50_us p99_us h2_rps rss_idle_a_kib rss_idle_b_kib; do
+    d=$(fig direct "$f") h=$(fig haproxy-http "$f") t=$(fig meshlink-tcp "$f") m=$(fig meshlink-http "$f")
+    echo "| $f | $d | $h | $t | $m | $(ratio "$m" "$h") |"
+done
+echo
+echo "# http mode against tcp mode on the same pair: added p50 $(awk -v a="$(fig meshlink-http p50_us)" -v b="$(fig meshlink-tcp p50_us)" 'BEGIN {printf "%+.1f", a - b}') us"
+echo "# raw figures (variant, figure, value)"
+cat "$RESULTS"
