@@ -362,8 +362,10 @@ fn a_destination_whose_inbounds_disagree_stays_tcp() {
     );
 }
 
-#[test]
-fn a_meshservice_port_with_app_protocol_http_gets_the_http_shape() {
+/// web-1 calling MeshService `api` (port 80, `appProtocol: http`) whose
+/// one backend's inbound says `kuma.io/protocol: api_protocol` (none when
+/// `None`).
+fn meshservice_view(api_protocol: Option<&str>) -> MeshView {
     let client = resource(json!({
         "apiVersion": "meshlink.dev/v1alpha1",
         "kind": "Dataplane",
@@ -374,6 +376,16 @@ fn a_meshservice_port_with_app_protocol_http_gets_the_http_shape() {
             "outbound": [{"port": 10080, "backendRef": {"kind": "MeshService", "name": "api", "port": 80}}],
         }},
     }));
+    let mut tags = json!({"kuma.io/service": "api"});
+    if let Some(p) = api_protocol {
+        tags["kuma.io/protocol"] = p.into();
+    }
+    let backend = resource(json!({
+        "apiVersion": "meshlink.dev/v1alpha1",
+        "kind": "Dataplane",
+        "metadata": {"name": "api-1", "mesh": MESH},
+        "spec": {"networking": {"address": "10.0.0.2", "inbound": [{"port": 8080, "tags": tags}]}},
+    }));
     let api = resource(json!({
         "apiVersion": "meshlink.dev/v1alpha1",
         "kind": "MeshService",
@@ -381,13 +393,12 @@ fn a_meshservice_port_with_app_protocol_http_gets_the_http_shape() {
         "spec": {"selector": {"dataplaneTags": {"kuma.io/service": "api"}},
                  "ports": [{"port": 80, "targetPort": 8080, "appProtocol": "http"}]},
     }));
-    let view = MeshView::new(
-        mesh(true),
-        vec![client, dataplane("api-1", "10.0.0.2", "api", 8080, &[])],
-        Vec::new(),
-    )
-    .with_mesh_services(vec![api]);
-    let snap = web(&view);
+    MeshView::new(mesh(true), vec![client, backend], Vec::new()).with_mesh_services(vec![api])
+}
+
+#[test]
+fn a_meshservice_port_with_app_protocol_http_gets_the_http_shape_when_its_inbounds_say_http() {
+    let snap = web(&meshservice_view(Some("http")));
     let listener = "outbound:127.0.0.1:10080";
     hcm(&snap, listener);
     let routes = routes(&snap, listener);
@@ -397,6 +408,17 @@ fn a_meshservice_port_with_app_protocol_http_gets_the_http_shape() {
     );
     let cluster: Cluster = decode(&snap, CLUSTER_TYPE, "api_msvc_80");
     assert!(!cluster.typed_extension_protocol_options.is_empty());
+
+    // An untagged inbound is served as TCP by its sidecar: the caller
+    // must not send it HTTP/2, whatever the MeshService says.
+    let snap = web(&meshservice_view(None));
+    let l: Listener = decode(&snap, LISTENER_TYPE, listener);
+    let names: Vec<&str> = l.filter_chains[0]
+        .filters
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(names, ["envoy.filters.network.tcp_proxy"]);
 }
 
 #[test]

@@ -68,13 +68,30 @@ pub(crate) fn service(view: &MeshView, service: &str) -> Protocol {
     view.protocol_index().agreed(service)
 }
 
-/// The protocol of port `port` of MeshService `name` (its `appProtocol`);
-/// `tcp` when either does not exist.
+/// The protocol of port `port` of MeshService `name`: its `appProtocol`
+/// when every inbound the port targets says the same with
+/// `kuma.io/protocol`, else TCP. A sidecar speaks HTTP to an inbound only
+/// when that inbound's own sidecar serves HTTP; an untagged inbound is a
+/// TCP listener, and HTTP/2 bytes copied to its app would break.
 pub(crate) fn mesh_service_port(view: &MeshView, name: &str, port: u16) -> Protocol {
-    view.mesh_service(name)
-        .and_then(|ms| ms.port(port))
-        .and_then(|p| p.app_protocol.as_deref())
-        .map_or(Protocol::Tcp, Protocol::parse)
+    let Some(ms) = view.mesh_service(name) else {
+        return Protocol::Tcp;
+    };
+    let Some(p) = ms.port(port) else {
+        return Protocol::Tcp;
+    };
+    let declared = p
+        .app_protocol
+        .as_deref()
+        .map_or(Protocol::Tcp, Protocol::parse);
+    let agree = super::mesh_service::selected_dataplanes(view, ms).all(|(_, dp)| {
+        dp.networking
+            .inbound
+            .iter()
+            .filter(|i| p.targets(i))
+            .all(|i| inbound(&i.tags) == declared)
+    });
+    if agree { declared } else { Protocol::Tcp }
 }
 
 /// `kuma.io/service` → declared protocol → number of inbounds declaring
