@@ -132,26 +132,9 @@ async fn http_connection(
     let Some(tls) = &spec.tls else {
         return crate::http::serve(stream, http, context(None), drain).await;
     };
-    let server = view
-        .servers
-        .get(&tls.server_key())
-        .ok_or_else(|| ProxyError::internal(ErrorKind::NotReady, "no TLS server config yet"))?;
-    let accept = TlsAcceptor::from(server.clone()).accept(stream);
-    let tls_stream = handshake(accept, Direction::Inbound, metrics).await?;
-    let peer_id = tls_stream
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(meshlink_identity::peer_spiffe_id)
-        .map(|id| id.to_string());
-    if !spec.rbac_per_request
-        && let Authorization::Denied(why) = authorize(&spec.rbac, peer_id.as_deref())
-    {
-        metrics.rbac_denied_on(&spec.name);
-        return Err(ProxyError::downstream(
-            ErrorKind::Denied,
-            format!("RBAC denied {peer_id:?}: {why}"),
-        ));
+    let (tls_stream, peer_id) = accept_mtls(stream, spec, tls, view, metrics).await?;
+    if !spec.rbac_per_request {
+        authorize_connection(spec, peer_id.as_deref(), metrics)?;
     }
     crate::http::serve(tls_stream, http, context(peer_id), drain).await
 }
@@ -182,10 +165,28 @@ async fn inbound(
             .inspect_err(|why| app_down(spec, None, why, metrics))?;
         return copy(stream, upstream, Direction::Inbound, metrics).await;
     };
-    let server = view
-        .servers
-        .get(&tls.server_key())
-        .ok_or_else(|| ProxyError::internal(ErrorKind::NotReady, "no TLS server config yet"))?;
+    let (tls_stream, peer_id) = accept_mtls(stream, spec, tls, view, metrics).await?;
+    authorize_connection(spec, peer_id.as_deref(), metrics)?;
+    let upstream = connect(cluster, metrics)
+        .await
+        .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics))?;
+    copy(tls_stream, upstream, Direction::Inbound, metrics).await
+}
+
+/// The server side of an inbound mTLS handshake, and the peer's SPIFFE ID.
+async fn accept_mtls(
+    stream: TcpStream,
+    spec: &ListenerSpec,
+    tls: &crate::model::DownstreamTls,
+    view: &Dataplane,
+    metrics: &ProxyMetrics,
+) -> Result<(tokio_rustls::server::TlsStream<TcpStream>, Option<String>), ProxyError> {
+    let server = view.servers.get(&tls.server_key()).ok_or_else(|| {
+        ProxyError::internal(
+            ErrorKind::NotReady,
+            format!("listener {}: no TLS server config yet", spec.name),
+        )
+    })?;
     let accept = TlsAcceptor::from(server.clone()).accept(stream);
     let tls_stream = handshake(accept, Direction::Inbound, metrics).await?;
     let peer_id = tls_stream
@@ -194,18 +195,24 @@ async fn inbound(
         .peer_certificates()
         .and_then(meshlink_identity::peer_spiffe_id)
         .map(|id| id.to_string());
-    if let Authorization::Denied(why) = authorize(&spec.rbac, peer_id.as_deref()) {
-        metrics.rbac_denied_on(&spec.name);
-        tracing::info!(listener = %spec.name, peer = ?peer_id, "RBAC denied the connection: {why}");
-        return Err(ProxyError::downstream(
-            ErrorKind::Denied,
-            format!("RBAC denied {peer_id:?}: {why}"),
-        ));
-    }
-    let upstream = connect(cluster, metrics)
-        .await
-        .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics))?;
-    copy(tls_stream, upstream, Direction::Inbound, metrics).await
+    Ok((tls_stream, peer_id))
+}
+
+/// RBAC for a whole connection: a denial is counted, logged and ends it.
+fn authorize_connection(
+    spec: &ListenerSpec,
+    peer_id: Option<&str>,
+    metrics: &ProxyMetrics,
+) -> Result<(), ProxyError> {
+    let Authorization::Denied(why) = authorize(&spec.rbac, peer_id) else {
+        return Ok(());
+    };
+    metrics.rbac_denied_on(&spec.name);
+    tracing::info!(listener = %spec.name, peer = ?peer_id, "RBAC denied the connection: {why}");
+    Err(ProxyError::downstream(
+        ErrorKind::Denied,
+        format!("RBAC denied {peer_id:?}: {why}"),
+    ))
 }
 
 /// Logs that the local application refused an inbound connection (the

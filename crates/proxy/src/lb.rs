@@ -132,13 +132,24 @@ impl Balancer {
         self.endpoints.is_empty()
     }
 
-    /// The endpoints in the order a new connection should try them.
-    pub fn attempt_order(&self, now: Instant) -> Vec<Arc<Endpoint>> {
+    /// The endpoint one request should try: [`Balancer::attempt_order`]'s
+    /// first, without building the whole order when it is not ejected.
+    pub fn pick(&self, now: Instant) -> Option<Arc<Endpoint>> {
         let n = self.endpoints.len();
         if n == 0 {
-            return Vec::new();
+            return None;
         }
-        let first = match self.policy {
+        let first = self.first(n);
+        let e = &self.endpoints[first];
+        if !e.is_ejected(now) {
+            return Some(e.clone());
+        }
+        self.attempt_order(now).into_iter().next()
+    }
+
+    /// The index the policy starts at.
+    fn first(&self, n: usize) -> usize {
+        match self.policy {
             LbPolicy::RoundRobin => self.next.fetch_add(1, Relaxed) % n,
             LbPolicy::LeastRequest => {
                 let mut rng = rand::rng();
@@ -149,7 +160,16 @@ impl Balancer {
                     a
                 }
             }
-        };
+        }
+    }
+
+    /// The endpoints in the order a new connection should try them.
+    pub fn attempt_order(&self, now: Instant) -> Vec<Arc<Endpoint>> {
+        let n = self.endpoints.len();
+        if n == 0 {
+            return Vec::new();
+        }
+        let first = self.first(n);
         let rotated = (0..n).map(|i| self.endpoints[(first + i) % n].clone());
         let (healthy, ejected): (Vec<_>, Vec<_>) = rotated.partition(|e| !e.is_ejected(now));
         healthy.into_iter().chain(ejected).collect()

@@ -143,12 +143,7 @@ async fn route_and_send(
 
     if let Some(protocol) = upgrade {
         let pool = cluster.http_pool();
-        let Some(endpoint) = cluster
-            .balancer
-            .attempt_order(Instant::now())
-            .into_iter()
-            .next()
-        else {
+        let Some(endpoint) = cluster.balancer.pick(Instant::now()) else {
             return Err(ProxyError::upstream(
                 ErrorKind::NoEndpoints,
                 format!("cluster {:?} has no endpoints", cluster.spec.name),
@@ -270,7 +265,7 @@ async fn try_once(
     deadline: Option<Instant>,
 ) -> Result<Response<Incoming>, ProxyError> {
     let now = Instant::now();
-    let Some(endpoint) = cluster.balancer.attempt_order(now).into_iter().next() else {
+    let Some(endpoint) = cluster.balancer.pick(now) else {
         return Err(ProxyError::upstream(
             ErrorKind::NoEndpoints,
             format!("cluster {:?} has no endpoints", cluster.spec.name),
@@ -333,18 +328,7 @@ pub(super) fn upstream_request(
     http2: bool,
     body: ReplayBody,
 ) -> Result<Request<ReplayBody>, ProxyError> {
-    let authority = parts
-        .uri
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
-            parts
-                .headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| "localhost".to_owned());
+    let authority = headers::authority(parts).unwrap_or("localhost").to_owned();
     let path = parts
         .uri
         .path_and_query()

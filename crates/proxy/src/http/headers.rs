@@ -45,6 +45,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// The request's authority: the URI's (HTTP/2 `:authority`, or an
+/// absolute-form HTTP/1.1 target), else the `Host` header.
+pub fn authority(parts: &http::request::Parts) -> Option<&str> {
+    parts
+        .uri
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| parts.headers.get(http::header::HOST)?.to_str().ok())
+}
+
 /// Appends `peer` to `x-forwarded-for`.
 pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     let value = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
@@ -59,7 +69,11 @@ pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
 /// Sets `x-request-id` to a new random UUID when the request has none.
 pub fn ensure_request_id(headers: &mut HeaderMap) {
     if !headers.contains_key(&X_REQUEST_ID) {
-        let id = uuid::Uuid::new_v4().to_string();
+        // A v4 UUID from the thread's RNG (uuid's own new_v4 asks the
+        // kernel for entropy on every call: a syscall per request).
+        let id = uuid::Builder::from_random_bytes(rand::random())
+            .into_uuid()
+            .to_string();
         headers.insert(
             X_REQUEST_ID,
             HeaderValue::from_str(&id).expect("a UUID is a header value"),

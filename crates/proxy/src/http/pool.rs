@@ -245,11 +245,11 @@ impl Pool {
         };
         let _ = tcp.set_nodelay(true);
         let Some((config, name)) = tls else {
-            return Ok(TokioIo::new(Conn::Plain(tcp)));
+            return Ok(TokioIo::new(Conn::Left(tcp)));
         };
         let connect = TlsConnector::from(config.clone()).connect(name.clone(), tcp);
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
-            Ok(Ok(tls)) => Ok(TokioIo::new(Conn::Tls(Box::new(tls)))),
+            Ok(Ok(tls)) => Ok(TokioIo::new(Conn::Right(Box::new(tls)))),
             Ok(Err(e)) => Err(ProxyError::handshake(Side::Upstream, &e)),
             Err(_) => Err(ProxyError::upstream(
                 ErrorKind::HandshakeTimeout,
@@ -259,74 +259,7 @@ impl Pool {
     }
 }
 
-/// An upstream connection, plain or TLS.
-pub enum Conn {
-    /// Plain TCP (the local application).
-    Plain(TcpStream),
-    /// mTLS (another sidecar).
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl tokio::io::AsyncRead for Conn {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for Conn {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_write_vectored(cx, bufs),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Conn::Plain(s) => s.is_write_vectored(),
-            Conn::Tls(s) => s.is_write_vectored(),
-        }
-    }
-}
+/// An upstream connection: plain TCP (the local application) or mTLS
+/// (another sidecar).
+pub type Conn =
+    tokio_util::either::Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;

@@ -9,21 +9,10 @@ use crate::model::route::{PathMatch, Redirect, RouteSpec};
 
 /// The redirect answer to the request in `parts`.
 pub fn answer(r: &Redirect, route: &RouteSpec, parts: &Parts) -> Response<ResponseBody> {
-    let authority = parts
-        .uri
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
-            parts
-                .headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
+    let authority = super::headers::authority(parts).unwrap_or_default();
     let (req_host, req_port) = match authority.rsplit_once(':') {
         Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => (h.to_owned(), Some(p.to_owned())),
-        _ => (authority.clone(), None),
+        _ => (authority.to_owned(), None),
     };
     let scheme = r.scheme.clone().unwrap_or_else(|| "http".to_owned());
     let host = r.host.clone().unwrap_or(req_host);

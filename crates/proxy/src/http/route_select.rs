@@ -18,12 +18,7 @@ use crate::model::route::{
 
 /// The route for `request`, if any matches.
 pub fn select<'a>(config: &'a RouteConfigSpec, request: &Parts) -> Option<&'a RouteSpec> {
-    let authority = request
-        .uri
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| request.headers.get(http::header::HOST)?.to_str().ok())
-        .unwrap_or_default();
+    let authority = super::headers::authority(request).unwrap_or_default();
     let host = virtual_host(config, authority)?;
     let path = request.uri.path();
     let query = request.uri.query().unwrap_or_default();
