@@ -69,44 +69,19 @@ ADMIN_BH=127.0.0.1:$((PORT_BASE + 12))
 
 WORK="$(mktemp -d /tmp/http-pair.XXXXXX)"
 PIDS=()
-cleanup() {
-    local status=$?
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    if [[ "${HTTP_PAIR_KEEP:-0}" == 1 || $status -ne 0 ]]; then
-        echo "work dir kept: $WORK" >&2
-    else
-        rm -rf "$WORK"
-    fi
-}
-trap cleanup EXIT
+KEEP_WORK="${HTTP_PAIR_KEEP:-0}"
+# shellcheck source=bench/lib/proc.sh
+source bench/lib/proc.sh
+trap cleanup_work EXIT
 trap 'exit 130' INT TERM
 
-# start NAME CMD...: CMD in the background, output in $WORK/NAME.log, NAME_PID set.
-start() {
-    local name="$1"
-    shift
-    "$@" >"$WORK/$name.log" 2>&1 &
-    PIDS+=($!)
-    printf -v "${name}_PID" '%s' $!
-}
-# until_ok WHAT SECONDS CMD...: polls CMD every 0.1 s until it succeeds.
-until_ok() {
-    local what="$1" secs="$2"
-    shift 2
-    local deadline=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        ((SECONDS < deadline)) || { echo "timed out after ${secs}s waiting for $what" >&2; return 1; }
-        sleep 0.1
-    done
-}
 cpu_ms() { echo $(($(cpu_ticks "$1") * 1000 / $(getconf CLK_TCK))); }
 
 echo "# meshlink HTTP benchmark: $(nproc) cores, $(date -u +%FT%TZ), rounds $ROUNDS"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 start APP "$BIN/http-load" serve --addr "127.0.0.1:$APP_PORT" --body-bytes 1024
-until_ok "the app" 10 curl -fs "http://127.0.0.1:$APP_PORT/"
+wait_for "the app" 10 curl -fs "http://127.0.0.1:$APP_PORT/"
 
 # === haproxy, mode http ===
 make_certs "$WORK/certs"
@@ -115,7 +90,7 @@ haproxy -c -q -f bench/haproxy/a-http.cfg
 haproxy -c -q -f bench/haproxy/b-http.cfg
 start HA_B haproxy -db -f bench/haproxy/b-http.cfg
 start HA_A haproxy -db -f bench/haproxy/a-http.cfg
-until_ok "a request through the haproxy pair" 10 curl -fs "http://127.0.0.1:$HA_A_PORT/"
+wait_for "a request through the haproxy pair" 10 curl -fs "http://127.0.0.1:$HA_A_PORT/"
 
 # === meshlink: one control plane, both pairs ===
 start_cp "$WORK/cp-data" "$WORK/CP.log"
@@ -173,10 +148,10 @@ for p in "A client-1 $ADMIN_A" "BT server-tcp-1 $ADMIN_BT" "BH server-http-1 $AD
         --token-file "$WORK/$name.token" --admin-addr "$admin"
 done
 for admin in "$ADMIN_A" "$ADMIN_BT" "$ADMIN_BH"; do
-    until_ok "meshlink-proxy $admin /ready" 60 curl -fs "http://$admin/ready"
+    wait_for "meshlink-proxy $admin /ready" 60 curl -fs "http://$admin/ready"
 done
-until_ok "a request through the meshlink tcp pair" 30 curl -fs "http://127.0.0.1:$TCP_OUT/"
-until_ok "a request through the meshlink http pair" 30 curl -fs "http://127.0.0.1:$HTTP_OUT/"
+wait_for "a request through the meshlink tcp pair" 30 curl -fs "http://127.0.0.1:$TCP_OUT/"
+wait_for "a request through the meshlink http pair" 30 curl -fs "http://127.0.0.1:$HTTP_OUT/"
 
 target_of() {
     case "$1" in

@@ -85,46 +85,12 @@ ulimit -n 65536 2>/dev/null || true
 WORK="$(mktemp -d /tmp/proxy-pair.XXXXXX)"
 RESULTS="$WORK/results.jsonl"
 PIDS=()
-cleanup() {
-    local status=$?
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    if [[ "${PROXY_PAIR_KEEP:-0}" == 1 || $status -ne 0 ]]; then
-        echo "work dir (logs, certificates) kept: $WORK" >&2
-    else
-        rm -rf "$WORK"
-    fi
-}
-trap cleanup EXIT
+KEEP_WORK="${PROXY_PAIR_KEEP:-0}"
+# shellcheck source=bench/lib/proc.sh
+source bench/lib/proc.sh
+trap cleanup_work EXIT
 trap 'exit 130' INT TERM
 
-# start NAME CMD...: runs CMD in the background with its output in
-# $WORK/NAME.log, and sets NAME_PID.
-start() {
-    local name="$1"
-    shift
-    "$@" >"$WORK/$name.log" 2>&1 &
-    PIDS+=($!)
-    printf -v "${name}_PID" '%s' $!
-}
-stop() {
-    local pid="$1"
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-# wait_for WHAT SECONDS CMD...: polls CMD every 0.1 s until it succeeds.
-wait_for() {
-    local what="$1" secs="$2"
-    shift 2
-    local deadline=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        if ((SECONDS >= deadline)); then
-            echo "timed out after ${secs}s waiting for $what" >&2
-            return 1
-        fi
-        sleep 0.1
-    done
-}
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 CLK_TCK=$(getconf CLK_TCK)

@@ -181,26 +181,23 @@ impl Pool {
         &self,
         addr: SocketAddr,
     ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
-        let io = self.dial_with(addr, self.upgrade_tls.as_ref()).await?;
-        let (send, conn) = http1::Builder::new().handshake(io).await.map_err(|e| {
-            ProxyError::upstream(
-                ErrorKind::ConnectFailed,
-                format!("HTTP/1.1 connection to {addr}: {e}"),
-            )
-        })?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(%addr, "upgraded upstream connection ended: {e}");
-            }
-        });
-        Ok(send)
+        self.dial_http1_with(addr, self.upgrade_tls.as_ref()).await
     }
 
     async fn dial_http1(
         &self,
         addr: SocketAddr,
     ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
-        let io = self.dial(addr).await?;
+        self.dial_http1_with(addr, self.dialer.tls.as_ref()).await
+    }
+
+    /// An HTTP/1.1 connection (upgrades allowed) over TCP, then `tls`.
+    async fn dial_http1_with(
+        &self,
+        addr: SocketAddr,
+        tls: Option<&(Arc<ClientConfig>, ServerName<'static>)>,
+    ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
+        let io = self.dial_with(addr, tls).await?;
         let (send, conn) = http1::Builder::new().handshake(io).await.map_err(|e| {
             ProxyError::upstream(
                 ErrorKind::ConnectFailed,
