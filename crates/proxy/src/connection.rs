@@ -127,6 +127,7 @@ async fn http_connection(
             peer,
             peer_id,
             metrics: metrics.clone(),
+            activity: Arc::default(),
         })
     };
     let Some(tls) = &spec.tls else {

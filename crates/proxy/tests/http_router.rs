@@ -199,6 +199,7 @@ async fn proxy(routes: Vec<RouteSpec>, clusters: &[(&str, SocketAddr)]) -> Proxy
                     idle_timeout: None,
                     stream_idle_timeout: None,
                     request_headers_timeout: None,
+                    max_connection_duration: None,
                 }),
             }),
         )]),
@@ -552,4 +553,43 @@ async fn an_http_1_1_upgrade_switches_and_bytes_flow_both_ways() {
         assert_eq!(buf, msg.as_bytes());
         tokio::time::sleep(Duration::from_millis(600)).await;
     }
+}
+
+#[tokio::test]
+async fn a_mirrored_route_sends_a_copy_of_the_request_and_answers_from_its_backend() {
+    let main = backend(Behaviour::new("main")).await;
+    let shadow = Behaviour::new("shadow");
+    let shadow_bodies = shadow.bodies.clone();
+    let shadow_addr = backend(shadow).await;
+    let mut action = forward(&[("main", 1)], None, None);
+    if let RouteAction::Forward(f) = &mut action {
+        f.mirrors.push(meshlink_proxy::model::route::Mirror {
+            cluster: "shadow".into(),
+            per_million: 1_000_000,
+        });
+    }
+    let p = proxy(
+        vec![route(
+            "mirrored",
+            PathMatch::Prefix("/".into()),
+            Vec::new(),
+            action,
+        )],
+        &[("main", main), ("shadow", shadow_addr)],
+    )
+    .await;
+    let mut client = Client::connect(p.addr).await;
+    let body: Vec<u8> = (0..10_000).map(|i| (i % 7) as u8).collect();
+    let (status, text) = client.post("/copy", body.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        text.starts_with("main "),
+        "the answer comes from the route's backend: {text}"
+    );
+    let seen = eventually("the mirror to arrive", || {
+        let bodies = shadow_bodies.clone();
+        async move { bodies.lock().unwrap().first().cloned() }
+    })
+    .await;
+    assert_eq!(seen, body, "the mirror carries the same body");
 }

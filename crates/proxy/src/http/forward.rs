@@ -41,6 +41,8 @@ pub struct ConnectionContext {
     pub peer_id: Option<String>,
     /// Metrics.
     pub metrics: Arc<ProxyMetrics>,
+    /// Requests in flight on the connection (its idle timeout reads it).
+    pub activity: Arc<super::timed::Activity>,
 }
 
 /// Handles one request to its answer.
@@ -54,7 +56,8 @@ pub async fn handle(
     let grpc = respond::is_grpc(request.headers());
     let mut labels = RequestLabels::new(spec.direction);
     let _active = ctx.metrics.http.active(spec.direction);
-    let response = match route_and_send(&ctx, &spec, &view, request, &mut labels).await {
+    let in_flight = ctx.activity.start();
+    let response = match route_and_send(&ctx, &spec, &view, request, &mut labels, in_flight).await {
         Ok(response) => response,
         Err(e) => {
             tracing::debug!(listener = %spec.name, peer = %ctx.peer, "request failed: {e}");
@@ -73,6 +76,7 @@ async fn route_and_send(
     view: &Dataplane,
     request: Request<Incoming>,
     labels: &mut RequestLabels,
+    in_flight: super::timed::InFlight,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let grpc = respond::is_grpc(request.headers());
     if request.method() == Method::CONNECT {
@@ -161,12 +165,16 @@ async fn route_and_send(
         r.num_retries > 0 && retry::request_is_retriable(r, parts.method.as_str(), &parts.headers)
     });
     let body = ReplayBody::new(body);
+    super::mirror::spawn(view, forward, &parts, &body);
     let mut response = send(ctx, cluster, forward, retriable, parts, body, labels).await?;
     headers::strip_hop_by_hop(response.headers_mut());
     headers::apply(response.headers_mut(), &route.response_headers);
+    // The route's idle timeout overrides the listener's (Envoy's rule).
+    let idle = forward.idle_timeout.or(http.stream_idle_timeout);
+    let max = forward.max_stream_duration;
     Ok(response.map(|b| {
         use http_body_util::BodyExt;
-        b.map_err(Into::into).boxed_unsync()
+        super::timed::TimedBody::new(b, idle, max, Some(in_flight)).boxed_unsync()
     }))
 }
 
@@ -194,7 +202,14 @@ async fn send(
     for attempt in 0..tries {
         if attempt > 0 {
             let spec = retry_spec.expect("a retry has a policy");
-            let wait = retry::backoff(spec, attempt, rand::random());
+            // A rate-limited answer says when to come back; else back off.
+            let told = match &last {
+                Some(Ok(r)) => {
+                    retry::rate_limited_wait(spec, r.headers(), std::time::SystemTime::now())
+                }
+                _ => None,
+            };
+            let wait = told.unwrap_or_else(|| retry::backoff(spec, attempt, rand::random()));
             if deadline.is_some_and(|d| Instant::now() + wait >= d) {
                 break;
             }
@@ -258,7 +273,7 @@ fn finish(
 
 /// One try on an endpoint the balancer picks, until the response's
 /// headers or `deadline`.
-async fn try_once(
+pub(super) async fn try_once(
     cluster: &ClusterRuntime,
     pool: &super::pool::Pool,
     request: Request<ReplayBody>,

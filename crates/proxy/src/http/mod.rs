@@ -8,6 +8,8 @@
 //! - [`forward`] handles each request: authorization, route
 //!   ([`route_select`]), tries with timeouts and retries ([`retry`]), the
 //!   replayable body ([`replay`]), pooled upstream connections ([`pool`]).
+//! - [`timed`] bounds streams (idle, longest life) and connections
+//!   (idle, longest life) after the response headers;
 //! - [`respond`] and [`redirect`] write the proxy's own answers;
 //!   [`headers`] the header changes; [`metrics`] the golden metrics.
 
@@ -26,12 +28,14 @@ pub mod budget;
 pub mod forward;
 pub mod headers;
 pub mod metrics;
+pub mod mirror;
 pub mod pool;
 pub mod redirect;
 pub mod replay;
 pub mod respond;
 pub mod retry;
 pub mod route_select;
+pub mod timed;
 pub mod upgrade;
 
 /// Most concurrent streams a downstream HTTP/2 connection may open.
@@ -71,12 +75,36 @@ where
         .max_header_list_size(MAX_HEADER_BYTES as u32)
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(10));
+    let activity = ctx.activity.clone();
     let service = service_fn(move |request| forward::handle(ctx.clone(), request));
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     tokio::pin!(conn);
+    let idle = async {
+        match http.idle_timeout {
+            Some(idle) => activity.idle_for(idle).await,
+            None => std::future::pending().await,
+        }
+    };
+    let too_old = async {
+        match http.max_connection_duration {
+            Some(max) => tokio::time::sleep(max).await,
+            None => std::future::pending().await,
+        }
+    };
+    // Draining, an idle connection and an old one all end the same way:
+    // GOAWAY (HTTP/2) or close once idle (HTTP/1.1), in-flight requests
+    // finish.
     let result = tokio::select! {
         r = conn.as_mut() => r,
         () = drain.draining() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+        () = idle => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+        () = too_old => {
             conn.as_mut().graceful_shutdown();
             conn.await
         }

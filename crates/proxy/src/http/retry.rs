@@ -9,7 +9,7 @@ use std::time::Duration;
 use http::HeaderMap;
 use meshlink_runtime::{ErrorKind, ProxyError};
 
-use crate::model::route::{RetryOn, RetrySpec};
+use crate::model::route::{ResetFormat, RetryOn, RetrySpec};
 
 /// Envoy's default back-off base when a policy sets none.
 const DEFAULT_BASE: Duration = Duration::from_millis(25);
@@ -71,6 +71,38 @@ pub fn request_is_retriable(spec: &RetrySpec, method: &str, headers: &HeaderMap)
 /// The `grpc-status` in `headers`, if any.
 pub fn grpc_status(headers: &HeaderMap) -> Option<i32> {
     headers.get("grpc-status")?.to_str().ok()?.parse().ok()
+}
+
+/// Envoy's cap of a rate-limited back-off when the policy sets none.
+const DEFAULT_RATE_LIMITED_MAX: Duration = Duration::from_secs(300);
+
+/// How long a rate-limited answer asks to wait (its first reset header
+/// the policy names: seconds, or a Unix time), capped by the policy.
+pub fn rate_limited_wait(
+    spec: &RetrySpec,
+    headers: &HeaderMap,
+    now: std::time::SystemTime,
+) -> Option<Duration> {
+    let cap = spec.rate_limited_max.unwrap_or(DEFAULT_RATE_LIMITED_MAX);
+    spec.rate_limited_reset_headers
+        .iter()
+        .find_map(|(name, format)| {
+            let value: u64 = headers
+                .get(name.as_str())?
+                .to_str()
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
+            let wait = match format {
+                ResetFormat::Seconds => Duration::from_secs(value),
+                ResetFormat::UnixTimestamp => {
+                    let at = std::time::UNIX_EPOCH + Duration::from_secs(value);
+                    at.duration_since(now).unwrap_or(Duration::ZERO)
+                }
+            };
+            Some(wait.min(cap))
+        })
 }
 
 /// The wait before retry number `retry` (1 for the first retry): full
@@ -155,6 +187,29 @@ mod tests {
             &spec(&[RetryOn::FiveXx]),
             &ProxyError::downstream(ErrorKind::BadRequest, "x")
         ));
+    }
+
+    #[test]
+    fn a_rate_limited_answer_sets_the_wait_capped_by_the_policy() {
+        let mut s = spec(&[RetryOn::RetriableStatusCodes]);
+        s.rate_limited_reset_headers = vec![
+            ("retry-after".into(), ResetFormat::Seconds),
+            ("x-ratelimit-reset".into(), ResetFormat::UnixTimestamp),
+        ];
+        s.rate_limited_max = Some(Duration::from_secs(30));
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
+        let mut h = HeaderMap::new();
+        assert_eq!(rate_limited_wait(&s, &h, now), None);
+        h.insert("x-ratelimit-reset", "1010".parse().unwrap());
+        assert_eq!(
+            rate_limited_wait(&s, &h, now),
+            Some(Duration::from_secs(10))
+        );
+        h.insert("retry-after", "120".parse().unwrap());
+        assert_eq!(
+            rate_limited_wait(&s, &h, now),
+            Some(Duration::from_secs(30))
+        );
     }
 
     #[test]

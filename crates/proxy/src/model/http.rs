@@ -26,6 +26,10 @@ pub struct HttpListener {
     /// (`request_headers_timeout`; none by default).
     #[serde(serialize_with = "optional_duration")]
     pub request_headers_timeout: Option<Duration>,
+    /// A connection is ended gracefully (GOAWAY) once it is this old
+    /// (`common_http_protocol_options.max_connection_duration`).
+    #[serde(serialize_with = "optional_duration")]
+    pub max_connection_duration: Option<Duration>,
 }
 
 fn optional_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {

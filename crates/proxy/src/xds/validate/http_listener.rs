@@ -133,6 +133,11 @@ pub(super) fn connection_manager(
             field,
             "request_headers_timeout",
         )?,
+        max_connection_duration: duration(
+            common.max_connection_duration.as_ref(),
+            field,
+            "common_http_protocol_options.max_connection_duration",
+        )?,
     };
     Ok((rbac, http))
 }
