@@ -4,8 +4,10 @@
 Methods (requests and responses are JSON, bytes on the wire, so no protoc code
 generation is needed):
 - /meshlink.interop.Greeter/SayHello (unary): request {"name": "...",
-  "delay_ms": optional} -> response {"server": "<--id>", "greeting": "hello ..."},
-  after delay_ms milliseconds;
+  "delay_ms": optional, "fail": optional K} -> response {"server": "<--id>",
+  "greeting": "hello ..."}, after delay_ms milliseconds; with "fail": K the
+  server answers UNAVAILABLE to K of every K+1 such calls (a counter per
+  server), so a client retrying K times always succeeds;
 - /meshlink.interop.Greeter/Count (server streaming): request {"n": N} -> N
   responses {"server": "<--id>", "i": 0..N-1}.
 
@@ -39,7 +41,17 @@ def decode(data):
 
 
 def handler_for(server_id):
-    def say_hello(request, _context):
+    failing = {"calls": 0}
+    lock = threading.Lock()
+
+    def say_hello(request, context):
+        k = int(request.get("fail", 0))
+        if k:
+            with lock:
+                n = failing["calls"]
+                failing["calls"] += 1
+            if n % (k + 1) < k:
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"{server_id}: failing {k} of {k + 1}")
         delay = request.get("delay_ms", 0)
         if delay:
             time.sleep(delay / 1000)

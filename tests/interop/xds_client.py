@@ -36,7 +36,7 @@ def emit(obj):
 
 
 class Caller:
-    def __init__(self, target, timeout):
+    def __init__(self, target, timeout, extra=None):
         self.channel = grpc.insecure_channel(target)
         self.say_hello = self.channel.unary_unary(
             METHOD,
@@ -44,13 +44,14 @@ class Caller:
             response_deserializer=lambda b: json.loads(b.decode()),
         )
         self.timeout = timeout
+        self.extra = extra or {}
         self.seq = 0
         self.failures = 0
 
     def call(self):
         self.seq += 1
         try:
-            reply = self.say_hello({"name": f"call-{self.seq}"}, timeout=self.timeout)
+            reply = self.say_hello({"name": f"call-{self.seq}", **self.extra}, timeout=self.timeout)
             emit({"seq": self.seq, "ok": True, "server": reply.get("server")})
         except grpc.RpcError as e:
             self.failures += 1
@@ -66,6 +67,11 @@ def main():
     mode.add_argument("--stdin", action="store_true", help="make as many calls as each stdin line says")
     mode.add_argument("--forever", action="store_true", help="call until killed")
     p.add_argument("--interval-ms", type=int, default=0, help="pause between calls in --forever mode")
+    p.add_argument(
+        "--request",
+        default="{}",
+        help='JSON fields added to every request, e.g. {"fail": 2} or {"delay_ms": 3000} (see greeter_server.py)',
+    )
     args = p.parse_args()
 
     if args.target.startswith("xds:") and not (
@@ -76,7 +82,7 @@ def main():
             "(its JSON); see tests/interop/README.md for the meshlink bootstrap"
         )
 
-    caller = Caller(args.target, args.timeout)
+    caller = Caller(args.target, args.timeout, json.loads(args.request))
     emit({"event": "channel", "target": args.target, "grpc": grpc.__version__})
     if args.calls is not None:
         for _ in range(args.calls):

@@ -418,3 +418,92 @@ fn parse_outcome(line: &str) -> Option<Result<String, String>> {
         )),
     })
 }
+
+/// The same routes a sidecar gets reach grpcio's own xDS client (gRFC A28,
+/// A31, A44): a MeshHTTPRoute moves every call to another service, a
+/// MeshRetry's `numRetries` decides whether a backend failing 2 of 3
+/// calls with UNAVAILABLE is retried into success, and a MeshTimeout's
+/// `requestTimeout` ends a slow call with DEADLINE_EXCEEDED.
+#[test]
+fn grpcio_xds_client_follows_a_route_a_retry_and_a_timeout() {
+    let python = interop_python();
+    let g1 = Greeter::start(&python, "greeter-1");
+    let g2 = Greeter::start(&python, "greeter-2");
+    let g3 = Greeter::start(&python, "greeter-3");
+    let setup = Setup::new(python, g1.port, g2.port);
+    let v2 = format!(
+        "type: Dataplane\nname: greeter-v2-1\nmesh: default\nnetworking:\n  address: 127.0.0.1\n  inbound: [{{port: {}, tags: {{kuma.io/service: greeter-v2, kuma.io/protocol: grpc}}}}]\n",
+        g3.port
+    );
+    setup
+        .cp
+        .cli_stdin(&["apply", "-f", "-"], Some(&v2))
+        .success();
+    let bootstrap = setup.bootstrap("default.client", true);
+    let calls = |n: &str, request: &str| -> Vec<Result<String, String>> {
+        let out = Command::new(&setup.python)
+            .arg(script("xds_client.py"))
+            .args(["--calls", n, "--timeout", "30", "--request", request])
+            .env("GRPC_XDS_BOOTSTRAP", &bootstrap)
+            .stderr(Stdio::null())
+            .output()
+            .expect("run xds_client.py");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(parse_outcome)
+            .collect()
+    };
+    let apply = |yaml: &str| {
+        setup
+            .cp
+            .cli_stdin(&["apply", "-f", "-"], Some(yaml))
+            .success()
+    };
+
+    // A route sends every call to greeter-v2.
+    apply(
+        "type: MeshHTTPRoute\nname: to-v2\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: greeter}\n      rules:\n        - matches: [{path: {type: PathPrefix, value: /}}]\n          default:\n            backendRefs: [{kind: MeshService, name: greeter-v2, weight: 1}]\n",
+    );
+    let seen = eventually("calls to follow the route", LINE_GUARD, || {
+        let seen = count_servers(&calls("10", "{}"));
+        (seen == BTreeMap::from([("greeter-3".to_string(), 10)])).then_some(seen)
+    });
+    assert_eq!(seen.values().sum::<usize>(), 10);
+
+    // No retries: a backend failing 2 of every 3 calls fails calls.
+    apply(
+        "type: MeshRetry\nname: greeter-retry\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: greeter}\n      default:\n        grpc: {numRetries: 0}\n",
+    );
+    eventually("calls to fail without retries", LINE_GUARD, || {
+        let outcomes = calls("3", r#"{"fail": 2}"#);
+        outcomes.iter().any(Result::is_err).then_some(())
+    });
+    // Four retries on UNAVAILABLE: every call succeeds.
+    apply(
+        "type: MeshRetry\nname: greeter-retry\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: greeter}\n      default:\n        grpc:\n          numRetries: 4\n          retryOn: [Unavailable]\n          backOff: {baseInterval: 10ms, maxInterval: 50ms}\n",
+    );
+    eventually("calls to be retried into success", LINE_GUARD, || {
+        let outcomes = calls("12", r#"{"fail": 2}"#);
+        (outcomes.len() == 12 && outcomes.iter().all(Result::is_ok)).then_some(())
+    });
+
+    // A 1 s request timeout ends a 3 s call with DEADLINE_EXCEEDED.
+    apply(
+        "type: MeshTimeout\nname: greeter-timeout\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: greeter}\n      default:\n        http: {requestTimeout: 1s}\n",
+    );
+    eventually(
+        "a slow call to hit the route's deadline",
+        LINE_GUARD,
+        || {
+            let outcomes = calls("1", r#"{"delay_ms": 3000}"#);
+            outcomes
+                .iter()
+                .any(|o| {
+                    o.as_ref()
+                        .is_err_and(|e| e.starts_with("DEADLINE_EXCEEDED"))
+                })
+                .then_some(())
+        },
+    );
+    drop((g1, g2));
+}

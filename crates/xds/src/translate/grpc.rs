@@ -1,8 +1,10 @@
 //! Proxyless gRPC resources (grpcio, grpc-js, grpc-go as xDS clients).
 //!
 //! Owns what a gRPC channel to `xds:///<service>` (or, for a MeshService
-//! port, `xds:///<name>:<port>`) needs: an API listener of that name whose HttpConnectionManager carries an inline route
-//! configuration to the service cluster and ends with the router filter;
+//! port, `xds:///<name>:<port>`) needs: an API listener of that name whose
+//! HttpConnectionManager carries an inline route configuration (a
+//! service's: the routes a sidecar gets, see `routes.rs`) and ends with
+//! the router filter;
 //! a round-robin EDS cluster; locality-weighted endpoints. TLS comes from
 //! certificate-provider instances, never SDS. It must never emit socket
 //! listeners: a gRPC client binds nothing (server-side xDS is not covered).
@@ -23,7 +25,9 @@ use envoy_types::util::pack_any;
 use meshlink_api::spec::DataplaneSpec;
 
 use super::memo::{ClusterKey, Memo};
+use super::policies::{Destination, OutboundPolicies};
 use super::protocol::Protocol;
+use super::routes::{self, Backend, Outbound};
 use super::sidecar::eds_cluster;
 use super::snapshot::Versioned;
 use super::{MeshView, Snapshot, mesh_service, names, tls};
@@ -31,18 +35,57 @@ use super::{MeshView, Snapshot, mesh_service, names, tls};
 /// Envoy's name of the HTTP router filter (gRPC requires it last).
 const ROUTER_FILTER: &str = "envoy.filters.http.router";
 
-/// Emits the API listeners, clusters and load assignments of a gRPC client
-/// (clusters and load assignments shared through `memo`).
-pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, memo: &mut Memo) {
+/// Emits the API listeners, clusters and load assignments of gRPC client
+/// `name` (clusters and load assignments shared through `memo`). A
+/// channel to a service routes by the same RouteConfiguration a sidecar
+/// gets (MeshHTTPRoute splits, MeshRetry, MeshTimeout as
+/// `max_stream_duration`), inline in the API listener.
+pub(super) fn build(
+    snap: &mut Snapshot,
+    view: &MeshView,
+    name: &str,
+    dp: &DataplaneSpec,
+    memo: &mut Memo,
+) {
     let services: BTreeSet<&str> = dp
         .networking
         .outbound
         .iter()
         .filter_map(|o| o.service())
         .collect();
+    let no_labels = std::collections::BTreeMap::new();
+    let labels = view
+        .dataplane_resource(name)
+        .map_or(&no_labels, |r| r.labels());
+    let policies = OutboundPolicies::new(view.policies(), name, labels, dp);
+    let mut needed: BTreeSet<String> = BTreeSet::new();
+    let mut mesh_services = mesh_service::mesh_service_outbounds(dp);
     for service in services {
         let cluster = names::service_cluster(service);
-        snap.insert(service.to_owned(), &api_listener(service, &cluster));
+        let out = Outbound {
+            dest: Destination {
+                name: service,
+                port: None,
+            },
+            cluster: &cluster,
+            protocol: Protocol::Grpc,
+            proxyless: true,
+        };
+        let mut backends = BTreeSet::new();
+        let routes =
+            routes::outbound_routes(service.to_owned(), view, &policies, out, &mut backends);
+        snap.insert(service.to_owned(), &api_listener(service, routes));
+        needed.insert(service.to_owned());
+        for b in backends {
+            match b {
+                Backend::Service(s) => needed.insert(s),
+                Backend::MeshService(n, p) => mesh_services.insert((n, p)),
+            };
+        }
+    }
+    for service in &needed {
+        let service = service.as_str();
+        let cluster = names::service_cluster(service);
         let key = ClusterKey {
             service: service.to_owned(),
             identity: None,
@@ -60,16 +103,19 @@ pub(super) fn build(snap: &mut Snapshot, view: &MeshView, dp: &DataplaneSpec, me
         snap.insert_shared(names::service_cluster(service), cla);
     }
     // MeshService outbounds: a channel to `xds:///<name>:<port>`.
-    let mesh_services = mesh_service::mesh_service_outbounds(dp);
-    for (name, port) in &mesh_services {
+    for (name, port) in &mesh_service::mesh_service_outbounds(dp) {
         let listener = names::mesh_service_grpc_listener(name, *port);
         let cluster = names::mesh_service_cluster(name, *port);
-        snap.insert(listener.clone(), &api_listener(&listener, &cluster));
+        snap.insert(
+            listener.clone(),
+            &api_listener(&listener, default_routes(&listener, &cluster)),
+        );
     }
     mesh_service::clusters(snap, view, None, true, &mesh_services, memo);
 }
 
-fn api_listener(service: &str, cluster: &str) -> Listener {
+/// One route to `cluster` for every call (a MeshService channel).
+fn default_routes(service: &str, cluster: &str) -> RouteConfiguration {
     let route = Route {
         r#match: Some(RouteMatch {
             path_specifier: Some(PathSpecifier::Prefix(String::new())),
@@ -81,7 +127,7 @@ fn api_listener(service: &str, cluster: &str) -> Listener {
         })),
         ..Default::default()
     };
-    let routes = RouteConfiguration {
+    RouteConfiguration {
         name: service.to_owned(),
         virtual_hosts: vec![VirtualHost {
             name: service.to_owned(),
@@ -90,7 +136,11 @@ fn api_listener(service: &str, cluster: &str) -> Listener {
             ..Default::default()
         }],
         ..Default::default()
-    };
+    }
+}
+
+/// The API listener `service`, routing by `routes` (inline).
+fn api_listener(service: &str, routes: RouteConfiguration) -> Listener {
     let hcm = HttpConnectionManager {
         stat_prefix: service.to_owned(),
         route_specifier: Some(RouteSpecifier::RouteConfig(routes)),

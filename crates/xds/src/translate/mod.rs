@@ -147,7 +147,7 @@ pub fn translate_shared(
         return snap;
     };
     match proxy.client {
-        ClientKind::Grpc => grpc::build(&mut snap, view, dp, memo),
+        ClientKind::Grpc => grpc::build(&mut snap, view, &proxy.name, dp, memo),
         ClientKind::Envoy | ClientKind::MeshlinkProxy => {
             if view.mtls_enabled() {
                 let own = tls::identity_secret_name(dp, &proxy.name);

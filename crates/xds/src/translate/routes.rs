@@ -102,6 +102,9 @@ pub(super) struct Outbound<'a> {
     pub(super) cluster: &'a str,
     /// Its protocol (for the retry block).
     pub(super) protocol: Protocol,
+    /// The client is proxyless gRPC: it reads a route's deadline from
+    /// `max_stream_duration` (gRFC A31), not from `timeout`.
+    pub(super) proxyless: bool,
 }
 
 /// The RouteConfiguration `name` of an HTTP outbound to `out`; the
@@ -249,6 +252,18 @@ fn policy_fields(
             max_stream_duration: Some(d),
             ..Default::default()
         });
+    // A proxyless gRPC client takes its deadline from max_stream_duration,
+    // and only from a policy that sets one: Kuma's 15 s default request
+    // timeout would otherwise end every long stream.
+    if out.proxyless
+        && action.max_stream_duration.is_none()
+        && let Some(d) = kuma_duration(http.and_then(|h| h.request_timeout.as_deref()))
+    {
+        action.max_stream_duration = Some(route_action::MaxStreamDuration {
+            max_stream_duration: Some(d),
+            ..Default::default()
+        });
+    }
     let retries = policies.retry(out.dest, route);
     action.retry_policy = retry::retry_policy(retries.as_ref(), out.protocol);
 }

@@ -161,6 +161,7 @@ impl Outbounds<'_> {
                 dest,
                 cluster,
                 protocol,
+                proxyless: false,
             };
             let mut backends = BTreeSet::new();
             let routes = routes::outbound_routes(name.clone(), view, policies, out, &mut backends);
