@@ -164,14 +164,28 @@ async fn inbound(
         let upstream = connect(cluster, metrics)
             .await
             .inspect_err(|why| app_down(spec, None, why, metrics))?;
-        return copy(stream, upstream, Direction::Inbound, metrics).await;
+        return copy(
+            stream,
+            upstream,
+            Direction::Inbound,
+            tcp_timeouts(spec),
+            metrics,
+        )
+        .await;
     };
     let (tls_stream, peer_id) = accept_mtls(stream, spec, tls, view, metrics).await?;
     authorize_connection(spec, peer_id.as_deref(), metrics)?;
     let upstream = connect(cluster, metrics)
         .await
         .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics))?;
-    copy(tls_stream, upstream, Direction::Inbound, metrics).await
+    copy(
+        tls_stream,
+        upstream,
+        Direction::Inbound,
+        tcp_timeouts(spec),
+        metrics,
+    )
+    .await
 }
 
 /// The server side of an inbound mTLS handshake, and the peer's SPIFFE ID.
@@ -240,12 +254,26 @@ async fn outbound(
     let cluster = cluster(view, spec)?;
     let upstream = connect(cluster, metrics).await?;
     let Some(client) = &cluster.tls else {
-        return copy(stream, upstream, Direction::Outbound, metrics).await;
+        return copy(
+            stream,
+            upstream,
+            Direction::Outbound,
+            tcp_timeouts(spec),
+            metrics,
+        )
+        .await;
     };
     let name = crate::dataplane::server_name(&cluster.spec);
     let connect = TlsConnector::from(client.clone()).connect(name, upstream);
     let tls_stream = handshake(connect, Direction::Outbound, metrics).await?;
-    copy(stream, tls_stream, Direction::Outbound, metrics).await
+    copy(
+        stream,
+        tls_stream,
+        Direction::Outbound,
+        tcp_timeouts(spec),
+        metrics,
+    )
+    .await
 }
 
 /// Runs a TLS handshake with [`HANDSHAKE_TIMEOUT`], counting a failure
@@ -330,10 +358,26 @@ async fn connect(
     ))
 }
 
+/// A TCP listener's bounds: its `idle_timeout` (zero: none; a year
+/// stands for "never") or the built-in one, and the half-closed bound.
+fn tcp_timeouts(spec: &ListenerSpec) -> TcpTimeouts {
+    const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+    let mut t = TcpTimeouts::default();
+    if let ListenerProtocol::Tcp {
+        idle_timeout: Some(idle),
+        ..
+    } = &spec.protocol
+    {
+        t.idle = if idle.is_zero() { NEVER } else { *idle };
+    }
+    t
+}
+
 async fn copy<A, B>(
     a: A,
     b: B,
     direction: Direction,
+    timeouts: TcpTimeouts,
     metrics: &ProxyMetrics,
 ) -> Result<(), ProxyError>
 where
@@ -346,7 +390,7 @@ where
         .get_or_create(&ProxyMetrics::direction(direction))
         .clone();
     let a = Counted::new(a, counter.clone(), counter);
-    let end = tcp_copy::copy(a, b, COPY_BUFFER, TcpTimeouts::default())
+    let end = tcp_copy::copy(a, b, COPY_BUFFER, timeouts)
         .await
         .map_err(|e| ProxyError::internal(ErrorKind::Io, format!("copy failed: {e}")))?;
     if end != CopyEnd::Closed {

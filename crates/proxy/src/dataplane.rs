@@ -190,7 +190,7 @@ impl Dataplane {
             );
         }
         let cluster = match &listener.protocol {
-            ListenerProtocol::Tcp { cluster } => cluster,
+            ListenerProtocol::Tcp { cluster, .. } => cluster,
             // Envoy's way: the listener waits for its routes; a route to a
             // cluster that is not ready answers 503 per request.
             ListenerProtocol::Http(http) => {

@@ -181,7 +181,7 @@ impl ListenerSpec {
     /// clusters per request).
     pub fn tcp_cluster(&self) -> Option<&str> {
         match &self.protocol {
-            ListenerProtocol::Tcp { cluster } => Some(cluster),
+            ListenerProtocol::Tcp { cluster, .. } => Some(cluster),
             ListenerProtocol::Http(_) => None,
         }
     }
@@ -195,6 +195,10 @@ pub enum ListenerProtocol {
     Tcp {
         /// The cluster `tcp_proxy` forwards to.
         cluster: String,
+        /// `tcp_proxy.idle_timeout` (MeshTimeout's `idleTimeout`): `None`
+        /// when unset (the built-in 1 h), zero to disable it.
+        #[serde(with = "optional_humantime", skip_serializing_if = "Option::is_none")]
+        idle_timeout: Option<Duration>,
     },
     /// Serve HTTP/1.1 and HTTP/2 and route each request
     /// (`http_connection_manager` with RDS).
@@ -296,6 +300,21 @@ impl ProxyConfig {
                 .endpoints
                 .get(&cluster.name)
                 .map(|e| e.value.as_ref().clone()),
+        }
+    }
+}
+
+/// Serializes an optional `Duration` as a humantime string ("5s").
+mod optional_humantime {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        d: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+            None => s.serialize_none(),
         }
     }
 }

@@ -435,3 +435,30 @@ fn the_config_dump_prints_every_http_resource() {
         assert!(dump.contains(printed), "{printed} is not in the dump");
     }
 }
+
+#[test]
+fn meshtimeout_idle_timeout_reaches_tcp_listeners_both_ways_and_nothing_else_changes() {
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+    let idle = |snap: &Snapshot, listener: &str| -> Option<Duration> {
+        let l: Listener = decode(snap, LISTENER_TYPE, listener);
+        let f = l.filter_chains[0].filters.last().expect("a filter");
+        assert_eq!(f.name, "envoy.filters.network.tcp_proxy");
+        typed::<TcpProxy>(f).idle_timeout
+    };
+    let timeout = policy(
+        "MeshTimeout",
+        "tcp-idle",
+        json!({"targetRef": {"kind": "Mesh"},
+               "to": [{"targetRef": {"kind": "Mesh"}, "default": {"idleTimeout": "20m"}}],
+               "from": [{"targetRef": {"kind": "Mesh"}, "default": {"idleTimeout": "5m"}}]}),
+    );
+    let snap = web(&view("tcp", ["tcp", "tcp"], vec![timeout]));
+    assert_eq!(idle(&snap, OUTBOUND), secs(1200), "to[]: the destination");
+    assert_eq!(idle(&snap, INBOUND), secs(300), "from[]: the inbound");
+
+    // Without a MeshTimeout the TCP listeners carry no idle timeout (the
+    // proxy's default applies) and are exactly as before.
+    let plain = web(&view("tcp", ["tcp", "tcp"], Vec::new()));
+    assert_eq!(idle(&plain, OUTBOUND), None);
+    assert_eq!(idle(&plain, INBOUND), None);
+}

@@ -55,6 +55,7 @@ fn inbound() -> ListenerSpec {
         rbac_per_request: false,
         protocol: ListenerProtocol::Tcp {
             cluster: "local".into(),
+            idle_timeout: None,
         },
     }
 }
@@ -70,6 +71,7 @@ fn outbound() -> ListenerSpec {
         rbac_per_request: false,
         protocol: ListenerProtocol::Tcp {
             cluster: "backend".into(),
+            idle_timeout: None,
         },
     }
 }

@@ -167,7 +167,22 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtoco
             let proxy: TcpProxy = decode(any, &field)?;
             match proxy.cluster_specifier {
                 Some(ClusterSpecifier::Cluster(c)) if !c.is_empty() => {
-                    protocol = Some(ListenerProtocol::Tcp { cluster: c });
+                    let idle_timeout = match &proxy.idle_timeout {
+                        None => None,
+                        Some(d) if d.seconds >= 0 && d.nanos >= 0 && d.nanos < 1_000_000_000 => {
+                            Some(Duration::new(d.seconds as u64, d.nanos as u32))
+                        }
+                        Some(_) => {
+                            return Err(invalid(
+                                format!("{field}.typed_config.idle_timeout"),
+                                "must not be negative",
+                            ));
+                        }
+                    };
+                    protocol = Some(ListenerProtocol::Tcp {
+                        cluster: c,
+                        idle_timeout,
+                    });
                 }
                 _ => {
                     return Err(invalid(

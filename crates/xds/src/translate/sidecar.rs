@@ -174,7 +174,21 @@ impl Outbounds<'_> {
             }
             http::hcm(&name, Vec::new(), &policies.timeout(dest, None), false)
         } else {
-            tcp_proxy(&name, cluster.to_owned())
+            // MeshTimeout's idleTimeout applies to TCP destinations too.
+            let idle = if self.view.policies().is_empty() {
+                None
+            } else {
+                let (view, dp_name, labels, dp) = (self.view, self.name, self.labels, self.dp);
+                let policies = self.policies.get_or_insert_with(|| {
+                    OutboundPolicies::new(view.policies(), dp_name, labels, dp)
+                });
+                policies.timeout(dest, None).idle_timeout
+            };
+            tcp_proxy_idle(
+                &name,
+                cluster.to_owned(),
+                http::kuma_duration(idle.as_deref()),
+            )
         };
         let listener = Listener {
             name: name.clone(),
@@ -287,7 +301,12 @@ fn inbound_resources(
             filters.extend(rbac::inbound_filters(sources, &name));
         }
         transport_socket = identity.map(|id| tls::downstream_sds(id.to_owned(), view.mesh_name()));
-        filters.push(tcp_proxy(&name, local.clone()));
+        let idle = policies::inbound_timeout(view.policies(), target).idle_timeout;
+        filters.push(tcp_proxy_idle(
+            &name,
+            local.clone(),
+            http::kuma_duration(idle.as_deref()),
+        ));
     }
     let listener = Listener {
         name: name.clone(),
@@ -319,9 +338,20 @@ fn inbound_resources(
 }
 
 pub(super) fn tcp_proxy(stat_prefix: &str, cluster: String) -> Filter {
+    tcp_proxy_idle(stat_prefix, cluster, None)
+}
+
+/// A `tcp_proxy` to `cluster` with MeshTimeout's `idleTimeout` (`None`:
+/// unset, the proxy's default of 1 h, and the resource stays as it was).
+pub(super) fn tcp_proxy_idle(
+    stat_prefix: &str,
+    cluster: String,
+    idle_timeout: Option<envoy_types::pb::google::protobuf::Duration>,
+) -> Filter {
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_owned(),
         cluster_specifier: Some(ClusterSpecifier::Cluster(cluster)),
+        idle_timeout,
         ..Default::default()
     };
     Filter {

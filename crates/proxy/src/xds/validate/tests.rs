@@ -177,6 +177,48 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
 }
 
 #[test]
+fn a_tcp_proxy_idle_timeout_is_read_and_zero_means_none() {
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
+    let with_idle = |idle: Option<envoy_types::pb::google::protobuf::Duration>| {
+        let mut l = hcm_listener(HttpConnectionManager::default());
+        l.filter_chains[0].filters[0] = Filter {
+            name: "envoy.filters.network.tcp_proxy".into(),
+            config_type: Some(filter::ConfigType::TypedConfig(pack_any(TcpProxy {
+                stat_prefix: "l".into(),
+                cluster_specifier: Some(
+                    envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy::ClusterSpecifier::Cluster("c".into()),
+                ),
+                idle_timeout: idle,
+                ..Default::default()
+            }))),
+        };
+        listener(&pack_any(l))
+    };
+    let secs = |s| envoy_types::pb::google::protobuf::Duration {
+        seconds: s,
+        nanos: 0,
+    };
+    let idle_of = |spec: ListenerSpec| match spec.protocol {
+        ListenerProtocol::Tcp { idle_timeout, .. } => idle_timeout,
+        other => panic!("a TCP listener: {other:?}"),
+    };
+    assert_eq!(idle_of(with_idle(None).unwrap()), None);
+    assert_eq!(
+        idle_of(with_idle(Some(secs(300))).unwrap()),
+        Some(Duration::from_secs(300))
+    );
+    assert_eq!(
+        idle_of(with_idle(Some(secs(0))).unwrap()),
+        Some(Duration::ZERO)
+    );
+    let e = with_idle(Some(secs(-1))).unwrap_err();
+    assert_eq!(
+        e.field,
+        "filter_chains[0].filters[0].typed_config.idle_timeout"
+    );
+}
+
+#[test]
 fn everything_the_translator_sends_a_meshlink_proxy_is_accepted() {
     for mtls in [true, false] {
         for name in ["web-1", "backend-1"] {
