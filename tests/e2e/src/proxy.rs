@@ -73,6 +73,24 @@ impl PairPorts {
     }
 }
 
+/// [`pair_yaml`] with `kuma.io/protocol: protocol` on the inbounds of
+/// `services` (`web`, `backend`): HTTP services, routed per request.
+pub fn pair_yaml_speaking(
+    ports: &PairPorts,
+    cert_expiration: &str,
+    protocol: &str,
+    services: &[&str],
+) -> String {
+    services
+        .iter()
+        .fold(pair_yaml(ports, cert_expiration), |yaml, service| {
+            yaml.replace(
+                &format!("tags: {{kuma.io/service: {service}}}}}]"),
+                &format!("tags: {{kuma.io/service: {service}, kuma.io/protocol: {protocol}}}}}]"),
+            )
+        })
+}
+
 /// `fixtures/proxy-pair.yaml` with `ports` and the workload certificate
 /// lifetime `cert_expiration` (e.g. `20s`, `1h`) filled in.
 pub fn pair_yaml(ports: &PairPorts, cert_expiration: &str) -> String {

@@ -69,24 +69,11 @@ fn curl(port: u16, path: &str, args: &[&str]) -> Seen {
     }
 }
 
-/// The pair mesh with `kuma.io/protocol: http` on both services.
-fn http_pair_yaml(ports: &PairPorts) -> String {
-    proxy::pair_yaml(ports, "1h")
-        .replace(
-            "tags: {kuma.io/service: backend}}]",
-            "tags: {kuma.io/service: backend, kuma.io/protocol: http}}]",
-        )
-        .replace(
-            "tags: {kuma.io/service: web}}]",
-            "tags: {kuma.io/service: web, kuma.io/protocol: http}}]",
-        )
-}
-
 #[test]
 fn http_requests_are_routed_timed_out_retried_denied_and_counted() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
-    let yaml = http_pair_yaml(&ports);
+    let yaml = proxy::pair_yaml_speaking(&ports, "1h", "http", &["web", "backend"]);
     assert!(yaml.contains("kuma.io/protocol: http"), "{yaml}");
     cp.cli_stdin(&["apply", "-f", "-"], Some(&yaml)).success();
     let backend_app = HttpBackend::start("backend", ports.backend_app);

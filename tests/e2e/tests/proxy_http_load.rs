@@ -74,10 +74,7 @@ struct Mesh {
 fn mesh() -> Mesh {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
-    let yaml = proxy::pair_yaml(&ports, "1h").replace(
-        "tags: {kuma.io/service: backend}}]",
-        "tags: {kuma.io/service: backend, kuma.io/protocol: http}}]",
-    );
+    let yaml = proxy::pair_yaml_speaking(&ports, "1h", "http", &["backend"]);
     let (v2_inbound, v2_app_port) = (free_port(), free_port());
     let v2 = format!(
         "---\napiVersion: meshlink.dev/v1alpha1\nkind: Dataplane\nmetadata: {{name: backend-v2-1, mesh: default}}\nspec:\n  networking:\n    address: 127.0.0.1\n    inbound: [{{port: {v2_inbound}, servicePort: {v2_app_port}, tags: {{kuma.io/service: backend-v2, kuma.io/protocol: http}}}}]\n---\napiVersion: meshlink.dev/v1alpha1\nkind: MeshTrafficPermission\nmetadata: {{name: web-to-backend-v2, mesh: default}}\nspec:\n  targetRef: {{kind: MeshService, name: backend-v2}}\n  from: [{{targetRef: {{kind: MeshService, name: web}}, default: {{action: Allow}}}}]\n"

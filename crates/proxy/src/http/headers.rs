@@ -55,6 +55,14 @@ pub fn authority(parts: &http::request::Parts) -> Option<&str> {
         .or_else(|| parts.headers.get(http::header::HOST)?.to_str().ok())
 }
 
+/// An authority's host and port (`None` when it names no port).
+pub fn split_port(authority: &str) -> (&str, Option<&str>) {
+    match authority.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
+        _ => (authority, None),
+    }
+}
+
 /// Appends `peer` to `x-forwarded-for`.
 pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     let value = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
@@ -138,6 +146,14 @@ mod tests {
         ]);
         strip_hop_by_hop(&mut h);
         assert_eq!(h, map(&[("x-kept", "yes")]));
+    }
+
+    #[test]
+    fn an_authority_splits_into_host_and_port() {
+        assert_eq!(split_port("backend:8080"), ("backend", Some("8080")));
+        assert_eq!(split_port("backend"), ("backend", None));
+        assert_eq!(split_port("[::1]:80"), ("[::1]", Some("80")));
+        assert_eq!(split_port("[::1]"), ("[::1]", None));
     }
 
     #[test]

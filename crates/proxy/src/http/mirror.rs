@@ -45,9 +45,9 @@ fn shadow_authority(parts: &mut Parts) {
     let Some(authority) = super::headers::authority(parts).map(str::to_owned) else {
         return;
     };
-    let shadow = match authority.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => format!("{h}-shadow:{p}"),
-        _ => format!("{authority}-shadow"),
+    let shadow = match super::headers::split_port(&authority) {
+        (h, Some(p)) => format!("{h}-shadow:{p}"),
+        (h, None) => format!("{h}-shadow"),
     };
     if let Ok(v) = http::HeaderValue::from_str(&shadow) {
         parts.headers.insert(http::header::HOST, v);

@@ -94,17 +94,16 @@ where
     // Draining, an idle connection and an old one all end the same way:
     // GOAWAY (HTTP/2) or close once idle (HTTP/1.1), in-flight requests
     // finish.
+    let end = async {
+        tokio::select! {
+            () = drain.draining() => {}
+            () = idle => {}
+            () = too_old => {}
+        }
+    };
     let result = tokio::select! {
         r = conn.as_mut() => r,
-        () = drain.draining() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-        () = idle => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-        () = too_old => {
+        () = end => {
             conn.as_mut().graceful_shutdown();
             conn.await
         }

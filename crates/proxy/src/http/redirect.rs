@@ -10,16 +10,14 @@ use crate::model::route::{PathMatch, Redirect, RouteSpec};
 /// The redirect answer to the request in `parts`.
 pub fn answer(r: &Redirect, route: &RouteSpec, parts: &Parts) -> Response<ResponseBody> {
     let authority = super::headers::authority(parts).unwrap_or_default();
-    let (req_host, req_port) = match authority.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => (h.to_owned(), Some(p.to_owned())),
-        _ => (authority.to_owned(), None),
-    };
+    let (req_host, req_port) = super::headers::split_port(authority);
     let scheme = r.scheme.clone().unwrap_or_else(|| "http".to_owned());
-    let host = r.host.clone().unwrap_or(req_host);
-    let port = r
-        .port
-        .map(|p| p.to_string())
-        .or(if r.scheme.is_some() { None } else { req_port });
+    let host = r.host.clone().unwrap_or_else(|| req_host.to_owned());
+    let port = r.port.map(|p| p.to_string()).or(if r.scheme.is_some() {
+        None
+    } else {
+        req_port.map(str::to_owned)
+    });
     let path = if let Some(p) = &r.path {
         p.clone()
     } else if let Some(prefix) = &r.prefix {

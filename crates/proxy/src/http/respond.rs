@@ -35,26 +35,10 @@ pub fn is_grpc(headers: &http::HeaderMap) -> bool {
 pub fn error(error: &ProxyError, grpc: bool) -> Response<ResponseBody> {
     let summary = format!("meshlink-proxy: {}", error.label().replace('_', " "));
     let mut response = if grpc {
-        let mut r = Response::new(full(Bytes::new()));
-        let h = r.headers_mut();
-        h.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        h.insert("grpc-status", HeaderValue::from(error.grpc_status()));
-        if let Ok(v) = HeaderValue::from_str(&summary) {
-            h.insert("grpc-message", v);
-        }
-        r
+        grpc_answer(error.grpc_status(), &summary)
     } else {
-        let mut r = Response::new(full(format!("{summary}\n")));
-        *r.status_mut() =
-            StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_GATEWAY);
-        r.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-        r
+        let status = StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_GATEWAY);
+        text_answer(status, &summary)
     };
     response
         .headers_mut()
@@ -70,19 +54,30 @@ pub fn status(status: StatusCode, reason: &str, grpc: bool) -> Response<Response
             StatusCode::NOT_FOUND => 12, // UNIMPLEMENTED: no route for the method
             _ => 13,
         };
-        let mut r = Response::new(full(Bytes::new()));
-        let h = r.headers_mut();
-        h.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        h.insert("grpc-status", HeaderValue::from(code));
-        if let Ok(v) = HeaderValue::from_str(reason) {
-            h.insert("grpc-message", v);
-        }
-        return r;
+        return grpc_answer(code, reason);
     }
-    let mut r = Response::new(full(format!("meshlink-proxy: {reason}\n")));
+    text_answer(status, &format!("meshlink-proxy: {reason}"))
+}
+
+/// A gRPC trailers-only answer: HTTP 200 with `grpc-status` and
+/// `grpc-message` in the headers, no body.
+fn grpc_answer(code: i32, message: &str) -> Response<ResponseBody> {
+    let mut r = Response::new(full(Bytes::new()));
+    let h = r.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    h.insert("grpc-status", HeaderValue::from(code));
+    if let Ok(v) = HeaderValue::from_str(message) {
+        h.insert("grpc-message", v);
+    }
+    r
+}
+
+/// A `text/plain` answer with `status` and `line` (and a newline).
+fn text_answer(status: StatusCode, line: &str) -> Response<ResponseBody> {
+    let mut r = Response::new(full(format!("{line}\n")));
     *r.status_mut() = status;
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,

@@ -139,6 +139,13 @@ pub(super) fn build(
 // === impl Outbounds ===
 
 impl Outbounds<'_> {
+    /// The L7 policies that select this Dataplane, folded once on first use.
+    fn policies(&mut self) -> &OutboundPolicies {
+        let (view, name, labels, dp) = (self.view, self.name, self.labels, self.dp);
+        self.policies
+            .get_or_insert_with(|| OutboundPolicies::new(view.policies(), name, labels, dp))
+    }
+
     /// The outbound Listener on `address:port` to `dest` (Cluster
     /// `cluster`): `tcp_proxy`, or for an HTTP destination an HCM with
     /// its RouteConfiguration (whose backends join the needed clusters).
@@ -153,10 +160,8 @@ impl Outbounds<'_> {
     ) {
         let name = names::outbound_listener(address, port);
         let filter = if protocol.is_http() {
-            let (view, dp_name, labels, dp) = (self.view, self.name, self.labels, self.dp);
-            let policies = self
-                .policies
-                .get_or_insert_with(|| OutboundPolicies::new(view.policies(), dp_name, labels, dp));
+            let view = self.view;
+            let policies = self.policies();
             let out = Outbound {
                 dest,
                 cluster,
@@ -165,6 +170,7 @@ impl Outbounds<'_> {
             };
             let mut backends = BTreeSet::new();
             let routes = routes::outbound_routes(name.clone(), view, policies, out, &mut backends);
+            let hcm = http::hcm(&name, Vec::new(), &policies.timeout(dest, None), false);
             snap.insert(name.clone(), &routes);
             for b in backends {
                 match b {
@@ -172,17 +178,13 @@ impl Outbounds<'_> {
                     Backend::MeshService(n, p) => self.mesh_services.insert((n, p)),
                 };
             }
-            http::hcm(&name, Vec::new(), &policies.timeout(dest, None), false)
+            hcm
         } else {
             // MeshTimeout's idleTimeout applies to TCP destinations too.
             let idle = if self.view.policies().is_empty() {
                 None
             } else {
-                let (view, dp_name, labels, dp) = (self.view, self.name, self.labels, self.dp);
-                let policies = self.policies.get_or_insert_with(|| {
-                    OutboundPolicies::new(view.policies(), dp_name, labels, dp)
-                });
-                policies.timeout(dest, None).idle_timeout
+                self.policies().timeout(dest, None).idle_timeout
             };
             tcp_proxy_idle(
                 &name,
