@@ -144,7 +144,13 @@ fn cluster<'a>(
     view: &'a Dataplane,
     spec: &ListenerSpec,
 ) -> Result<&'a Arc<ClusterRuntime>, ProxyError> {
-    let name = spec.tcp_cluster().unwrap_or_default();
+    let name = match &spec.protocol {
+        ListenerProtocol::Tcp { weighted, .. } if !weighted.is_empty() => {
+            crate::http::route_select::pick_backend(weighted, rand::random())
+                .map_or("", |b| b.cluster.as_str())
+        }
+        _ => spec.tcp_cluster().unwrap_or_default(),
+    };
     view.clusters.get(name).ok_or_else(|| {
         ProxyError::internal(
             ErrorKind::NotReady,

@@ -189,22 +189,20 @@ impl Dataplane {
                     .unwrap_or_else(|| "the TLS configuration cannot be built".into()),
             );
         }
-        let cluster = match &listener.protocol {
-            ListenerProtocol::Tcp { cluster, .. } => cluster,
+        if let ListenerProtocol::Http(http) = &listener.protocol {
             // Envoy's way: the listener waits for its routes; a route to a
             // cluster that is not ready answers 503 per request.
-            ListenerProtocol::Http(http) => {
-                return (!self.config.routes.contains_key(&http.route_config)).then(|| {
-                    format!(
-                        "waiting for the routes (RouteConfiguration {:?})",
-                        http.route_config
-                    )
-                });
-            }
-        };
-        if self.clusters.contains_key(cluster) {
-            return None;
+            return (!self.config.routes.contains_key(&http.route_config)).then(|| {
+                format!(
+                    "waiting for the routes (RouteConfiguration {:?})",
+                    http.route_config
+                )
+            });
         }
+        let cluster = listener
+            .tcp_clusters()
+            .into_iter()
+            .find(|c| !self.clusters.contains_key(*c))?;
         Some(match self.cluster_waiting.get(cluster) {
             Some(why) => format!("cluster {cluster:?}: {why}"),
             None => format!("waiting for cluster {cluster:?}"),

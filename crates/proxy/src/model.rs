@@ -18,7 +18,7 @@ pub mod http;
 pub mod route;
 
 use http::HttpListener;
-use route::RouteConfigSpec;
+use route::{RouteConfigSpec, WeightedBackend};
 
 /// Which way traffic flows through a listener.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -185,6 +185,18 @@ impl ListenerSpec {
             ListenerProtocol::Http(_) => None,
         }
     }
+
+    /// Every cluster a TCP listener may forward to (one, or each of its
+    /// weighted clusters); none for HTTP.
+    pub fn tcp_clusters(&self) -> Vec<&str> {
+        match &self.protocol {
+            ListenerProtocol::Tcp { weighted, .. } if !weighted.is_empty() => {
+                weighted.iter().map(|w| w.cluster.as_str()).collect()
+            }
+            ListenerProtocol::Tcp { cluster, .. } => vec![cluster],
+            ListenerProtocol::Http(_) => Vec::new(),
+        }
+    }
 }
 
 /// What a listener does with an accepted connection.
@@ -193,8 +205,14 @@ impl ListenerSpec {
 pub enum ListenerProtocol {
     /// Copy bytes to one cluster (`tcp_proxy`).
     Tcp {
-        /// The cluster `tcp_proxy` forwards to.
+        /// The cluster `tcp_proxy` forwards to (with `weighted`: the
+        /// first of them).
         cluster: String,
+        /// `tcp_proxy.weighted_clusters` (a MeshTCPRoute split): each
+        /// connection goes to one of these, picked by weight; empty for
+        /// a single cluster.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        weighted: Vec<WeightedBackend>,
         /// `tcp_proxy.idle_timeout` (MeshTimeout's `idleTimeout`): `None`
         /// when unset (the built-in 1 h), zero to disable it.
         #[serde(with = "optional_humantime", skip_serializing_if = "Option::is_none")]

@@ -54,6 +54,7 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 rbac_per_request: false,
                 protocol: ListenerProtocol::Tcp {
                     cluster: "backend".into(),
+                    weighted: Vec::new(),
                     idle_timeout: None,
                 },
             }),

@@ -462,3 +462,173 @@ fn meshtimeout_idle_timeout_reaches_tcp_listeners_both_ways_and_nothing_else_cha
     assert_eq!(idle(&plain, OUTBOUND), None);
     assert_eq!(idle(&plain, INBOUND), None);
 }
+
+/// `view`, with backend-2's inbound tagged `version: v2`.
+fn versioned_view(protocol: &str, policies: Vec<Resource>) -> MeshView {
+    let base = view("tcp", [protocol, protocol], policies.clone());
+    let mut dps: Vec<Resource> = base.dataplanes().iter().map(|d| d.to_resource()).collect();
+    let mut v2 = dps[2].to_json();
+    v2["spec"]["networking"]["inbound"][0]["tags"]["version"] = json!("v2");
+    dps[2] = resource(v2);
+    MeshView::new(mesh(true), dps, base.permissions().to_vec()).with_policies(policies)
+}
+
+/// A MeshTCPRoute from web to `backend`: 90 % to its `version: v1`
+/// inbounds, 10 % to its `version: v2` ones (Kuma's traffic-split example).
+fn tcp_split() -> Resource {
+    policy(
+        "MeshTCPRoute",
+        "tcp-split",
+        json!({"targetRef": {"kind": "Mesh"},
+               "to": [{"targetRef": {"kind": "MeshService", "name": "backend"},
+                       "rules": [{"default": {"backendRefs": [
+                           {"kind": "MeshServiceSubset", "name": "backend", "tags": {"version": "v1"}, "weight": 90},
+                           {"kind": "MeshServiceSubset", "name": "backend", "tags": {"version": "v2"}, "weight": 10}]}}]}]}),
+    )
+}
+
+fn endpoint_ports(snap: &Snapshot, cluster: &str) -> Vec<String> {
+    use envoy_types::pb::envoy::config::endpoint::v3::{ClusterLoadAssignment, lb_endpoint};
+    let cla: ClusterLoadAssignment = decode(snap, ENDPOINT_TYPE, cluster);
+    cla.endpoints
+        .iter()
+        .flat_map(|l| &l.lb_endpoints)
+        .filter_map(|e| match &e.host_identifier {
+            Some(lb_endpoint::HostIdentifier::Endpoint(e)) => Some(format!("{:?}", e.address)),
+            _ => None,
+        })
+        .map(|a| {
+            if a.contains("10.0.0.2") {
+                "backend-1".to_owned()
+            } else if a.contains("10.0.0.3") {
+                "backend-2".to_owned()
+            } else {
+                a
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_meshtcproute_splits_a_tcp_destination_by_weight_over_subsets() {
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+        TcpProxy, tcp_proxy::ClusterSpecifier as TcpSpecifier,
+    };
+    let snap = web(&versioned_view("tcp", vec![tcp_split()]));
+    let l: Listener = decode(&snap, LISTENER_TYPE, OUTBOUND);
+    let proxy: TcpProxy = typed(l.filter_chains[0].filters.last().unwrap());
+    let Some(TcpSpecifier::WeightedClusters(w)) = proxy.cluster_specifier else {
+        panic!("weighted clusters wanted: {:?}", proxy.cluster_specifier);
+    };
+    let split: Vec<(&str, u32)> = w
+        .clusters
+        .iter()
+        .map(|c| (c.name.as_str(), c.weight))
+        .collect();
+    assert_eq!(
+        split,
+        [("backend[version=v1]", 90), ("backend[version=v2]", 10)]
+    );
+    // Each subset is a cluster of its own, with the service's identity
+    // and only the inbounds that carry its tags.
+    assert_eq!(endpoint_ports(&snap, "backend[version=v1]"), ["backend-1"]);
+    assert_eq!(endpoint_ports(&snap, "backend[version=v2]"), ["backend-2"]);
+    let v2: Cluster = decode(&snap, CLUSTER_TYPE, "backend[version=v2]");
+    let tls = UpstreamTlsContext::decode(alpn_of(&v2.transport_socket).as_slice()).unwrap();
+    let sans = format!(
+        "{:?}",
+        tls.common_tls_context.unwrap().validation_context_type
+    );
+    assert!(sans.contains("\"spiffe://example.org/backend\""), "{sans}");
+}
+
+#[test]
+fn on_an_http_destination_a_meshhttproute_wins_over_a_meshtcproute() {
+    // Only the MeshTCPRoute: its backends serve every request.
+    let snap = web(&versioned_view("http", vec![tcp_split()]));
+    let only_tcp = routes(&snap, OUTBOUND);
+    assert_eq!(only_tcp.len(), 1);
+    let Some(ClusterSpecifier::WeightedClusters(w)) = &action(&only_tcp[0]).cluster_specifier
+    else {
+        panic!("weighted clusters wanted: {:?}", only_tcp[0]);
+    };
+    let names: Vec<&str> = w.clusters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["backend[version=v1]", "backend[version=v2]"]);
+    assert_eq!(endpoint_ports(&snap, "backend[version=v1]"), ["backend-1"]);
+
+    // With a MeshHTTPRoute for the same destination, the MeshTCPRoute is
+    // ignored: the default route goes to the destination itself.
+    let mut policies = canary_policies();
+    policies.push(tcp_split());
+    let snap = web(&versioned_view("http", policies));
+    let both = routes(&snap, OUTBOUND);
+    let names: Vec<&str> = both.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["canary", "default"]);
+    assert_eq!(
+        action(&both[1]).cluster_specifier,
+        Some(ClusterSpecifier::Cluster("backend".into()))
+    );
+    assert!(snap.get(CLUSTER_TYPE, "backend[version=v1]").is_none());
+}
+
+#[test]
+fn a_meshtcproute_without_a_reachable_backend_closes_connections() {
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+        TcpProxy, tcp_proxy::ClusterSpecifier as TcpSpecifier,
+    };
+    let nowhere = policy(
+        "MeshTCPRoute",
+        "nowhere",
+        json!({"to": [{"targetRef": {"kind": "MeshService", "name": "backend"},
+                       "rules": [{"default": {"backendRefs": [
+                           {"kind": "MeshService", "name": "backend", "weight": 0}]}}]}]}),
+    );
+    let snap = web(&versioned_view("tcp", vec![nowhere]));
+    let l: Listener = decode(&snap, LISTENER_TYPE, OUTBOUND);
+    let proxy: TcpProxy = typed(l.filter_chains[0].filters.last().unwrap());
+    let Some(TcpSpecifier::WeightedClusters(w)) = proxy.cluster_specifier else {
+        panic!("weighted clusters wanted");
+    };
+    let empty = &w.clusters[0].name;
+    let c: Cluster = decode(&snap, CLUSTER_TYPE, empty);
+    let endpoints = c.load_assignment.expect("static").endpoints;
+    assert!(endpoints.is_empty(), "{endpoints:?}");
+}
+
+#[test]
+fn meshtimeout_connection_timeout_reaches_the_clusters_it_targets() {
+    let timeout = policy(
+        "MeshTimeout",
+        "connect",
+        json!({"targetRef": {"kind": "Mesh"},
+               "to": [{"targetRef": {"kind": "MeshService", "name": "backend"},
+                       "default": {"connectionTimeout": "250ms"}}],
+               "from": [{"targetRef": {"kind": "Mesh"}, "default": {"connectionTimeout": "2s"}}]}),
+    );
+    let ms = |s: i64, n: i32| {
+        Some(Duration {
+            seconds: s,
+            nanos: n,
+        })
+    };
+    for protocol in ["tcp", "http"] {
+        let snap = web(&versioned_view(
+            protocol,
+            vec![timeout.clone(), tcp_split()],
+        ));
+        for c in ["backend", "backend[version=v1]", "backend[version=v2]"] {
+            let cluster: Cluster = decode(&snap, CLUSTER_TYPE, c);
+            assert_eq!(
+                cluster.connect_timeout,
+                ms(0, 250_000_000),
+                "{protocol} {c}"
+            );
+        }
+        let local: Cluster = decode(&snap, CLUSTER_TYPE, "inbound:web:9080");
+        assert_eq!(local.connect_timeout, secs(2), "{protocol}: the inbound");
+    }
+    // Without the policy, Kuma's default of 5s.
+    let snap = web(&versioned_view("tcp", Vec::new()));
+    let backend: Cluster = decode(&snap, CLUSTER_TYPE, "backend");
+    assert_eq!(backend.connect_timeout, secs(5));
+}

@@ -142,6 +142,7 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshTrafficPermission"
         | "MeshService"
         | "MeshHTTPRoute"
+        | "MeshTCPRoute"
         | "MeshTimeout"
         | "MeshRetry" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {

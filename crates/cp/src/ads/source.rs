@@ -155,9 +155,14 @@ impl MeshSource for StoreSource {
             .list(Kind::MeshService, Some(mesh), None)
             .await
             .map_err(source_error)?;
-        // The L7 policies the translator turns into HTTP routes.
+        // The routing and L7 policies the translator reads.
         let mut policies = Vec::new();
-        for kind in [Kind::MeshHTTPRoute, Kind::MeshTimeout, Kind::MeshRetry] {
+        for kind in [
+            Kind::MeshHTTPRoute,
+            Kind::MeshTCPRoute,
+            Kind::MeshTimeout,
+            Kind::MeshRetry,
+        ] {
             policies.extend(
                 self.resources
                     .list(kind, Some(mesh), None)

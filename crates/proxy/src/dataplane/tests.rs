@@ -55,6 +55,7 @@ fn inbound() -> ListenerSpec {
         rbac_per_request: false,
         protocol: ListenerProtocol::Tcp {
             cluster: "local".into(),
+            weighted: Vec::new(),
             idle_timeout: None,
         },
     }
@@ -71,6 +72,7 @@ fn outbound() -> ListenerSpec {
         rbac_per_request: false,
         protocol: ListenerProtocol::Tcp {
             cluster: "backend".into(),
+            weighted: Vec::new(),
             idle_timeout: None,
         },
     }
@@ -228,6 +230,43 @@ fn everything_present_means_ready() {
     });
     assert_eq!(dp.warming_reason(&inbound()), None);
     assert_eq!(dp.warming_reason(&outbound()), None);
+}
+
+#[test]
+fn a_weighted_tcp_listener_waits_for_every_cluster_it_may_pick() {
+    use crate::model::route::WeightedBackend;
+    let (bundle, identity) = ca_and_identity();
+    let mut split = outbound();
+    let weighted = ["backend", "canary"].map(|c| WeightedBackend {
+        cluster: c.into(),
+        weight: 50,
+        request_headers: Default::default(),
+    });
+    split.protocol = ListenerProtocol::Tcp {
+        cluster: "backend".into(),
+        weighted: weighted.to_vec(),
+        idle_timeout: None,
+    };
+    let only_backend = build(Arrived {
+        bundle: Some(bundle.clone()),
+        identity: Some(identity.clone()),
+        clusters: vec![cluster("backend", Discovery::Eds, true)],
+        endpoints: vec![("backend", 10002)],
+    });
+    assert_eq!(
+        reason(&only_backend, &split),
+        "waiting for cluster \"canary\""
+    );
+    let both = build(Arrived {
+        bundle: Some(bundle),
+        identity: Some(identity),
+        clusters: vec![
+            cluster("backend", Discovery::Eds, true),
+            cluster("canary", Discovery::Eds, true),
+        ],
+        endpoints: vec![("backend", 10002), ("canary", 10003)],
+    });
+    assert_eq!(both.warming_reason(&split), None);
 }
 
 /// The view after `change` is applied to `dp`'s configuration.

@@ -33,7 +33,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 
 use crate::model::{
     ClusterSpec, Direction, Discovery, DownstreamTls, LbPolicy, ListenerProtocol, ListenerSpec,
-    PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls,
+    PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls, route::WeightedBackend,
 };
 
 mod http_listener;
@@ -165,32 +165,25 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtoco
             rbac_filters.push(rbac_rules(r.rules, &format!("{field}.typed_config"))?);
         } else if any.type_url == TcpProxy::type_url() {
             let proxy: TcpProxy = decode(any, &field)?;
-            match proxy.cluster_specifier {
-                Some(ClusterSpecifier::Cluster(c)) if !c.is_empty() => {
-                    let idle_timeout = match &proxy.idle_timeout {
-                        None => None,
-                        Some(d) if d.seconds >= 0 && d.nanos >= 0 && d.nanos < 1_000_000_000 => {
-                            Some(Duration::new(d.seconds as u64, d.nanos as u32))
-                        }
-                        Some(_) => {
-                            return Err(invalid(
-                                format!("{field}.typed_config.idle_timeout"),
-                                "must not be negative",
-                            ));
-                        }
-                    };
-                    protocol = Some(ListenerProtocol::Tcp {
-                        cluster: c,
-                        idle_timeout,
-                    });
+            let idle_timeout = match &proxy.idle_timeout {
+                None => None,
+                Some(d) if d.seconds >= 0 && d.nanos >= 0 && d.nanos < 1_000_000_000 => {
+                    Some(Duration::new(d.seconds as u64, d.nanos as u32))
                 }
-                _ => {
+                Some(_) => {
                     return Err(invalid(
-                        format!("{field}.typed_config.cluster"),
-                        "tcp_proxy needs a single cluster name (weighted clusters are not supported)",
+                        format!("{field}.typed_config.idle_timeout"),
+                        "must not be negative",
                     ));
                 }
-            }
+            };
+            let (cluster, weighted) =
+                tcp_clusters(proxy.cluster_specifier, &format!("{field}.typed_config"))?;
+            protocol = Some(ListenerProtocol::Tcp {
+                cluster,
+                weighted,
+                idle_timeout,
+            });
         } else if any.type_url == HttpConnectionManager::type_url() {
             let (http_rbac, http) =
                 http_listener::connection_manager(any, &format!("{field}.typed_config"))?;
@@ -550,3 +543,45 @@ pub fn secret(any: &Any) -> Result<SecretSpec, Invalid> {
 
 #[cfg(test)]
 mod tests;
+
+/// The cluster of a `tcp_proxy`, or its weighted clusters (the first
+/// one's name beside them).
+fn tcp_clusters(
+    specifier: Option<ClusterSpecifier>,
+    at: &str,
+) -> Result<(String, Vec<WeightedBackend>), Invalid> {
+    match specifier {
+        Some(ClusterSpecifier::Cluster(c)) if !c.is_empty() => Ok((c, Vec::new())),
+        Some(ClusterSpecifier::WeightedClusters(w)) => {
+            let mut out = Vec::with_capacity(w.clusters.len());
+            for (i, c) in w.clusters.into_iter().enumerate() {
+                let field = format!("{at}.weighted_clusters.clusters[{i}]");
+                if c.name.is_empty() {
+                    return Err(invalid(format!("{field}.name"), "must name a cluster"));
+                }
+                if c.metadata_match.is_some() {
+                    return Err(invalid(
+                        format!("{field}.metadata_match"),
+                        "is not supported by meshlink-proxy; name a cluster per subset",
+                    ));
+                }
+                out.push(WeightedBackend {
+                    cluster: c.name,
+                    weight: c.weight,
+                    request_headers: Default::default(),
+                });
+            }
+            if out.iter().all(|b| b.weight == 0) {
+                return Err(invalid(
+                    format!("{at}.weighted_clusters.clusters"),
+                    "needs at least one cluster with a weight above 0",
+                ));
+            }
+            Ok((out[0].cluster.clone(), out))
+        }
+        _ => Err(invalid(
+            format!("{at}.cluster"),
+            "tcp_proxy needs a cluster name or weighted_clusters",
+        )),
+    }
+}

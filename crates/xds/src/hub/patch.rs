@@ -17,7 +17,7 @@ use super::{MeshTrust, Update};
 use crate::translate::{
     Backend, EncodedSecrets, Memo, MeshView, Protocol, SetInterner, Versioned, ViewDataplane,
     declared_protocols, endpoint_contributions, keeps_policy, mesh_service_outbounds, names,
-    route_backends, uses_subset_sources,
+    route_backends, routes_to_subsets_of, uses_subset_sources,
 };
 
 /// The proxies a change can affect.
@@ -99,6 +99,7 @@ fn outbound_services(view: Option<&MeshView>, name: &str) -> BTreeSet<String> {
         out.extend(route_backends(view, name).into_iter().map(|b| match b {
             Backend::Service(s) => s,
             Backend::MeshService(n, _) => mesh_service_ref(&n),
+            Backend::Subset(s, _) => s,
         }));
     }
     out
@@ -116,6 +117,14 @@ fn inbound_tags(dp: Option<&DataplaneSpec>) -> Vec<&Tags> {
             let gateway = dp.gateway().map(|g| &g.tags);
             dp.networking.inbound.iter().map(|i| &i.tags).chain(gateway)
         })
+        .collect()
+}
+
+/// `(kuma.io/service, tags)` of every inbound of `dp` that names a service.
+fn service_tags(dp: Option<&DataplaneSpec>) -> BTreeSet<(&str, &Tags)> {
+    dp.into_iter()
+        .flat_map(|dp| &dp.networking.inbound)
+        .filter_map(|i| Some((i.service()?, &i.tags)))
         .collect()
 }
 
@@ -466,10 +475,20 @@ impl MeshCtx {
         affected.names.insert(name.to_owned());
         let before = old.map(endpoint_contributions).unwrap_or_default();
         let after = new.map(endpoint_contributions).unwrap_or_default();
-        let services: BTreeSet<String> = before
+        let mut services: BTreeSet<String> = before
             .symmetric_difference(&after)
             .map(|(s, _, _)| s.clone())
             .collect();
+        // A MeshServiceSubset backend selects a service's inbounds by their
+        // other tags: a tag change moves endpoints between subsets.
+        let (tags_before, tags_after) = (service_tags(old), service_tags(new));
+        services.extend(
+            tags_before
+                .symmetric_difference(&tags_after)
+                .map(|(s, _)| *s)
+                .filter(|s| routes_to_subsets_of(view, s))
+                .map(str::to_owned),
+        );
         for s in services {
             self.memo.forget_service(&s);
             affected.services.insert(s);

@@ -14,6 +14,8 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
 
+use meshlink_api::spec::Tags;
+
 use super::{MeshView, names};
 
 /// A TCP socket address.
@@ -80,4 +82,34 @@ pub(super) fn service_assignment(view: &MeshView, service: &str) -> ClusterLoadA
         .filter(|_| view.tag_destinations())
         .cloned();
     assignment(names::service_cluster(service), endpoints)
+}
+
+/// The EDS resource of a `MeshServiceSubset` backend: the inbounds of
+/// `service` whose tags include every one of `tags`, sorted (none in an
+/// `Exclusive` mesh, as for the whole service).
+pub(super) fn subset_assignment(
+    view: &MeshView,
+    service: &str,
+    tags: &Tags,
+) -> ClusterLoadAssignment {
+    let mut endpoints: Vec<(String, u16)> = view
+        .dataplane_specs()
+        .filter(|_| view.tag_destinations())
+        .flat_map(|(_, dp)| {
+            dp.networking
+                .inbound
+                .iter()
+                .filter(|i| i.service() == Some(service))
+                .filter(|i| tags.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
+                .map(|i| {
+                    (
+                        i.effective_address(&dp.networking.address).to_owned(),
+                        i.port.get(),
+                    )
+                })
+        })
+        .collect();
+    endpoints.sort();
+    endpoints.dedup();
+    assignment(names::subset_cluster(service, tags), endpoints)
 }

@@ -22,7 +22,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     http_filter::ConfigType,
 };
 use envoy_types::util::pack_any;
-use meshlink_api::spec::DataplaneSpec;
+use meshlink_api::spec::{DataplaneSpec, Tags};
 
 use super::memo::{ClusterKey, Memo};
 use super::policies::{Destination, OutboundPolicies};
@@ -58,7 +58,8 @@ pub(super) fn build(
         .dataplane_resource(name)
         .map_or(&no_labels, |r| r.labels());
     let policies = OutboundPolicies::new(view.policies(), name, labels, dp);
-    let mut needed: BTreeSet<String> = BTreeSet::new();
+    // (service, subset tags): the clusters the channels' routes name.
+    let mut needed: BTreeSet<(String, Option<Tags>)> = BTreeSet::new();
     let mut mesh_services = mesh_service::mesh_service_outbounds(dp);
     for service in services {
         let cluster = names::service_cluster(service);
@@ -75,22 +76,27 @@ pub(super) fn build(
         let routes =
             routes::outbound_routes(service.to_owned(), view, &policies, out, &mut backends);
         snap.insert(service.to_owned(), &api_listener(service, routes));
-        needed.insert(service.to_owned());
+        needed.insert((service.to_owned(), None));
         for b in backends {
             match b {
-                Backend::Service(s) => needed.insert(s),
+                Backend::Service(s) => needed.insert((s, None)),
                 Backend::MeshService(n, p) => mesh_services.insert((n, p)),
+                Backend::Subset(s, tags) => needed.insert((s, Some(tags))),
             };
         }
     }
-    for service in &needed {
+    for (service, subset) in &needed {
         let service = service.as_str();
-        let cluster = names::service_cluster(service);
+        let cluster = match subset {
+            Some(tags) => names::subset_cluster(service, tags),
+            None => names::service_cluster(service),
+        };
         let key = ClusterKey {
-            service: service.to_owned(),
+            service: cluster.clone(),
             identity: None,
             grpc: true,
             protocol: Protocol::Tcp,
+            connect_timeout: None,
         };
         let encoded = memo.cluster(key, || {
             let transport = view.mtls_enabled().then(|| {
@@ -98,9 +104,12 @@ pub(super) fn build(
             });
             Versioned::encode(&eds_cluster(cluster.clone(), transport))
         });
-        snap.insert_shared(cluster, encoded);
-        let cla = super::service_load_assignment(view, memo, service);
-        snap.insert_shared(names::service_cluster(service), cla);
+        snap.insert_shared(cluster.clone(), encoded);
+        let cla = match subset {
+            Some(tags) => super::subset_load_assignment(view, memo, service, tags),
+            None => super::service_load_assignment(view, memo, service),
+        };
+        snap.insert_shared(cluster, cla);
     }
     // MeshService outbounds: a channel to `xds:///<name>:<port>`.
     for (name, port) in &mesh_service::mesh_service_outbounds(dp) {
@@ -111,6 +120,7 @@ pub(super) fn build(
             &api_listener(&listener, default_routes(&listener, &cluster)),
         );
     }
+    let mesh_services = mesh_services.into_iter().map(|d| (d, None)).collect();
     mesh_service::clusters(snap, view, None, true, &mesh_services, memo);
 }
 

@@ -29,12 +29,17 @@ pub(crate) struct ClusterKey {
     /// The destination's protocol: an HTTP one's Cluster speaks HTTP/2
     /// (ALPN `h2`), so a tcp and an http view never share an encoding.
     pub(crate) protocol: Protocol,
+    /// MeshTimeout's `connectionTimeout` (seconds, nanos); `None`: the
+    /// default.
+    pub(crate) connect_timeout: Option<(i64, i32)>,
 }
 
 /// Shared, encoded resources of one mesh view (see the module doc).
 #[derive(Debug, Default)]
 pub struct Memo {
     assignments: HashMap<String, Arc<Versioned>>,
+    /// `kuma.io/service` → subset cluster → its load assignment.
+    subset_assignments: HashMap<String, HashMap<String, Arc<Versioned>>>,
     clusters: HashMap<ClusterKey, Arc<Versioned>>,
     rbac: HashMap<RbacKey, Arc<RbacSources>>,
 }
@@ -42,9 +47,11 @@ pub struct Memo {
 // === impl Memo ===
 
 impl Memo {
-    /// Forgets what depends on the endpoints of `service`.
+    /// Forgets what depends on the endpoints of `service` (its subsets'
+    /// load assignments included).
     pub fn forget_service(&mut self, service: &str) {
         self.assignments.remove(service);
+        self.subset_assignments.remove(service);
     }
 
     /// Forgets the load assignment and Clusters of destination `name`
@@ -63,13 +70,15 @@ impl Memo {
     /// Forgets everything (the Mesh spec changed, or the view was rebuilt).
     pub fn clear(&mut self) {
         self.assignments.clear();
+        self.subset_assignments.clear();
         self.clusters.clear();
         self.rbac.clear();
     }
 
     /// Number of memoized resources.
     pub fn len(&self) -> usize {
-        self.assignments.len() + self.clusters.len() + self.rbac.len()
+        let subsets: usize = self.subset_assignments.values().map(HashMap::len).sum();
+        self.assignments.len() + subsets + self.clusters.len() + self.rbac.len()
     }
 
     /// Whether nothing is memoized.
@@ -88,6 +97,20 @@ impl Memo {
         let r = Arc::new(build());
         self.assignments.insert(service.to_owned(), r.clone());
         r
+    }
+
+    pub(crate) fn subset_assignment(
+        &mut self,
+        service: &str,
+        cluster: String,
+        build: impl FnOnce() -> Versioned,
+    ) -> Arc<Versioned> {
+        self.subset_assignments
+            .entry(service.to_owned())
+            .or_default()
+            .entry(cluster)
+            .or_insert_with(|| Arc::new(build()))
+            .clone()
     }
 
     pub(crate) fn cluster(

@@ -9,7 +9,9 @@
 //! or port that does not exist yields a Cluster without endpoints, never
 //! an error: resources may arrive in any order (I2).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::google::protobuf::Duration;
 
 use meshlink_api::spec::{DataplaneSpec, IdentityType, MeshServiceSpec};
 
@@ -104,17 +106,18 @@ pub(super) fn accepted_identities(view: &MeshView, name: &str) -> Vec<String> {
 }
 
 /// The Clusters and load assignments of `destinations` (MeshService name,
-/// port). `identity` is the sidecar's SDS identity secret (mTLS on);
-/// `grpc` selects the proxyless shape (certificate providers).
+/// port → MeshTimeout's `connectionTimeout`, if one is set). `identity`
+/// is the sidecar's SDS identity secret (mTLS on); `grpc` selects the
+/// proxyless shape (certificate providers).
 pub(super) fn clusters(
     snap: &mut Snapshot,
     view: &MeshView,
     identity: Option<&String>,
     grpc: bool,
-    destinations: &BTreeSet<(String, u16)>,
+    destinations: &BTreeMap<(String, u16), Option<Duration>>,
     memo: &mut Memo,
 ) {
-    for (name, port) in destinations {
+    for ((name, port), connect_timeout) in destinations {
         let cluster = names::mesh_service_cluster(name, *port);
         // Proxyless gRPC clients keep their shape whatever the protocol.
         let protocol = match grpc {
@@ -126,6 +129,7 @@ pub(super) fn clusters(
             identity: identity.cloned(),
             grpc,
             protocol,
+            connect_timeout: connect_timeout.map(|d| (d.seconds, d.nanos)),
         };
         let encoded = memo.cluster(key, || {
             let ids = || accepted_identities(view, name);
@@ -140,7 +144,13 @@ pub(super) fn clusters(
                 identity
                     .map(|id| tls::upstream_sds_any_alpn(id.clone(), view.mesh_name(), ids(), alpn))
             };
-            Versioned::encode(&destination_cluster(cluster.clone(), transport, protocol))
+            let timeout = *connect_timeout;
+            Versioned::encode(&destination_cluster(
+                cluster.clone(),
+                transport,
+                protocol,
+                timeout,
+            ))
         });
         snap.insert_shared(cluster.clone(), encoded);
         let cla = memo.assignment(&cluster, || {

@@ -38,7 +38,7 @@ pub use mesh_service::{mesh_service_outbounds, selected_dataplanes};
 pub(crate) use policies::kept as keeps_policy;
 pub(crate) use protocol::{Protocol, declared as declared_protocols};
 pub use rbac::uses_subset_sources;
-pub(crate) use routes::{Backend, route_backends};
+pub(crate) use routes::{Backend, route_backends, routes_to_subsets_of};
 pub(crate) use snapshot::type_index;
 pub use snapshot::{
     CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
@@ -116,6 +116,19 @@ pub(crate) fn service_load_assignment(
 ) -> Arc<Versioned> {
     memo.assignment(service, || {
         Versioned::encode(&endpoints::service_assignment(view, service))
+    })
+}
+
+/// The (memoized) load assignment of the `MeshServiceSubset` backend
+/// `service` with `tags`.
+pub(crate) fn subset_load_assignment(
+    view: &MeshView,
+    memo: &mut Memo,
+    service: &str,
+    tags: &meshlink_api::spec::Tags,
+) -> Arc<Versioned> {
+    memo.subset_assignment(service, names::subset_cluster(service, tags), || {
+        Versioned::encode(&endpoints::subset_assignment(view, service, tags))
     })
 }
 

@@ -26,6 +26,21 @@ pub fn service_cluster(service: &str) -> String {
     service.to_owned()
 }
 
+/// Name of the Cluster without endpoints where a MeshTCPRoute without a
+/// reachable backend sends the connections of outbound `listener` (so
+/// they are closed at once).
+pub fn no_backend_cluster(listener: &str) -> String {
+    format!("no-backend:{listener}")
+}
+
+/// Name of the Cluster (and ClusterLoadAssignment) of the inbounds of
+/// `service` that carry `tags` too (a `MeshServiceSubset` backend), e.g.
+/// `backend[version=v1]`.
+pub fn subset_cluster(service: &str, tags: &meshlink_api::spec::Tags) -> String {
+    let tags: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{}[{}]", service_cluster(service), tags.join(","))
+}
+
 /// Name of the Cluster (and ClusterLoadAssignment) of port `port` of
 /// MeshService `name` (Kuma's `<name>_msvc_<port>`).
 pub fn mesh_service_cluster(name: &str, port: u16) -> String {

@@ -1,5 +1,5 @@
-//! The L7 policies of a mesh (MeshHTTPRoute, MeshTimeout, MeshRetry) as
-//! the translator reads them for one sidecar.
+//! The routing and L7 policies of a mesh (MeshHTTPRoute, MeshTCPRoute,
+//! MeshTimeout, MeshRetry) as the translator reads them for one sidecar.
 //!
 //! Owns which policies select a Dataplane or an inbound, and which folded
 //! entries apply to one destination or route. Folding itself is the
@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    DataplaneSpec, HttpRouteRule, InboundTarget, RetryConf, TargetRef, TargetRefKind, TimeoutConf,
+    DataplaneSpec, HttpRouteRule, InboundTarget, RetryConf, TargetRef, TargetRefKind, TcpRouteRule,
+    TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -27,7 +28,7 @@ pub(crate) struct ViewPolicy {
 pub(crate) fn kept(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::MeshHTTPRoute | Kind::MeshTimeout | Kind::MeshRetry
+        Kind::MeshHTTPRoute | Kind::MeshTCPRoute | Kind::MeshTimeout | Kind::MeshRetry
     )
 }
 
@@ -56,6 +57,7 @@ pub(crate) struct Destination<'a> {
 #[derive(Debug)]
 pub(crate) struct OutboundPolicies {
     routes: RuleSet,
+    tcp_routes: RuleSet,
     timeouts: RuleSet,
     retries: RuleSet,
 }
@@ -89,6 +91,7 @@ impl OutboundPolicies {
         let fold = |kind| policy::merge(kind, &selected, Section::To).applied;
         Self {
             routes: fold(Kind::MeshHTTPRoute),
+            tcp_routes: fold(Kind::MeshTCPRoute),
             timeouts: fold(Kind::MeshTimeout),
             retries: fold(Kind::MeshRetry),
         }
@@ -114,6 +117,12 @@ impl OutboundPolicies {
                 Some(RouteRule { policy, rule })
             })
             .collect()
+    }
+
+    /// The MeshTCPRoute rule for `dest` (its first rule, folded across
+    /// policies); `None` when no MeshTCPRoute routes it.
+    pub(crate) fn tcp_route(&self, dest: Destination<'_>) -> Option<TcpRuleConf> {
+        typed::<TcpRouteRule>(&self.tcp_routes, |e| applies(e, dest, None)).map(|r| r.default_)
     }
 
     /// The MeshTimeout conf for `dest` (and its route from MeshHTTPRoute

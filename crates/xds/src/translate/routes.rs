@@ -14,7 +14,9 @@ use envoy_types::pb::envoy::config::route::v3::{
     route_action, weighted_cluster::ClusterWeight,
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
-use meshlink_api::spec::{HttpRouteRule, RouteBackendRef, TargetRefKind, TimeoutDefaults};
+use meshlink_api::spec::{
+    HttpRouteRule, RouteBackendRef, Tags, TargetRefKind, TcpRuleConf, TimeoutDefaults,
+};
 
 use super::http::{self, kuma_duration, or_default};
 use super::policies::{Destination, OutboundPolicies};
@@ -30,39 +32,48 @@ pub(crate) enum Backend {
     Service(String),
     /// A port of a MeshService.
     MeshService(String, u16),
+    /// The inbounds of a `kuma.io/service` that carry these tags too
+    /// (Kuma's `MeshServiceSubset`).
+    Subset(String, Tags),
 }
 
 // === impl Backend ===
 
 impl Backend {
-    fn cluster(&self) -> String {
+    pub(super) fn cluster(&self) -> String {
         match self {
             Backend::Service(s) => names::service_cluster(s),
             Backend::MeshService(n, p) => names::mesh_service_cluster(n, *p),
+            Backend::Subset(s, tags) => names::subset_cluster(s, tags),
         }
     }
 
-    /// The backend a route's `backendRef` names, if meshlink can reach it
-    /// (a `MeshService` with a name: a MeshService port when it names a
-    /// port of one, else the `kuma.io/service` of that name).
-    fn of(view: &MeshView, r: &RouteBackendRef) -> Option<Backend> {
-        if r.kind != TargetRefKind::MeshService {
-            return None;
-        }
+    /// The backend a route's `backendRef` names, if meshlink can reach it:
+    /// a `MeshService` with a name (a MeshService port when it names a
+    /// port of one, else the `kuma.io/service` of that name), or a
+    /// `MeshServiceSubset` (a `kuma.io/service` and tags; without tags,
+    /// the whole service).
+    pub(super) fn of(view: &MeshView, r: &RouteBackendRef) -> Option<Backend> {
         let name = r.name.clone()?;
-        match r.port {
-            Some(p) if view.mesh_service(&name).is_some() => {
-                Some(Backend::MeshService(name, p.get()))
-            }
-            _ => Some(Backend::Service(name)),
+        match r.kind {
+            TargetRefKind::MeshService => match r.port {
+                Some(p) if view.mesh_service(&name).is_some() => {
+                    Some(Backend::MeshService(name, p.get()))
+                }
+                _ => Some(Backend::Service(name)),
+            },
+            TargetRefKind::MeshServiceSubset if r.tags.is_empty() => Some(Backend::Service(name)),
+            TargetRefKind::MeshServiceSubset => Some(Backend::Subset(name, r.tags.clone())),
+            _ => None,
         }
     }
 }
 
-/// Every backend a MeshHTTPRoute selecting Dataplane `name` may send to
-/// (`backendRefs` and mirrors), whatever the destination: what its routes
-/// can name, a superset of what they do name. The hub indexes the proxy
-/// under them, so their endpoint changes reach it.
+/// Every backend a MeshHTTPRoute or MeshTCPRoute selecting Dataplane
+/// `name` may send to (`backendRefs` and mirrors), whatever the
+/// destination: what its routes can name, a superset of what they do
+/// name. The hub indexes the proxy under them, so their endpoint changes
+/// reach it.
 pub(crate) fn route_backends(view: &MeshView, name: &str) -> BTreeSet<Backend> {
     let Some(dp) = view.dataplane_resource(name) else {
         return BTreeSet::new();
@@ -77,20 +88,48 @@ pub(crate) fn route_backends(view: &MeshView, name: &str) -> BTreeSet<Backend> {
                 &dp.spec,
             )
         })
-        .filter_map(|p| p.resource.spec.as_mesh_http_route())
-        .flat_map(|spec| &spec.to)
-        .flat_map(|to| &to.rules)
-        .flat_map(|rule| {
-            let conf = &rule.default_;
-            let mirrors = conf
-                .filters
-                .iter()
-                .flatten()
-                .filter_map(|f| f.request_mirror.as_ref().map(|m| &m.backend_ref));
-            conf.backend_refs.iter().flatten().chain(mirrors)
+        .flat_map(|p| {
+            let http = p.resource.spec.as_mesh_http_route().into_iter();
+            let http = http.flat_map(|spec| &spec.to).flat_map(|to| &to.rules);
+            let http = http.flat_map(|rule| {
+                let conf = &rule.default_;
+                let mirrors = conf
+                    .filters
+                    .iter()
+                    .flatten()
+                    .filter_map(|f| f.request_mirror.as_ref().map(|m| &m.backend_ref));
+                conf.backend_refs.iter().flatten().chain(mirrors)
+            });
+            let tcp = p.resource.spec.as_mesh_tcp_route().into_iter();
+            let tcp = tcp
+                .flat_map(|spec| &spec.to)
+                .flat_map(|to| &to.rules)
+                .flat_map(|rule| &rule.default_.backend_refs);
+            http.chain(tcp)
         })
         .filter_map(|r| Backend::of(view, r))
         .collect()
+}
+
+/// Whether a MeshHTTPRoute or MeshTCPRoute of `view` names a
+/// `MeshServiceSubset` of `service` (then the tags of that service's
+/// inbounds decide its endpoints).
+pub(crate) fn routes_to_subsets_of(view: &MeshView, service: &str) -> bool {
+    view.policies().iter().any(|p| {
+        let http = p.resource.spec.as_mesh_http_route().into_iter();
+        let http = http
+            .flat_map(|s| &s.to)
+            .flat_map(|to| &to.rules)
+            .flat_map(|r| r.default_.backend_refs.iter().flatten());
+        let tcp = p.resource.spec.as_mesh_tcp_route().into_iter();
+        let tcp = tcp
+            .flat_map(|s| &s.to)
+            .flat_map(|to| &to.rules)
+            .flat_map(|r| &r.default_.backend_refs);
+        http.chain(tcp).any(|r| {
+            r.kind == TargetRefKind::MeshServiceSubset && r.name.as_deref() == Some(service)
+        })
+    })
 }
 
 /// What an HTTP outbound listener routes to.
@@ -117,7 +156,14 @@ pub(super) fn outbound_routes(
     backends: &mut BTreeSet<Backend>,
 ) -> RouteConfiguration {
     let mut routes: Vec<(Route, _)> = Vec::new();
-    for rule in policies.routes(out.dest) {
+    let rules = policies.routes(out.dest);
+    // A MeshHTTPRoute wins over a MeshTCPRoute (Kuma's rule); without
+    // one, a MeshTCPRoute's backends serve every request.
+    let tcp = match rules.is_empty() {
+        true => policies.tcp_route(out.dest),
+        false => None,
+    };
+    for rule in rules {
         for m in &rule.rule.matches {
             let mut r = rule_route(view, policies, out, &rule.policy, &rule.rule, backends);
             r.r#match = Some(route_match::route_match(m));
@@ -131,14 +177,25 @@ pub(super) fn outbound_routes(
         r#match: Some(http::prefix_all()),
         ..Default::default()
     };
-    let mut action = RouteAction {
-        cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(
+    let cluster_specifier = match tcp {
+        Some(TcpRuleConf { backend_refs }) if !backend_refs.is_empty() => {
+            weighted(view, &backend_refs, backends)
+        }
+        _ => Some(route_action::ClusterSpecifier::Cluster(
             out.cluster.to_owned(),
         )),
-        ..Default::default()
     };
-    policy_fields(policies, out, None, &mut action);
-    default.action = Some(route::Action::Route(action));
+    default.action = Some(match cluster_specifier {
+        Some(cluster_specifier) => {
+            let mut action = RouteAction {
+                cluster_specifier: Some(cluster_specifier),
+                ..Default::default()
+            };
+            policy_fields(policies, out, None, &mut action);
+            route::Action::Route(action)
+        }
+        None => no_backend(),
+    });
     routes.push(default);
     http::route_configuration(name, out.dest.name, routes)
 }
@@ -169,12 +226,7 @@ fn rule_route(
         Some(refs) => weighted(view, refs, backends),
     };
     let Some(cluster_specifier) = cluster_specifier else {
-        // No backend meshlink can reach (or all weights 0): Gateway API
-        // answers 500.
-        r.action = Some(route::Action::DirectResponse(DirectResponseAction {
-            status: 500,
-            ..Default::default()
-        }));
+        r.action = Some(no_backend());
         return r;
     };
     let mut action = RouteAction {
@@ -197,6 +249,15 @@ fn rule_route(
     policy_fields(policies, out, Some(policy), &mut action);
     r.action = Some(route::Action::Route(action));
     r
+}
+
+/// What a route without a reachable backend (or with all weights 0)
+/// does: Gateway API answers 500.
+fn no_backend() -> route::Action {
+    route::Action::DirectResponse(DirectResponseAction {
+        status: 500,
+        ..Default::default()
+    })
 }
 
 /// Weighted clusters of `refs`; `None` when no reachable backend has a

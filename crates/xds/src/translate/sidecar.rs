@@ -17,11 +17,11 @@ use envoy_types::pb::envoy::config::cluster::v3::{
 use envoy_types::pb::envoy::config::core::v3::{TrafficDirection, TransportSocket};
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
-    TcpProxy, tcp_proxy::ClusterSpecifier,
+    TcpProxy, tcp_proxy::ClusterSpecifier, tcp_proxy::WeightedCluster, tcp_proxy::weighted_cluster,
 };
 use envoy_types::pb::google::protobuf::Duration;
 use envoy_types::util::pack_any;
-use meshlink_api::spec::{DataplaneSpec, Inbound, InboundTarget};
+use meshlink_api::spec::{DataplaneSpec, Inbound, InboundTarget, Tags, TcpRuleConf};
 
 use super::endpoints::{assignment, socket_address};
 use super::memo::{ClusterKey, Memo};
@@ -55,6 +55,11 @@ struct Outbounds<'a> {
     services: BTreeSet<String>,
     /// MeshService ports whose Cluster the sidecar needs.
     mesh_services: BTreeSet<(String, u16)>,
+    /// `MeshServiceSubset` backends whose Cluster the sidecar needs.
+    subsets: BTreeSet<(String, Tags)>,
+    /// Clusters without endpoints, for MeshTCPRoutes without a reachable
+    /// backend.
+    empty: BTreeSet<String>,
 }
 
 /// Emits the listeners, clusters and load assignments of a sidecar;
@@ -91,6 +96,8 @@ pub(super) fn build(
         dp,
         services: BTreeSet::new(),
         mesh_services: BTreeSet::new(),
+        subsets: BTreeSet::new(),
+        empty: BTreeSet::new(),
     };
     for outbound in &dp.networking.outbound {
         let (address, port) = (outbound.address(), outbound.port.get());
@@ -125,15 +132,56 @@ pub(super) fn build(
         out.listener(snap, address, port, dest, &cluster, protocol);
         out.services.insert(service.to_owned());
     }
-    for service in &out.services {
-        let cluster = service_cluster(view, out.identity.as_ref(), service, memo);
-        let name = names::service_cluster(service);
+    for service in std::mem::take(&mut out.services) {
+        let timeout = out.connect_timeout(Destination {
+            name: &service,
+            port: None,
+        });
+        let name = names::service_cluster(&service);
+        let identity = out.identity.as_ref();
+        let cluster = service_cluster(view, identity, &service, &name, timeout, memo);
         snap.insert_shared(name.clone(), cluster);
-        let cla = super::service_load_assignment(view, memo, service);
+        let cla = super::service_load_assignment(view, memo, &service);
         snap.insert_shared(name, cla);
     }
+    for (service, tags) in std::mem::take(&mut out.subsets) {
+        let timeout = out.connect_timeout(Destination {
+            name: &service,
+            port: None,
+        });
+        let name = names::subset_cluster(&service, &tags);
+        let identity = out.identity.as_ref();
+        let cluster = service_cluster(view, identity, &service, &name, timeout, memo);
+        snap.insert_shared(name.clone(), cluster);
+        let cla = super::subset_load_assignment(view, memo, &service, &tags);
+        snap.insert_shared(name, cla);
+    }
+    for name in std::mem::take(&mut out.empty) {
+        let cluster = Cluster {
+            name: name.clone(),
+            connect_timeout: Some(CONNECT_TIMEOUT),
+            cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+            load_assignment: Some(assignment(name.clone(), [])),
+            ..Default::default()
+        };
+        snap.insert(name, &cluster);
+    }
+    let mesh_services: BTreeMap<(String, u16), _> = std::mem::take(&mut out.mesh_services)
+        .into_iter()
+        .map(|(ms, port)| {
+            let port_name = view
+                .mesh_service(&ms)
+                .and_then(|m| m.port(port))
+                .and_then(|p| p.name.as_deref());
+            let timeout = out.connect_timeout(Destination {
+                name: &ms,
+                port: Some((port, port_name)),
+            });
+            ((ms, port), timeout)
+        })
+        .collect();
     let identity = out.identity.as_ref();
-    mesh_service::clusters(snap, view, identity, false, &out.mesh_services, memo);
+    mesh_service::clusters(snap, view, identity, false, &mesh_services, memo);
 }
 
 // === impl Outbounds ===
@@ -144,6 +192,66 @@ impl Outbounds<'_> {
         let (view, name, labels, dp) = (self.view, self.name, self.labels, self.dp);
         self.policies
             .get_or_insert_with(|| OutboundPolicies::new(view.policies(), name, labels, dp))
+    }
+
+    /// MeshTimeout's `connectionTimeout` for the Cluster of `dest`
+    /// (`None`: no policy sets one, the default stands).
+    fn connect_timeout(&mut self, dest: Destination<'_>) -> Option<Duration> {
+        if self.view.policies().is_empty() {
+            return None;
+        }
+        let conf = self.policies().timeout(dest, None);
+        http::kuma_duration(conf.connection_timeout.as_deref())
+    }
+
+    /// Records that a route sends to `b`: its Cluster joins the sidecar's.
+    fn needs(&mut self, b: Backend) {
+        match b {
+            Backend::Service(s) => self.services.insert(s),
+            Backend::MeshService(n, p) => self.mesh_services.insert((n, p)),
+            Backend::Subset(s, tags) => self.subsets.insert((s, tags)),
+        };
+    }
+
+    /// The `tcp_proxy` of a TCP outbound to `dest`: to `cluster`, or
+    /// by weight to a MeshTCPRoute's backends; with MeshTimeout's
+    /// `idleTimeout`.
+    fn tcp_filter(&mut self, name: &str, dest: Destination<'_>, cluster: &str) -> Filter {
+        if self.view.policies().is_empty() {
+            return tcp_proxy(name, cluster.to_owned());
+        }
+        let idle = self.policies().timeout(dest, None).idle_timeout;
+        let idle = http::kuma_duration(idle.as_deref());
+        let route = self.policies().tcp_route(dest);
+        let Some(TcpRuleConf { backend_refs }) = route.filter(|r| !r.backend_refs.is_empty())
+        else {
+            return tcp_proxy_idle(name, cluster.to_owned(), idle);
+        };
+        let mut clusters = Vec::new();
+        for r in &backend_refs {
+            let Some(b) = Backend::of(self.view, r) else {
+                continue;
+            };
+            clusters.push(weighted_cluster::ClusterWeight {
+                name: b.cluster(),
+                weight: r.effective_weight(),
+                ..Default::default()
+            });
+            self.needs(b);
+        }
+        if clusters.iter().all(|c| c.weight == 0) {
+            // No reachable backend with a weight: a cluster without
+            // endpoints, so every connection is closed at once.
+            let empty = names::no_backend_cluster(name);
+            self.empty.insert(empty.clone());
+            clusters = vec![weighted_cluster::ClusterWeight {
+                name: empty,
+                weight: 1,
+                ..Default::default()
+            }];
+        }
+        let specifier = ClusterSpecifier::WeightedClusters(WeightedCluster { clusters });
+        tcp_proxy_with(name, specifier, idle)
     }
 
     /// The outbound Listener on `address:port` to `dest` (Cluster
@@ -173,24 +281,11 @@ impl Outbounds<'_> {
             let hcm = http::hcm(&name, Vec::new(), &policies.timeout(dest, None), false);
             snap.insert(name.clone(), &routes);
             for b in backends {
-                match b {
-                    Backend::Service(s) => self.services.insert(s),
-                    Backend::MeshService(n, p) => self.mesh_services.insert((n, p)),
-                };
+                self.needs(b);
             }
             hcm
         } else {
-            // MeshTimeout's idleTimeout applies to TCP destinations too.
-            let idle = if self.view.policies().is_empty() {
-                None
-            } else {
-                self.policies().timeout(dest, None).idle_timeout
-            };
-            tcp_proxy_idle(
-                &name,
-                cluster.to_owned(),
-                http::kuma_duration(idle.as_deref()),
-            )
+            self.tcp_filter(&name, dest, cluster)
         };
         let listener = Listener {
             name: name.clone(),
@@ -206,21 +301,25 @@ impl Outbounds<'_> {
     }
 }
 
-/// The (memoized) Cluster of destination `service` for a sidecar with
-/// SDS identity `identity`: EDS, TLS requiring the service's SPIFFE ID,
-/// and for an HTTP service HTTP/2 (ALPN `h2`).
+/// The (memoized) Cluster `name` of destination `service` (the whole
+/// service, or a subset of it) for a sidecar with SDS identity
+/// `identity`: EDS, TLS requiring the service's SPIFFE ID, for an HTTP
+/// service HTTP/2 (ALPN `h2`), and MeshTimeout's `connectionTimeout`.
 fn service_cluster(
     view: &MeshView,
     identity: Option<&String>,
     service: &str,
+    name: &str,
+    connect_timeout: Option<Duration>,
     memo: &mut Memo,
 ) -> std::sync::Arc<Versioned> {
     let protocol = protocol::service(view, service);
     let key = ClusterKey {
-        service: service.to_owned(),
+        service: name.to_owned(),
         identity: identity.cloned(),
         grpc: false,
         protocol,
+        connect_timeout: connect_timeout.map(|d| (d.seconds, d.nanos)),
     };
     memo.cluster(key, || {
         let transport = identity.map(|id| {
@@ -236,20 +335,25 @@ fn service_cluster(
                 tls::upstream_sds(id.clone(), view.mesh_name(), spiffe)
             }
         });
-        let name = names::service_cluster(service);
-        Versioned::encode(&destination_cluster(name, transport, protocol))
+        let cluster = destination_cluster(name.to_owned(), transport, protocol, connect_timeout);
+        Versioned::encode(&cluster)
     })
 }
 
-/// [`eds_cluster`], speaking HTTP/2 to its hosts when `protocol` is HTTP.
+/// [`eds_cluster`], speaking HTTP/2 to its hosts when `protocol` is HTTP,
+/// with `connect_timeout` when a MeshTimeout sets one.
 pub(super) fn destination_cluster(
     name: String,
     transport: Option<TransportSocket>,
     protocol: Protocol,
+    connect_timeout: Option<Duration>,
 ) -> Cluster {
     let mut cluster = eds_cluster(name, transport);
     if protocol.is_http() {
         cluster.typed_extension_protocol_options = http::upstream_h2();
+    }
+    if let Some(t) = connect_timeout {
+        cluster.connect_timeout = Some(t);
     }
     cluster
 }
@@ -275,6 +379,7 @@ fn inbound_resources(
     let local = names::inbound_cluster(service, service_port);
 
     let protocol = protocol::inbound(&inbound.tags);
+    let timeouts = policies::inbound_timeout(view.policies(), target);
     let mut filters = Vec::new();
     let transport_socket;
     let sources = identity.map(|_| {
@@ -286,7 +391,6 @@ fn inbound_resources(
             .as_deref()
             .map(rbac::inbound_http_filters)
             .unwrap_or_default();
-        let timeouts = policies::inbound_timeout(view.policies(), target);
         filters.push(http::hcm(&name, http_filters, &timeouts, true));
         let routes = http::inbound_routes(
             name.clone(),
@@ -303,11 +407,10 @@ fn inbound_resources(
             filters.extend(rbac::inbound_filters(sources, &name));
         }
         transport_socket = identity.map(|id| tls::downstream_sds(id.to_owned(), view.mesh_name()));
-        let idle = policies::inbound_timeout(view.policies(), target).idle_timeout;
         filters.push(tcp_proxy_idle(
             &name,
             local.clone(),
-            http::kuma_duration(idle.as_deref()),
+            http::kuma_duration(timeouts.idle_timeout.as_deref()),
         ));
     }
     let listener = Listener {
@@ -323,9 +426,10 @@ fn inbound_resources(
     };
     snap.insert(name, &listener);
 
+    let connect_timeout = http::kuma_duration(timeouts.connection_timeout.as_deref());
     let mut cluster = Cluster {
         name: local.clone(),
-        connect_timeout: Some(CONNECT_TIMEOUT),
+        connect_timeout: Some(connect_timeout.unwrap_or(CONNECT_TIMEOUT)),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
         load_assignment: Some(assignment(
             local.clone(),
@@ -348,11 +452,23 @@ pub(super) fn tcp_proxy(stat_prefix: &str, cluster: String) -> Filter {
 pub(super) fn tcp_proxy_idle(
     stat_prefix: &str,
     cluster: String,
-    idle_timeout: Option<envoy_types::pb::google::protobuf::Duration>,
+    idle_timeout: Option<Duration>,
+) -> Filter {
+    tcp_proxy_with(
+        stat_prefix,
+        ClusterSpecifier::Cluster(cluster),
+        idle_timeout,
+    )
+}
+
+fn tcp_proxy_with(
+    stat_prefix: &str,
+    cluster_specifier: ClusterSpecifier,
+    idle_timeout: Option<Duration>,
 ) -> Filter {
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_owned(),
-        cluster_specifier: Some(ClusterSpecifier::Cluster(cluster)),
+        cluster_specifier: Some(cluster_specifier),
         idle_timeout,
         ..Default::default()
     };

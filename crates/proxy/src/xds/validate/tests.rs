@@ -177,6 +177,56 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
 }
 
 #[test]
+fn a_meshtcproute_split_and_a_connection_timeout_are_accepted_as_the_translator_sends_them() {
+    let split = resource(
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "MeshTCPRoute",
+        "metadata": {"name": "split", "mesh": "default"},
+        "spec": {"to": [{"targetRef": {"kind": "MeshService", "name": "backend"}, "rules": [{"default": {"backendRefs": [
+            {"kind": "MeshServiceSubset", "name": "backend", "tags": {"version": "v1"}, "weight": 90},
+            {"kind": "MeshService", "name": "backend", "weight": 10}]}}]}]}}),
+    );
+    let timeout = resource(
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "MeshTimeout",
+        "metadata": {"name": "connect", "mesh": "default"},
+        "spec": {"to": [{"targetRef": {"kind": "Mesh"}, "default": {"connectionTimeout": "300ms"}}]}}),
+    );
+    for mtls in [true, false] {
+        let view = view_of(mtls, "tcp").with_policies(vec![split.clone(), timeout.clone()]);
+        let proxy = ProxyContext {
+            mesh: "default".into(),
+            name: "web-1".into(),
+            client: ClientKind::MeshlinkProxy,
+            secrets: SecretsInput {
+                identity: None,
+                trust_bundle_pem: Some(ca_pem()),
+            },
+        };
+        let snap = translate(&proxy, &view);
+        let out = snap
+            .resources(LISTENER)
+            .iter()
+            .find(|(n, _)| n.starts_with("outbound:"))
+            .map(|(_, r)| listener(&r.resource).expect("accepted"))
+            .expect("an outbound listener");
+        let ListenerProtocol::Tcp { weighted, .. } = &out.protocol else {
+            panic!("a TCP listener: {:?}", out.protocol);
+        };
+        let split: Vec<(&str, u32)> = weighted
+            .iter()
+            .map(|w| (w.cluster.as_str(), w.weight))
+            .collect();
+        assert_eq!(split, [("backend[version=v1]", 90), ("backend", 10)]);
+        for name in out.tcp_clusters() {
+            let r = snap
+                .get(CLUSTER, name)
+                .expect("every weighted cluster is sent");
+            let c = cluster(&r.resource).expect("accepted");
+            assert_eq!(c.connect_timeout, Duration::from_millis(300), "{name}");
+        }
+    }
+}
+
+#[test]
 fn a_tcp_proxy_idle_timeout_is_read_and_zero_means_none() {
     use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::TcpProxy;
     let with_idle = |idle: Option<envoy_types::pb::google::protobuf::Duration>| {
