@@ -1,8 +1,10 @@
 //! L7 under load, real binaries and h2load (nghttp2): HTTP/2 with 100
 //! connections and 10 streams each through the pair with zero errors and
 //! metrics equal to h2load's own counts; a 90/10 MeshHTTPRoute split over
-//! one HTTP/1.1 keep-alive connection within 2 percentage points; and a
-//! route flip while h2load runs, with zero failed requests.
+//! one HTTP/1.1 keep-alive connection within 2 percentage points; a
+//! route flip while h2load runs, with zero failed requests; and both
+//! sidecars' certificates rotating (10 s certificates) under HTTP/2 load,
+//! with zero failed requests.
 
 use std::process::Command;
 use std::time::Duration;
@@ -72,9 +74,14 @@ struct Mesh {
 }
 
 fn mesh() -> Mesh {
+    mesh_with_certificates_for("1h")
+}
+
+/// [`mesh`] with workload certificates valid for `lifetime`.
+fn mesh_with_certificates_for(lifetime: &str) -> Mesh {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
-    let yaml = proxy::pair_yaml_speaking(&ports, "1h", "http", &["backend"]);
+    let yaml = proxy::pair_yaml_speaking(&ports, lifetime, "http", &["backend"]);
     let (v2_inbound, v2_app_port) = (free_port(), free_port());
     let v2 = format!(
         "---\napiVersion: meshlink.dev/v1alpha1\nkind: Dataplane\nmetadata: {{name: backend-v2-1, mesh: default}}\nspec:\n  networking:\n    address: 127.0.0.1\n    inbound: [{{port: {v2_inbound}, servicePort: {v2_app_port}, tags: {{kuma.io/service: backend-v2, kuma.io/protocol: http}}}}]\n---\napiVersion: meshlink.dev/v1alpha1\nkind: MeshTrafficPermission\nmetadata: {{name: web-to-backend-v2, mesh: default}}\nspec:\n  targetRef: {{kind: MeshService, name: backend-v2}}\n  from: [{{targetRef: {{kind: MeshService, name: web}}, default: {{action: Allow}}}}]\n"
@@ -216,4 +223,53 @@ fn sigterm_under_http2_load_sends_goaway_and_no_completed_request_fails() {
         reached, load.succeeded as usize,
         "every request that reached the app was answered"
     );
+}
+
+#[test]
+fn certificates_rotating_under_http2_load_fail_no_request() {
+    // 10 s certificates renew about every 5 s: a 20 s run sees several
+    // rotations on both sides, new pooled connections with each.
+    let m = mesh_with_certificates_for("10s");
+    let sidecars = [&m.web, &m.backend];
+    let mut last: Vec<Option<String>> = sidecars.iter().map(|s| s.serial()).collect();
+    let mut changes = [0u32; 2];
+    let before = m.backend_app.hits();
+    let runner = {
+        let port = m.ports.web_outbound;
+        std::thread::spawn(move || h2load(port, &["-D", "20", "-c", "10", "-m", "10"]))
+    };
+    while !runner.is_finished() {
+        for (i, s) in sidecars.iter().enumerate() {
+            let now = s.serial();
+            if now.is_some() && now != last[i] {
+                changes[i] += 1;
+                last[i] = now;
+            }
+        }
+        // Sampling period of the serials, not a wait for the system.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let load = runner.join().expect("h2load thread");
+    println!("rotation under HTTP/2 load: {load:?}; serial changes web {changes:?}");
+    assert_eq!(
+        (load.failed, load.errored, load.status_errors),
+        (0, 0, 0),
+        "{load:?}\nweb-1:\n{}\nbackend-1:\n{}",
+        m.web.logs(),
+        m.backend.logs()
+    );
+    assert!(
+        load.succeeded > 0 && load.status_2xx == load.succeeded,
+        "{load:?}"
+    );
+    // Every answered request reached the app once; h2load's clock ends the
+    // run with up to 10 × 10 requests still in flight, uncounted by it.
+    let reached = (m.backend_app.hits() - before) as u64;
+    assert!(
+        (load.succeeded..=load.succeeded + 100).contains(&reached),
+        "{reached} reached the app, {load:?}"
+    );
+    for (s, n) in sidecars.iter().zip(changes) {
+        assert!(n >= 2, "{}: {n} serial changes during the run", s.name());
+    }
 }
