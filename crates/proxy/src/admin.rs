@@ -188,11 +188,17 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
             json!({"name": name, "version": s.version, "type": kind})
         })
         .collect();
+    let routes: Vec<Value> = config
+        .routes
+        .iter()
+        .map(|(name, r)| json!({"name": name, "version": r.version, "spec": r.value.as_ref()}))
+        .collect();
     let xds = state.xds.lock().expect("xds status lock").clone();
     let body = json!({
         "identity": identity,
         "listeners": listeners,
         "clusters": clusters,
+        "routes": routes,
         "secrets": secrets,
         "xds": xds,
     });

@@ -5,6 +5,8 @@
 //! - `/delay/MS` → 200 after MS milliseconds;
 //! - `/flaky/K` → 503 for the first K requests of every K+1 to this
 //!   route (so K consecutive failures at most), then 200;
+//! - `/unavailable/P` → 503 with probability P % (drawn per request),
+//!   else 200;
 //! - anything else → 200.
 //!
 //! Every answer's body is JSON: `{"name", "method", "path", "version",
@@ -113,6 +115,10 @@ async fn answer(
         status = StatusCode::from_u16(code as u16).unwrap_or(StatusCode::BAD_REQUEST);
     } else if let Some(ms) = arg("/delay/") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
+    } else if let Some(p) = arg("/unavailable/") {
+        if rand::random_range(0..100) < p {
+            status = StatusCode::SERVICE_UNAVAILABLE;
+        }
     } else if let Some(k) = arg("/flaky/") {
         let n = flaky.fetch_add(1, Ordering::SeqCst) as u64;
         if n % (k + 1) < k {

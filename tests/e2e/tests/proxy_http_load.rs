@@ -29,9 +29,14 @@ struct Load {
 
 /// Runs h2load against web's outbound and reads its summary.
 fn h2load(port: u16, args: &[&str]) -> Load {
+    h2load_path(port, "/load", args)
+}
+
+/// [`h2load`] on `path`.
+fn h2load_path(port: u16, path: &str, args: &[&str]) -> Load {
     let out = Command::new("h2load")
         .args(args)
-        .arg(format!("http://127.0.0.1:{port}/load"))
+        .arg(format!("http://127.0.0.1:{port}{path}"))
         .output()
         .expect("run h2load (apt-get install nghttp2-client)");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -223,6 +228,61 @@ fn sigterm_under_http2_load_sends_goaway_and_no_completed_request_fails() {
         reached, load.succeeded as usize,
         "every request that reached the app was answered"
     );
+}
+
+#[test]
+fn five_retries_on_5xx_turn_30_percent_injected_503s_into_at_least_99_5_percent_success() {
+    let m = mesh();
+    m.cp.cli_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "type: MeshRetry\nname: backend-retry\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: backend}\n      default:\n        http:\n          numRetries: 5\n          retryOn: [\"5xx\"]\n          backOff: {baseInterval: 1ms, maxInterval: 5ms}\n",
+        ),
+    )
+    .success();
+    // Kuma's default policy already retries 503 (gateway-error); the
+    // applied one says 5xx with a 1-5 ms back-off.
+    eventually("the retry policy to reach web's sidecar", READY, || {
+        let dump = m.web.config_dump().to_string();
+        dump.contains("\"backoff_base\":\"1ms\"").then_some(())
+    });
+    let retried = || m.web.metric("meshlink_proxy_http_retries_total{");
+    let (hits0, retries0) = (m.backend_app.hits(), retried());
+    let n: u64 = 5000;
+    // Three requests at a time: the retry budget lets at least 3 retries
+    // be in flight (as Kuma's default MeshCircuitBreaker, maxRetries: 3),
+    // so it never binds here. With more, a 30 % failure rate is what the
+    // budget exists to bound (see operations.md, "HTTP services").
+    let load = h2load_path(
+        m.ports.web_outbound,
+        "/unavailable/30",
+        &["-n", &n.to_string(), "-c", "3", "-m", "1"],
+    );
+    let tries = (m.backend_app.hits() - hits0) as u64;
+    let retries = retried() - retries0;
+    let overflows = m.web.metric("meshlink_proxy_http_retry_overflows_total{");
+    let ejections = m.web.metric("meshlink_proxy_outlier_ejections_total{");
+    println!(
+        "30 % injected 503s, 5 retries: {load:?}; {tries} tries, {retries} retries, {overflows} budget overflows, {ejections} ejections"
+    );
+    assert_eq!(
+        (load.done, load.failed + load.succeeded),
+        (n, n),
+        "{load:?}"
+    );
+    let success = load.status_2xx as f64 * 100.0 / n as f64;
+    assert!(success >= 99.5, "{success:.2} % succeeded: {load:?}");
+    // About 0.43 retries per request reached the app (1/0.7 tries each).
+    assert_eq!(
+        tries as f64,
+        n as f64 + retries,
+        "every retry is one more try"
+    );
+    assert!(
+        retries >= n as f64 * 0.3,
+        "{retries} retries for {n} requests"
+    );
+    assert_eq!(overflows, 0.0, "the budget did not bind");
 }
 
 #[test]

@@ -220,6 +220,9 @@ async fn send(
         };
         if attempt > 0 {
             // Within the cluster's retry budget, or the last answer stands.
+            // One request holds one retry slot at most: the previous
+            // retry's goes back first.
+            _retry_slot = None;
             let Some(slot) = pool.budget.retry() else {
                 ctx.metrics.http.retry_overflowed(labels);
                 break;
