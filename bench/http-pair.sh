@@ -50,22 +50,8 @@ BIN="$CARGO_TARGET_DIR/release"
 source bench/lib/cp.sh
 # shellcheck source=bench/lib/certs.sh
 source bench/lib/certs.sh
-
-# Fixed ports below the ephemeral range.
-PORT_BASE="${PORT_BASE:-28830}"
-APP_PORT=$PORT_BASE
-HA_A_PORT=$((PORT_BASE + 1))
-HA_B_PORT=$((PORT_BASE + 2))
-TCP_OUT=$((PORT_BASE + 3))  # client sidecar's outbound to server-tcp
-HTTP_OUT=$((PORT_BASE + 4)) # client sidecar's outbound to server-http
-TCP_IN=$((PORT_BASE + 5))   # server-tcp sidecar's inbound
-HTTP_IN=$((PORT_BASE + 6))  # server-http sidecar's inbound
-CLIENT_IN=$((PORT_BASE + 7))
-API_PORT=$((PORT_BASE + 8))
-XDS_PORT=$((PORT_BASE + 9))
-ADMIN_A=127.0.0.1:$((PORT_BASE + 10))
-ADMIN_BT=127.0.0.1:$((PORT_BASE + 11))
-ADMIN_BH=127.0.0.1:$((PORT_BASE + 12))
+# shellcheck source=bench/lib/http-setup.sh
+source bench/lib/http-setup.sh
 
 WORK="$(mktemp -d /tmp/http-pair.XXXXXX)"
 PIDS=()
@@ -80,78 +66,7 @@ cpu_ms() { echo $(($(cpu_ticks "$1") * 1000 / $(getconf CLK_TCK))); }
 echo "# meshlink HTTP benchmark: $(nproc) cores, $(date -u +%FT%TZ), rounds $ROUNDS"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-start APP "$BIN/http-load" serve --addr "127.0.0.1:$APP_PORT" --body-bytes 1024
-wait_for "the app" 10 curl -fs "http://127.0.0.1:$APP_PORT/"
-
-# === haproxy, mode http ===
-make_certs "$WORK/certs"
-export BENCH_CERTS="$WORK/certs" BENCH_HAPROXY_HTTP_A_PORT=$HA_A_PORT BENCH_HAPROXY_HTTP_B_PORT=$HA_B_PORT BENCH_APP_PORT=$APP_PORT
-haproxy -c -q -f bench/haproxy/a-http.cfg
-haproxy -c -q -f bench/haproxy/b-http.cfg
-start HA_B haproxy -db -f bench/haproxy/b-http.cfg
-start HA_A haproxy -db -f bench/haproxy/a-http.cfg
-wait_for "a request through the haproxy pair" 10 curl -fs "http://127.0.0.1:$HA_A_PORT/"
-
-# === meshlink: one control plane, both pairs ===
-start_cp "$WORK/cp-data" "$WORK/CP.log"
-PIDS+=("$CP_PID")
-cat >"$WORK/mesh.yaml" <<EOF
-apiVersion: meshlink.dev/v1alpha1
-kind: Mesh
-metadata: {name: bench}
-spec:
-  mtls:
-    enabledBackend: ca-1
-    backends: [{name: ca-1, type: builtin}]
----
-apiVersion: meshlink.dev/v1alpha1
-kind: Dataplane
-metadata: {name: client-1, mesh: bench}
-spec:
-  networking:
-    address: 127.0.0.1
-    inbound: [{port: $CLIENT_IN, servicePort: $((CLIENT_IN + 100)), tags: {kuma.io/service: client}}]
-    outbound:
-      - {port: $TCP_OUT, tags: {kuma.io/service: server-tcp}}
-      - {port: $HTTP_OUT, tags: {kuma.io/service: server-http}}
----
-apiVersion: meshlink.dev/v1alpha1
-kind: Dataplane
-metadata: {name: server-tcp-1, mesh: bench}
-spec:
-  networking:
-    address: 127.0.0.1
-    inbound: [{port: $TCP_IN, servicePort: $APP_PORT, tags: {kuma.io/service: server-tcp}}]
----
-apiVersion: meshlink.dev/v1alpha1
-kind: Dataplane
-metadata: {name: server-http-1, mesh: bench}
-spec:
-  networking:
-    address: 127.0.0.1
-    inbound: [{port: $HTTP_IN, servicePort: $APP_PORT, tags: {kuma.io/service: server-http, kuma.io/protocol: http}}]
----
-apiVersion: meshlink.dev/v1alpha1
-kind: MeshTrafficPermission
-metadata: {name: client-to-servers, mesh: bench}
-spec:
-  targetRef: {kind: Mesh}
-  from: [{targetRef: {kind: MeshService, name: client}, default: {action: Allow}}]
-EOF
-cli=("$BIN/meshlink" --server "http://127.0.0.1:$API_PORT" --token "$(cat "$WORK/cp-data/admin-token")")
-"${cli[@]}" apply -f "$WORK/mesh.yaml" >"$WORK/apply.log"
-common=(run --mode sidecar --cp "https://127.0.0.1:$XDS_PORT" --cp-ca "$WORK/cp-data/cp-tls/ca.pem" --mesh bench)
-for p in "A client-1 $ADMIN_A" "BT server-tcp-1 $ADMIN_BT" "BH server-http-1 $ADMIN_BH"; do
-    read -r var name admin <<<"$p"
-    "${cli[@]}" token dataplane --mesh bench --name "$name" >"$WORK/$name.token"
-    RUST_LOG="${RUST_LOG:-warn}" start "ML_$var" "$BIN/meshlink-proxy" "${common[@]}" --name "$name" \
-        --token-file "$WORK/$name.token" --admin-addr "$admin"
-done
-for admin in "$ADMIN_A" "$ADMIN_BT" "$ADMIN_BH"; do
-    wait_for "meshlink-proxy $admin /ready" 60 curl -fs "http://$admin/ready"
-done
-wait_for "a request through the meshlink tcp pair" 30 curl -fs "http://127.0.0.1:$TCP_OUT/"
-wait_for "a request through the meshlink http pair" 30 curl -fs "http://127.0.0.1:$HTTP_OUT/"
+http_pair_setup
 
 target_of() {
     case "$1" in

@@ -167,7 +167,7 @@ async fn inbound(
 ) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
     let Some(tls) = &spec.tls else {
-        let upstream = connect(cluster, metrics)
+        let upstream = connect(cluster, spec, metrics)
             .await
             .inspect_err(|why| app_down(spec, None, why, metrics))?;
         return copy(
@@ -181,7 +181,7 @@ async fn inbound(
     };
     let (tls_stream, peer_id) = accept_mtls(stream, spec, tls, view, metrics).await?;
     authorize_connection(spec, peer_id.as_deref(), metrics)?;
-    let upstream = connect(cluster, metrics)
+    let upstream = connect(cluster, spec, metrics)
         .await
         .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics))?;
     copy(
@@ -258,7 +258,7 @@ async fn outbound(
     metrics: &ProxyMetrics,
 ) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
-    let upstream = connect(cluster, metrics).await?;
+    let upstream = connect(cluster, spec, metrics).await?;
     let Some(client) = &cluster.tls else {
         return copy(
             stream,
@@ -308,12 +308,22 @@ fn peer_side(direction: Direction) -> Side {
     }
 }
 
-/// Connects to an endpoint of `cluster`, trying up to
-/// [`MAX_CONNECT_ATTEMPTS`] endpoints.
+/// Connects to an endpoint of `cluster` for a connection of listener
+/// `spec`, making its `max_connect_attempts` (MeshRetry's `tcp`), else
+/// [`MAX_CONNECT_ATTEMPTS`], attempts over the endpoints in the
+/// balancer's order (again from the first when there are fewer).
 async fn connect(
     cluster: &ClusterRuntime,
+    spec: &ListenerSpec,
     metrics: &ProxyMetrics,
 ) -> Result<TcpStream, ProxyError> {
+    let attempts = match &spec.protocol {
+        ListenerProtocol::Tcp {
+            max_connect_attempts: Some(n),
+            ..
+        } => *n as usize,
+        _ => MAX_CONNECT_ATTEMPTS,
+    };
     let order = cluster.balancer.attempt_order(tokio::time::Instant::now());
     if order.is_empty() {
         return Err(ProxyError::upstream(
@@ -325,7 +335,7 @@ async fn connect(
         cluster: cluster.spec.name.clone(),
     };
     let (mut last, mut kind) = (String::new(), ErrorKind::ConnectFailed);
-    for endpoint in order.into_iter().take(MAX_CONNECT_ATTEMPTS) {
+    for endpoint in order.iter().cycle().take(attempts) {
         let _guard = endpoint.start();
         let attempt = tokio::time::timeout(
             cluster.spec.connect_timeout,

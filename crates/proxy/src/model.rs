@@ -213,6 +213,10 @@ pub enum ListenerProtocol {
         /// a single cluster.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         weighted: Vec<WeightedBackend>,
+        /// `tcp_proxy.max_connect_attempts` (MeshRetry's `tcp`): connect
+        /// attempts per connection; `None`: the built-in 3.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        max_connect_attempts: Option<u32>,
         /// `tcp_proxy.idle_timeout` (MeshTimeout's `idleTimeout`): `None`
         /// when unset (the built-in 1 h), zero to disable it.
         #[serde(with = "optional_humantime", skip_serializing_if = "Option::is_none")]

@@ -55,6 +55,7 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 protocol: ListenerProtocol::Tcp {
                     cluster: "backend".into(),
                     weighted: Vec::new(),
+                    max_connect_attempts: None,
                     idle_timeout: None,
                 },
             }),

@@ -56,6 +56,7 @@ fn inbound() -> ListenerSpec {
         protocol: ListenerProtocol::Tcp {
             cluster: "local".into(),
             weighted: Vec::new(),
+            max_connect_attempts: None,
             idle_timeout: None,
         },
     }
@@ -73,6 +74,7 @@ fn outbound() -> ListenerSpec {
         protocol: ListenerProtocol::Tcp {
             cluster: "backend".into(),
             weighted: Vec::new(),
+            max_connect_attempts: None,
             idle_timeout: None,
         },
     }
@@ -245,6 +247,7 @@ fn a_weighted_tcp_listener_waits_for_every_cluster_it_may_pick() {
     split.protocol = ListenerProtocol::Tcp {
         cluster: "backend".into(),
         weighted: weighted.to_vec(),
+        max_connect_attempts: None,
         idle_timeout: None,
     };
     let only_backend = build(Arrived {

@@ -177,11 +177,21 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtoco
                     ));
                 }
             };
+            let max_connect_attempts = match proxy.max_connect_attempts.map(|v| v.value) {
+                Some(0) => {
+                    return Err(invalid(
+                        format!("{field}.typed_config.max_connect_attempts"),
+                        "must be at least 1",
+                    ));
+                }
+                n => n,
+            };
             let (cluster, weighted) =
                 tcp_clusters(proxy.cluster_specifier, &format!("{field}.typed_config"))?;
             protocol = Some(ListenerProtocol::Tcp {
                 cluster,
                 weighted,
+                max_connect_attempts,
                 idle_timeout,
             });
         } else if any.type_url == HttpConnectionManager::type_url() {

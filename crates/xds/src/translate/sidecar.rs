@@ -222,10 +222,16 @@ impl Outbounds<'_> {
         }
         let idle = self.policies().timeout(dest, None).idle_timeout;
         let idle = http::kuma_duration(idle.as_deref());
+        let attempts = self
+            .policies()
+            .retry(dest, None)
+            .and_then(|r| r.tcp?.max_connect_attempt)
+            .and_then(|n| u32::try_from(n).ok());
         let route = self.policies().tcp_route(dest);
         let Some(TcpRuleConf { backend_refs }) = route.filter(|r| !r.backend_refs.is_empty())
         else {
-            return tcp_proxy_idle(name, cluster.to_owned(), idle);
+            let single = ClusterSpecifier::Cluster(cluster.to_owned());
+            return tcp_proxy_with(name, single, idle, attempts);
         };
         let mut clusters = Vec::new();
         for r in &backend_refs {
@@ -251,7 +257,7 @@ impl Outbounds<'_> {
             }];
         }
         let specifier = ClusterSpecifier::WeightedClusters(WeightedCluster { clusters });
-        tcp_proxy_with(name, specifier, idle)
+        tcp_proxy_with(name, specifier, idle, attempts)
     }
 
     /// The outbound Listener on `address:port` to `dest` (Cluster
@@ -454,22 +460,24 @@ pub(super) fn tcp_proxy_idle(
     cluster: String,
     idle_timeout: Option<Duration>,
 ) -> Filter {
-    tcp_proxy_with(
-        stat_prefix,
-        ClusterSpecifier::Cluster(cluster),
-        idle_timeout,
-    )
+    let cluster = ClusterSpecifier::Cluster(cluster);
+    tcp_proxy_with(stat_prefix, cluster, idle_timeout, None)
 }
 
+/// A `tcp_proxy` to `cluster_specifier`, with MeshTimeout's `idleTimeout`
+/// and MeshRetry's `tcp.maxConnectAttempt` when set.
 fn tcp_proxy_with(
     stat_prefix: &str,
     cluster_specifier: ClusterSpecifier,
     idle_timeout: Option<Duration>,
+    max_connect_attempts: Option<u32>,
 ) -> Filter {
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_owned(),
         cluster_specifier: Some(cluster_specifier),
         idle_timeout,
+        max_connect_attempts: max_connect_attempts
+            .map(|value| envoy_types::pb::google::protobuf::UInt32Value { value }),
         ..Default::default()
     };
     Filter {

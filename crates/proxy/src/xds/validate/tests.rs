@@ -177,7 +177,7 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
 }
 
 #[test]
-fn a_meshtcproute_split_and_a_connection_timeout_are_accepted_as_the_translator_sends_them() {
+fn a_tcp_route_connect_timeout_and_attempts_are_accepted_as_the_translator_sends_them() {
     let split = resource(
         json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "MeshTCPRoute",
         "metadata": {"name": "split", "mesh": "default"},
@@ -190,8 +190,14 @@ fn a_meshtcproute_split_and_a_connection_timeout_are_accepted_as_the_translator_
         "metadata": {"name": "connect", "mesh": "default"},
         "spec": {"to": [{"targetRef": {"kind": "Mesh"}, "default": {"connectionTimeout": "300ms"}}]}}),
     );
+    let retry = resource(
+        json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "MeshRetry",
+        "metadata": {"name": "connect-attempts", "mesh": "default"},
+        "spec": {"to": [{"targetRef": {"kind": "MeshService", "name": "backend"}, "default": {"tcp": {"maxConnectAttempt": 7}}}]}}),
+    );
     for mtls in [true, false] {
-        let view = view_of(mtls, "tcp").with_policies(vec![split.clone(), timeout.clone()]);
+        let policies = vec![split.clone(), timeout.clone(), retry.clone()];
+        let view = view_of(mtls, "tcp").with_policies(policies);
         let proxy = ProxyContext {
             mesh: "default".into(),
             name: "web-1".into(),
@@ -208,9 +214,15 @@ fn a_meshtcproute_split_and_a_connection_timeout_are_accepted_as_the_translator_
             .find(|(n, _)| n.starts_with("outbound:"))
             .map(|(_, r)| listener(&r.resource).expect("accepted"))
             .expect("an outbound listener");
-        let ListenerProtocol::Tcp { weighted, .. } = &out.protocol else {
+        let ListenerProtocol::Tcp {
+            weighted,
+            max_connect_attempts,
+            ..
+        } = &out.protocol
+        else {
             panic!("a TCP listener: {:?}", out.protocol);
         };
+        assert_eq!(*max_connect_attempts, Some(7));
         let split: Vec<(&str, u32)> = weighted
             .iter()
             .map(|w| (w.cluster.as_str(), w.weight))

@@ -1,0 +1,106 @@
+# The two HTTP pairs of the HTTP benchmarks (bench/http-pair.sh,
+# bench/http-callgrind.sh), set up side by side: the app (`http-load serve`,
+# 1 KiB body), the haproxy pair in `mode http` (mTLS, HTTP/2 between A and
+# B) and one meshlink-cp configuring a client sidecar (A) with outbounds to
+# a `tcp` server sidecar (BT) and an `http` one (BH). Sourced, not run; the
+# caller sets BIN, WORK, PIDS, sources bench/lib/{proc,cp,certs}.sh, and may
+# set WRAP_PROXY (a command prefix for the four proxies, e.g. valgrind),
+# WAIT_SECS (how long set-up may take, 60 by default) and PORT_BASE.
+# http_pair_setup sets APP_PID, HA_A_PID, HA_B_PID, ML_A_PID, ML_BT_PID,
+# ML_BH_PID and the ports below.
+
+# Fixed ports below the ephemeral range.
+PORT_BASE="${PORT_BASE:-28830}"
+APP_PORT=$PORT_BASE
+HA_A_PORT=$((PORT_BASE + 1))
+HA_B_PORT=$((PORT_BASE + 2))
+TCP_OUT=$((PORT_BASE + 3))  # client sidecar's outbound to server-tcp
+HTTP_OUT=$((PORT_BASE + 4)) # client sidecar's outbound to server-http
+TCP_IN=$((PORT_BASE + 5))   # server-tcp sidecar's inbound
+HTTP_IN=$((PORT_BASE + 6))  # server-http sidecar's inbound
+CLIENT_IN=$((PORT_BASE + 7))
+API_PORT=$((PORT_BASE + 8))
+XDS_PORT=$((PORT_BASE + 9))
+ADMIN_A=127.0.0.1:$((PORT_BASE + 10))
+ADMIN_BT=127.0.0.1:$((PORT_BASE + 11))
+ADMIN_BH=127.0.0.1:$((PORT_BASE + 12))
+
+
+# http_pair_setup: starts everything and waits until a request crosses each pair.
+http_pair_setup() {
+    # shellcheck disable=SC2206 # WRAP_PROXY is a command line, split on spaces
+    local wrap=(${WRAP_PROXY:-})
+    local secs="${WAIT_SECS:-60}"
+    start APP "$BIN/http-load" serve --addr "127.0.0.1:$APP_PORT" --body-bytes 1024
+    wait_for "the app" 10 curl -fs "http://127.0.0.1:$APP_PORT/"
+
+    # === haproxy, mode http ===
+    make_certs "$WORK/certs"
+    export BENCH_CERTS="$WORK/certs" BENCH_HAPROXY_HTTP_A_PORT=$HA_A_PORT BENCH_HAPROXY_HTTP_B_PORT=$HA_B_PORT BENCH_APP_PORT=$APP_PORT
+    haproxy -c -q -f bench/haproxy/a-http.cfg
+    haproxy -c -q -f bench/haproxy/b-http.cfg
+    start HA_B "${wrap[@]}" haproxy -db -f bench/haproxy/b-http.cfg
+    start HA_A "${wrap[@]}" haproxy -db -f bench/haproxy/a-http.cfg
+    wait_for "a request through the haproxy pair" "$secs" curl -fs "http://127.0.0.1:$HA_A_PORT/"
+
+    # === meshlink: one control plane, both pairs ===
+    start_cp "$WORK/cp-data" "$WORK/CP.log"
+    PIDS+=("$CP_PID")
+    cat >"$WORK/mesh.yaml" <<EOF
+apiVersion: meshlink.dev/v1alpha1
+kind: Mesh
+metadata: {name: bench}
+spec:
+  mtls:
+    enabledBackend: ca-1
+    backends: [{name: ca-1, type: builtin}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: client-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $CLIENT_IN, servicePort: $((CLIENT_IN + 100)), tags: {kuma.io/service: client}}]
+    outbound:
+      - {port: $TCP_OUT, tags: {kuma.io/service: server-tcp}}
+      - {port: $HTTP_OUT, tags: {kuma.io/service: server-http}}
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: server-tcp-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $TCP_IN, servicePort: $APP_PORT, tags: {kuma.io/service: server-tcp}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: Dataplane
+metadata: {name: server-http-1, mesh: bench}
+spec:
+  networking:
+    address: 127.0.0.1
+    inbound: [{port: $HTTP_IN, servicePort: $APP_PORT, tags: {kuma.io/service: server-http, kuma.io/protocol: http}}]
+---
+apiVersion: meshlink.dev/v1alpha1
+kind: MeshTrafficPermission
+metadata: {name: client-to-servers, mesh: bench}
+spec:
+  targetRef: {kind: Mesh}
+  from: [{targetRef: {kind: MeshService, name: client}, default: {action: Allow}}]
+EOF
+    cli=("$BIN/meshlink" --server "http://127.0.0.1:$API_PORT" --token "$(cat "$WORK/cp-data/admin-token")")
+    "${cli[@]}" apply -f "$WORK/mesh.yaml" >"$WORK/apply.log"
+    common=(run --mode sidecar --cp "https://127.0.0.1:$XDS_PORT" --cp-ca "$WORK/cp-data/cp-tls/ca.pem" --mesh bench)
+    for p in "A client-1 $ADMIN_A" "BT server-tcp-1 $ADMIN_BT" "BH server-http-1 $ADMIN_BH"; do
+        read -r var name admin <<<"$p"
+        "${cli[@]}" token dataplane --mesh bench --name "$name" >"$WORK/$name.token"
+        RUST_LOG="${RUST_LOG:-warn}" start "ML_$var" "${wrap[@]}" "$BIN/meshlink-proxy" "${common[@]}" --name "$name" \
+            --token-file "$WORK/$name.token" --admin-addr "$admin"
+    done
+    for admin in "$ADMIN_A" "$ADMIN_BT" "$ADMIN_BH"; do
+        wait_for "meshlink-proxy $admin /ready" "$secs" curl -fs "http://$admin/ready"
+    done
+    wait_for "a request through the meshlink tcp pair" "$secs" curl -fs "http://127.0.0.1:$TCP_OUT/"
+    wait_for "a request through the meshlink http pair" "$secs" curl -fs "http://127.0.0.1:$HTTP_OUT/"
+}
