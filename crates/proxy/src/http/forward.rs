@@ -167,6 +167,9 @@ async fn route_and_send(
     let body = ReplayBody::new(body);
     super::mirror::spawn(view, forward, &parts, &body);
     let mut response = send(ctx, cluster, forward, retriable, parts, body, labels).await?;
+    let stream = response
+        .extensions_mut()
+        .remove::<super::pool::StreamSlot>();
     headers::strip_hop_by_hop(response.headers_mut());
     headers::apply(response.headers_mut(), &route.response_headers);
     // The route's idle timeout overrides the listener's (Envoy's rule).
@@ -174,7 +177,9 @@ async fn route_and_send(
     let max = forward.max_stream_duration;
     Ok(response.map(|b| {
         use http_body_util::BodyExt;
-        super::timed::TimedBody::new(b, idle, max, Some(in_flight)).boxed_unsync()
+        super::timed::TimedBody::new(b, idle, max, Some(in_flight))
+            .holding(stream)
+            .boxed_unsync()
     }))
 }
 
@@ -293,9 +298,12 @@ pub(super) async fn try_once(
     let addr = endpoint.addr;
     let attempt = async {
         match pool.sender(addr).await? {
-            Sender::Http2(mut send) => {
+            Sender::Http2(mut send, slot) => {
                 send.ready().await.map_err(upstream_reset)?;
-                send.send_request(request).await.map_err(upstream_reset)
+                let mut response = send.send_request(request).await.map_err(upstream_reset)?;
+                // The stream stays busy until the response body ends.
+                response.extensions_mut().insert(slot);
+                Ok(response)
             }
             Sender::Http1(mut send) => {
                 send.ready().await.map_err(upstream_reset)?;

@@ -1,6 +1,7 @@
-//! Upstream HTTP connections of one cluster, per endpoint: one shared
-//! HTTP/2 connection (requests are multiplexed on it), or idle HTTP/1.1
-//! connections reused one request at a time.
+//! Upstream HTTP connections of one cluster, per endpoint: HTTP/2
+//! connections carrying up to [`STREAMS_PER_CONNECTION`] requests each
+//! (the least busy one takes the next request; another is dialed when all
+//! are full), or idle HTTP/1.1 connections reused one request at a time.
 //!
 //! Owns the connections and their dialing: TCP connect with the
 //! cluster's timeout, then mTLS verifying the destination's SPIFFE ID
@@ -11,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +33,12 @@ use super::replay::ReplayBody;
 pub const STREAM_WINDOW: u32 = 1024 * 1024;
 /// See [`STREAM_WINDOW`].
 pub const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
+/// Requests one upstream HTTP/2 connection carries at once before the
+/// pool dials another to the same endpoint (the sidecars' own servers
+/// allow 1,024 streams per connection). Spreading streams over several
+/// connections also spreads their frames and TLS over the runtime's
+/// workers, where one connection is one task.
+pub const STREAMS_PER_CONNECTION: usize = 100;
 /// How long a TLS handshake to an upstream may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// HTTP/1.1 connections kept per endpoint for reuse. Every connection
@@ -56,15 +64,48 @@ pub struct Dialer {
 
 /// A sender for one request on an upstream connection.
 pub enum Sender {
-    /// A stream on the endpoint's shared HTTP/2 connection.
-    Http2(http2::SendRequest<ReplayBody>),
+    /// A stream on one of the endpoint's HTTP/2 connections, and its
+    /// place there (keep it until the response has ended).
+    Http2(http2::SendRequest<ReplayBody>, StreamSlot),
     /// An HTTP/1.1 connection of its own until the response ends.
     Http1(http1::SendRequest<ReplayBody>),
 }
 
-/// The HTTP/2 connection to one endpoint, once dialed; the async lock is
-/// held while dialing so that concurrent requests share one dial.
-type Http2Slot = Arc<tokio::sync::Mutex<Option<http2::SendRequest<ReplayBody>>>>;
+/// One upstream HTTP/2 connection and the requests it carries now.
+struct Http2Conn {
+    send: http2::SendRequest<ReplayBody>,
+    streams: Arc<AtomicUsize>,
+}
+
+/// The HTTP/2 connections to one endpoint; the async lock is held while
+/// dialing so that concurrent requests share one dial.
+type Http2Slot = Arc<tokio::sync::Mutex<Vec<Http2Conn>>>;
+
+/// A request's place on an upstream HTTP/2 connection, freed when the
+/// last clone drops (it travels in the response's extensions and then
+/// with its body).
+#[derive(Debug, Clone)]
+pub struct StreamSlot {
+    _taken: Arc<Taken>,
+}
+
+#[derive(Debug)]
+struct Taken(Arc<AtomicUsize>);
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl StreamSlot {
+    fn take(streams: &Arc<AtomicUsize>) -> StreamSlot {
+        streams.fetch_add(1, Ordering::Relaxed);
+        StreamSlot {
+            _taken: Arc::new(Taken(streams.clone())),
+        }
+    }
+}
 
 /// The pool of one cluster.
 pub struct Pool {
@@ -119,15 +160,25 @@ impl Pool {
                 .or_default()
                 .clone();
             // Held while dialing, so concurrent requests share one dial.
-            let mut slot = slot.lock().await;
-            if let Some(send) = slot.as_ref()
-                && !send.is_closed()
-            {
-                return Ok(Sender::Http2(send.clone()));
+            let mut conns = slot.lock().await;
+            conns.retain(|c| !c.send.is_closed());
+            let least_busy = conns
+                .iter()
+                .map(|c| (c.streams.load(Ordering::Relaxed), c))
+                .filter(|(n, _)| *n < STREAMS_PER_CONNECTION)
+                .min_by_key(|(n, _)| *n)
+                .map(|(_, c)| c);
+            if let Some(c) = least_busy {
+                return Ok(Sender::Http2(c.send.clone(), StreamSlot::take(&c.streams)));
             }
             let send = self.dial_http2(addr).await?;
-            *slot = Some(send.clone());
-            return Ok(Sender::Http2(send));
+            let streams = Arc::new(AtomicUsize::new(0));
+            let taken = StreamSlot::take(&streams);
+            conns.push(Http2Conn {
+                send: send.clone(),
+                streams,
+            });
+            return Ok(Sender::Http2(send, taken));
         }
         let idle = {
             let mut pool = self.http1.lock().expect("pool lock");
@@ -140,6 +191,21 @@ impl Pool {
         match idle {
             Some(send) => Ok(Sender::Http1(send)),
             None => Ok(Sender::Http1(self.dial_http1(addr).await?)),
+        }
+    }
+
+    /// The open HTTP/2 connections to `addr`.
+    #[cfg(test)]
+    async fn http2_connections(&self, addr: SocketAddr) -> usize {
+        let slot = self.http2.lock().expect("pool lock").get(&addr).cloned();
+        match slot {
+            Some(slot) => slot
+                .lock()
+                .await
+                .iter()
+                .filter(|c| !c.send.is_closed())
+                .count(),
+            None => 0,
         }
     }
 
@@ -266,3 +332,6 @@ impl Pool {
 /// (another sidecar).
 pub type Conn =
     tokio_util::either::Either<TcpStream, Box<tokio_rustls::client::TlsStream<TcpStream>>>;
+
+#[cfg(test)]
+mod tests;

@@ -25,6 +25,7 @@ pub struct TimedBody<B> {
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     deadline: Option<Pin<Box<Sleep>>>,
     _in_flight: Option<InFlight>,
+    _stream: Option<super::pool::StreamSlot>,
 }
 
 impl<B> TimedBody<B> {
@@ -42,7 +43,15 @@ impl<B> TimedBody<B> {
             idle: idle.map(|d| (d, Box::pin(tokio::time::sleep_until(now + d)))),
             deadline: max.map(|d| Box::pin(tokio::time::sleep_until(now + d))),
             _in_flight: in_flight,
+            _stream: None,
         }
+    }
+
+    /// The same body, keeping `stream` (its upstream HTTP/2 stream's
+    /// place on its connection) until it ends.
+    pub fn holding(mut self, stream: Option<super::pool::StreamSlot>) -> TimedBody<B> {
+        self._stream = stream;
+        self
     }
 }
 
