@@ -78,12 +78,12 @@ measure() {
     local target pid a b
     target=$(target_of "$v")
     h2load "$@" -n 200 "http://$target/" >/dev/null # warm-up: connections, pools, caches
-    for pid in $(pids_of "$v"); do callgrind_control -z "$pid" >/dev/null; done
+    for pid in $(pids_of "$v"); do callgrind_control -z "$pid" >/dev/null 2>&1; done
     h2load "$@" -n "$REQUESTS" "http://$target/" >"$WORK/h2load.txt"
     grep -q "succeeded, 0 failed, 0 errored" "$WORK/h2load.txt" || {
         echo "# $v $load: requests failed: $(grep '^requests:' "$WORK/h2load.txt")"
     }
-    for pid in $(pids_of "$v"); do callgrind_control -d "$pid" >/dev/null; done
+    for pid in $(pids_of "$v"); do callgrind_control -d "$pid" >/dev/null 2>&1; done
     read -r a b <<<"$(pids_of "$v")"
     printf '%s\t%s\t%s\t%s\n' "$v" "$load" "$(($(instructions "$a") / REQUESTS))" \
         "$(($(instructions "$b") / REQUESTS))" >>"$WORK/results.tsv"

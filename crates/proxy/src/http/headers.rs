@@ -20,6 +20,18 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// names, `keep-alive`, `proxy-connection`, `transfer-encoding` and
 /// `upgrade`; `te` unless it is exactly `trailers` (which gRPC needs).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one pass over the names, no removals.
+    let hop_by_hop = |n: &HeaderName| {
+        n == CONNECTION
+            || n == TRANSFER_ENCODING
+            || n == UPGRADE
+            || n == TE
+            || n.as_str() == "keep-alive"
+            || n.as_str() == "proxy-connection"
+    };
+    if !headers.keys().any(hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -79,12 +91,15 @@ pub fn ensure_request_id(headers: &mut HeaderMap) {
     if !headers.contains_key(&X_REQUEST_ID) {
         // A v4 UUID from the thread's RNG (uuid's own new_v4 asks the
         // kernel for entropy on every call: a syscall per request).
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
         let id = uuid::Builder::from_random_bytes(rand::random())
             .into_uuid()
-            .to_string();
+            .hyphenated()
+            .encode_lower(&mut text)
+            .as_bytes();
         headers.insert(
             X_REQUEST_ID,
-            HeaderValue::from_str(&id).expect("a UUID is a header value"),
+            HeaderValue::from_bytes(id).expect("a UUID is a header value"),
         );
     }
 }

@@ -70,7 +70,8 @@ pub fn request_is_retriable(spec: &RetrySpec, method: &str, headers: &HeaderMap)
 
 /// The `grpc-status` in `headers`, if any.
 pub fn grpc_status(headers: &HeaderMap) -> Option<i32> {
-    headers.get("grpc-status")?.to_str().ok()?.parse().ok()
+    const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+    headers.get(GRPC_STATUS)?.to_str().ok()?.parse().ok()
 }
 
 /// Envoy's cap of a rate-limited back-off when the policy sets none.

@@ -20,12 +20,27 @@ use super::replay::BoxError;
 /// A response body bounded by an idle timeout and a total deadline; when
 /// either passes, the body fails, which resets the stream (HTTP/2) or
 /// closes the connection (HTTP/1.1).
+///
+/// The timers are armed only when the body first has to wait: a body
+/// whose frames are ready at once (most small answers) never touches the
+/// timer wheel or the clock after it is made. Once armed, a frame records
+/// when it moved, and the idle timer is moved on only when it fires early.
 pub struct TimedBody<B> {
     inner: B,
-    idle: Option<(Duration, Pin<Box<Sleep>>)>,
-    deadline: Option<Pin<Box<Sleep>>>,
+    idle: Option<Duration>,
+    /// When the body is due to end at the latest.
+    deadline_at: Option<Instant>,
+    /// Armed at the first wait.
+    timers: Option<Box<Timers>>,
     _in_flight: Option<InFlight>,
     _stream: Option<super::pool::StreamSlot>,
+}
+
+struct Timers {
+    idle: Option<Pin<Box<Sleep>>>,
+    deadline: Option<Pin<Box<Sleep>>>,
+    /// When a frame last came (since the timers were armed).
+    moved: Instant,
 }
 
 impl<B> TimedBody<B> {
@@ -37,11 +52,11 @@ impl<B> TimedBody<B> {
         max: Option<Duration>,
         in_flight: Option<InFlight>,
     ) -> TimedBody<B> {
-        let now = Instant::now();
         TimedBody {
             inner,
-            idle: idle.map(|d| (d, Box::pin(tokio::time::sleep_until(now + d)))),
-            deadline: max.map(|d| Box::pin(tokio::time::sleep_until(now + d))),
+            idle,
+            deadline_at: max.map(|d| Instant::now() + d),
+            timers: None,
             _in_flight: in_flight,
             _stream: None,
         }
@@ -68,28 +83,49 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        if let Some(deadline) = this.deadline.as_mut()
+        if let Some(t) = this.timers.as_mut()
+            && let Some(deadline) = t.deadline.as_mut()
             && deadline.as_mut().poll(cx).is_ready()
         {
             return Poll::Ready(Some(Err("the stream's maximum duration passed".into())));
         }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
-                if let Some((d, sleep)) = this.idle.as_mut() {
-                    sleep.as_mut().reset(Instant::now() + *d);
+                if let Some(t) = this.timers.as_mut() {
+                    t.moved = Instant::now();
                 }
                 Poll::Ready(frame.map(|f| f.map_err(Into::into)))
             }
             Poll::Pending => {
-                let idle_passed = this
-                    .idle
-                    .as_mut()
-                    .is_some_and(|(_, sleep)| sleep.as_mut().poll(cx).is_ready());
-                if idle_passed {
-                    Poll::Ready(Some(Err("the stream was idle for too long".into())))
-                } else {
-                    Poll::Pending
+                if this.idle.is_none() && this.deadline_at.is_none() {
+                    return Poll::Pending;
                 }
+                let (idle, deadline_at) = (this.idle, this.deadline_at);
+                let t = this.timers.get_or_insert_with(|| {
+                    let now = Instant::now();
+                    Box::new(Timers {
+                        idle: idle.map(|d| Box::pin(tokio::time::sleep_until(now + d))),
+                        deadline: deadline_at.map(|at| Box::pin(tokio::time::sleep_until(at))),
+                        moved: now,
+                    })
+                });
+                if let Some(deadline) = t.deadline.as_mut()
+                    && deadline.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Some(Err("the stream's maximum duration passed".into())));
+                }
+                let (Some(d), Some(sleep)) = (idle, t.idle.as_mut()) else {
+                    return Poll::Pending;
+                };
+                while sleep.as_mut().poll(cx).is_ready() {
+                    let due = t.moved + d;
+                    if due <= Instant::now() {
+                        return Poll::Ready(Some(Err("the stream was idle for too long".into())));
+                    }
+                    // A frame came since it was set: count from that one.
+                    sleep.as_mut().reset(due);
+                }
+                Poll::Pending
             }
         }
     }
