@@ -21,6 +21,11 @@ export const KINDS: Record<string, string> = {
   Link: "links",
   Listener: "listeners",
   Connector: "connectors",
+  MeshService: "meshservices",
+  MeshHTTPRoute: "meshhttproutes",
+  MeshTCPRoute: "meshtcproutes",
+  MeshTimeout: "meshtimeouts",
+  MeshRetry: "meshretries",
 };
 
 export type Kind = keyof typeof KINDS;
@@ -77,7 +82,7 @@ export class Store {
       from = Math.min(from, Number(l.revision));
       return [kind, l.items] as const;
     };
-    // One request first, so a wrong token costs one 401, not seven.
+    // One request first, so a wrong token costs one 401, not one per kind.
     const [first, ...rest] = Object.entries(KINDS);
     const lists = [await list(first), ...(await Promise.all(rest.map(list)))];
     for (const [kind, items] of lists) {

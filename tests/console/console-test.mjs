@@ -115,6 +115,14 @@ try {
   await nav("services");
   await page.waitForFunction(() => /console-b/.test(document.querySelector(`tr[data-routing-key=backend] td:last-child`)?.textContent ?? ""));
   await shot("services");
+  step = "the Services page shows backend's MeshHTTPRoute with its 90/10 split and the Kuma defaults";
+  const split = `#service-routes [data-service=backend] tr[data-route=backend-split]`;
+  await page.waitForSelector(`${split} [data-backend=backend][data-weight="90"]`);
+  const row = await page.textContent(split);
+  if (!/PathPrefix \/api/.test(row) || !/backend\s*90%/.test(row) || !/backend-v2\s*10%/.test(row)) throw new Error(`unexpected route row: ${row}`);
+  const timeout = await page.textContent(`#service-routes [data-service=backend] tr[data-field=idleTimeout]`);
+  if (!/1h\s*Kuma default/.test(timeout)) throw new Error(`unexpected idleTimeout row: ${timeout}`);
+  await page.locator(`#service-routes [data-service=backend]`).screenshot({ path: join(shots, "console-service-routes.png") });
   await nav("controlplanes");
   await page.waitForSelector("main table tbody tr");
   await shot("controlplanes");

@@ -1,6 +1,8 @@
 // Services: Listeners and Connectors by routing key, and where each key
-// resolves (the sites whose router reports a connector for it).
+// resolves (the sites whose router reports a connector for it); then the
+// mesh destinations with their routes and L7 policies (service-routes.tsx).
 import { condition, type Resource, type Store } from "../store";
+import { ServiceRoutes } from "./service-routes";
 
 function names(list: any[] | undefined): string {
   return (list ?? []).map((x) => (typeof x === "string" ? x : (x.name ?? x.host ?? JSON.stringify(x)))).join(", ");
@@ -59,6 +61,7 @@ export function Services({ store }: { store: Store }) {
         </tbody>
       </table>
       {sorted.length === 0 && <p class="muted">No Listeners or Connectors.</p>}
+      <ServiceRoutes store={store} />
     </section>
   );
 }

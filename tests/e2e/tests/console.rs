@@ -109,6 +109,15 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
         ports.backend_app
     ));
 
+    // A MeshHTTPRoute splitting backend 90/10 (the Services page's routes).
+    b.apply(
+        "type: MeshHTTPRoute\nname: backend-split\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  \
+         to:\n    - targetRef: {kind: MeshService, name: backend}\n      rules:\n        - matches: \
+         [{path: {type: PathPrefix, value: /api}}]\n          default:\n            backendRefs:\n              \
+         - {kind: MeshService, name: backend, weight: 90}\n              \
+         - {kind: MeshService, name: backend-v2, weight: 10}\n",
+    );
+
     let mut node = Command::new("node")
         .arg("console-test.mjs")
         .current_dir(&script_dir)

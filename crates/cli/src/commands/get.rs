@@ -147,6 +147,7 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 ("STATUS", online(status)),
                 ("CERT EXPIRES", cert_expires(status, now)),
                 ("LAST SEEN", last_seen(status, now)),
+                ("MESSAGE", dataplane_message(status)),
             ]
         }
         Kind::MeshTrafficPermission => vec![("TARGET", target(&spec["targetRef"]))],
@@ -221,6 +222,7 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 ("PORTS", ports.join(",")),
                 ("DATAPLANES", or(s(&selected["total"]), "0")),
                 ("CONNECTED", or(s(&selected["connected"]), "0")),
+                ("MESSAGE", skupper_message(status)),
             ]
         }
         Kind::Secret => vec![
@@ -298,6 +300,19 @@ fn link_message(status: &Value) -> String {
         Some(c) if c["status"] == "False" && status["message"].is_null() => s(&c["message"]),
         _ => skupper_message(status),
     }
+}
+
+/// A Dataplane's `MESSAGE`: the message of its first condition other than
+/// `Ready` (shown as STATUS and READY) that is not `True`, e.g.
+/// `ProtocolAgreed` `ProtocolMismatch`; else `-`.
+fn dataplane_message(status: &Value) -> String {
+    status["conditions"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] != "Ready" && c["status"] != "True")
+        })
+        .map_or_else(|| "-".to_owned(), |c| s(&c["message"]))
 }
 
 fn condition<'a>(status: &'a Value, ty: &str) -> Option<&'a Value> {

@@ -115,6 +115,7 @@ fn summary(r: &Value, now: SystemTime) -> String {
         if !r["dataplaneStatus"]["mtls"].is_null() {
             out.push_str(&status_certificate(&r["dataplaneStatus"], now));
         }
+        out.push_str(&other_conditions(&r["dataplaneStatus"]));
         return out;
     }
     let stream = format!(
@@ -148,6 +149,7 @@ fn summary(r: &Value, now: SystemTime) -> String {
         );
     }
     out.push_str(&certificate(&r["certificate"], &r["dataplaneStatus"], now));
+    out.push_str(&other_conditions(&r["dataplaneStatus"]));
     out.push_str(&types_table(&r["types"]));
     out
 }
@@ -207,6 +209,26 @@ fn status_certificate(status: &Value, now: SystemTime) -> String {
             text(&c["reason"]),
             text(&c["message"])
         );
+    }
+    out
+}
+
+/// The Dataplane's conditions other than `Ready` (which the certificate
+/// lines show), one line each, e.g. `ProtocolAgreed: False
+/// (ProtocolMismatch): …`.
+fn other_conditions(status: &Value) -> String {
+    let mut out = String::new();
+    for c in status["conditions"].as_array().into_iter().flatten() {
+        if c["type"] != "Ready" {
+            let _ = writeln!(
+                out,
+                "{}: {} ({}): {}",
+                text(&c["type"]),
+                text(&c["status"]),
+                text(&c["reason"]),
+                text(&c["message"])
+            );
+        }
     }
     out
 }
@@ -399,6 +421,24 @@ mod tests {
             "  issued 2026-11-30T00:53:20Z (2m ago) via certify by backend ca-1, 3 regeneration(s)"
         );
         assert_eq!(lines[3], "Ready: True (Connected): connected");
+    }
+
+    #[test]
+    fn other_conditions_follow_ready_one_line_each() {
+        let mut r = connected();
+        r["dataplaneStatus"]["conditions"] = json!([
+            {"type": "Ready", "status": "True", "reason": "Connected", "message": "connected"},
+            {"type": "ProtocolAgreed", "status": "False", "reason": "ProtocolMismatch",
+             "message": "inbound 8080 of service api declares http"}]);
+        let s = summary(&r, unix(NOW));
+        assert!(
+            s.contains("\nProtocolAgreed: False (ProtocolMismatch): inbound 8080 of service api declares http\n"),
+            "{s}"
+        );
+        let r = json!({"mesh": "default", "name": "db-1", "connected": false, "message": "never seen",
+            "dataplaneStatus": {"conditions": [{"type": "ProtocolAgreed", "status": "False",
+                "reason": "ProtocolMismatch", "message": "m"}]}});
+        assert!(summary(&r, unix(NOW)).ends_with("ProtocolAgreed: False (ProtocolMismatch): m\n"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! MeshService status: which Dataplanes each MeshService selects now, and
-//! how many of their proxies are connected (Kuma's `dataplaneProxies`).
+//! how many of their proxies are connected (Kuma's `dataplaneProxies`),
+//! and its `ProtocolAgreed` condition (`mesh_service_protocol.rs`).
 //!
 //! Owns [`MeshServiceStatuses`], the part of the status task's state that
 //! tracks meshes with MeshServices. A mesh is recomputed (one listing of
@@ -12,10 +13,12 @@
 use std::collections::{HashMap, HashSet};
 
 use meshlink_api::spec::{DataplaneProxies, MeshServiceStatus, StatusDetails};
-use meshlink_api::{Kind, Resource};
+use meshlink_api::{Condition, ConditionStatus, Kind, Resource};
 use meshlink_xds::owner::ProxyKey;
+use meshlink_xds::translate::MeshView;
 
-use super::{State, StatusError, writer};
+use super::protocol::CONDITION;
+use super::{State, StatusError, mesh_service_protocol, writer};
 use crate::resources::ResourceError;
 
 /// What the status task keeps for MeshService status.
@@ -26,7 +29,7 @@ pub(super) struct MeshServiceStatuses {
     /// Meshes to recompute at the next flush.
     dirty: HashSet<String>,
     /// The status last written per (mesh, MeshService).
-    written: HashMap<(String, String), MeshServiceStatus>,
+    written: HashMap<(String, String), Written>,
 }
 
 // === impl MeshServiceStatuses ===
@@ -44,6 +47,15 @@ impl MeshServiceStatuses {
             self.dirty.insert(mesh.to_owned());
         }
     }
+}
+
+/// What this task wrote to a MeshService: its status fields and its
+/// `ProtocolAgreed` condition without the transition time.
+type Written = (MeshServiceStatus, Option<(ConditionStatus, String, String)>);
+
+/// `c` without its transition time, to compare.
+fn shape(c: Option<&Condition>) -> Option<(ConditionStatus, String, String)> {
+    c.map(|c| (c.status, c.reason.clone(), c.message.clone()))
 }
 
 /// The status of `ms`: the Dataplanes it selects among `dataplanes`, and
@@ -104,6 +116,14 @@ impl State {
             .resources
             .list(Kind::Dataplane, Some(mesh), None)
             .await?;
+        let mesh_resource = match self.resources.get(Kind::Mesh, None, mesh).await {
+            Ok(m) => m,
+            // The mesh went away with its MeshServices.
+            Err(ResourceError::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let view = MeshView::new(mesh_resource, dataplanes.clone(), Vec::new())
+            .with_mesh_services(services.clone());
         let connected = |name: &str| {
             self.proxies
                 .get(&ProxyKey::new(mesh, name))
@@ -114,16 +134,20 @@ impl State {
             let Some(status) = status_of(ms, &dataplanes, connected) else {
                 continue;
             };
+            let agreed = mesh_service_protocol::condition(&view, ms);
+            let want: Written = (status, shape(agreed.as_ref()));
             let key = (mesh.to_owned(), ms.name().to_owned());
-            let stored = ms.status.details.clone();
-            if self.mesh_services.written.get(&key) != Some(&status)
-                || stored != StatusDetails::MeshService(status.clone())
-            {
-                writes.push((key, status));
+            let stored_fields = match &ms.status.details {
+                StatusDetails::MeshService(s) => Some(s),
+                _ => None,
+            };
+            let stored = stored_fields == Some(&want.0) && shape(ms.condition(CONDITION)) == want.1;
+            if self.mesh_services.written.get(&key) != Some(&want) || !stored {
+                writes.push((key, want, agreed));
             }
         }
-        for ((mesh, name), status) in writes {
-            let details = StatusDetails::MeshService(status.clone());
+        for ((mesh, name), want, agreed) in writes {
+            let details = StatusDetails::MeshService(want.0.clone());
             let r = writer::merge(
                 &self.resources,
                 Kind::MeshService,
@@ -131,12 +155,15 @@ impl State {
                 &name,
                 |r| {
                     r.status.details = details.clone();
+                    if let Some(c) = &agreed {
+                        r.set_condition(c.clone());
+                    }
                 },
             )
             .await;
             match r {
                 Ok(_) | Err(StatusError::Resource(ResourceError::NotFound(_))) => {
-                    self.mesh_services.written.insert((mesh, name), status);
+                    self.mesh_services.written.insert((mesh, name), want);
                 }
                 Err(e) => return Err(e),
             }

@@ -1,7 +1,8 @@
 //! Dataplane status (DESIGN §5), stalled-rotation detection, certificate
 //! metrics, MeshTrafficPermission `Valid`, MeshService status (the
-//! Dataplanes it selects; `mesh_service.rs`), and eviction of stream
-//! reports.
+//! Dataplanes it selects and its `ProtocolAgreed` condition;
+//! `mesh_service.rs`), the Dataplanes' `ProtocolAgreed` condition for
+//! tag-based services (`protocol.rs`), and eviction of stream reports.
 //!
 //! # What it owns
 //!
@@ -25,8 +26,10 @@
 //! when it changes (merging only that condition, with CAS and retry).
 
 mod mesh_service;
+mod mesh_service_protocol;
 mod metrics;
 mod model;
+mod protocol;
 #[cfg(test)]
 mod tests;
 pub(crate) mod writer;
@@ -36,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use meshlink_api::spec::MeshSpec;
+use meshlink_api::spec::{MeshServicesMode, MeshSpec};
 use meshlink_api::{Kind, Resource};
 use meshlink_runtime::{MetricsRegistry, Shutdown};
 use meshlink_store::{Change, ChangeType};
@@ -58,6 +61,10 @@ pub const REPORT_GRACE: Duration = Duration::from_secs(3600);
 /// Dataplane writes per flush; the rest stay dirty for the next one, so a
 /// storm never keeps the task from its timers for long.
 const MAX_WRITES_PER_FLUSH: usize = 2000;
+
+/// `ProtocolAgreed` writes per flush (each is a read and a write); the
+/// rest wait for the next one.
+const MAX_PROTOCOL_WRITES_PER_FLUSH: usize = 200;
 
 /// Why a status write failed.
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +154,7 @@ struct State {
     meshes: HashMap<String, MeshInfo>,
     mtps: HashSet<(String, String)>,
     mesh_services: mesh_service::MeshServiceStatuses,
+    protocols: protocol::ServiceProtocols,
     last_evict: tokio::time::Instant,
 }
 
@@ -169,6 +177,7 @@ pub async fn run(parts: StatusParts, inbox: StatusInbox, shutdown: Shutdown) {
         meshes: HashMap::new(),
         mtps: HashSet::new(),
         mesh_services: Default::default(),
+        protocols: Default::default(),
         last_evict: tokio::time::Instant::now(),
     };
     let mut after = start_revision;
@@ -207,6 +216,11 @@ fn key_of_change(c: &Change) -> (Option<Kind>, String, String) {
     (k.kind.parse().ok(), k.mesh.clone(), k.name.clone())
 }
 
+/// Whether the Mesh is in `meshServices.mode: Exclusive`.
+fn exclusive(spec: Option<&MeshSpec>) -> bool {
+    spec.is_some_and(|s| s.mesh_services_mode() == MeshServicesMode::Exclusive)
+}
+
 fn mesh_info(spec: Option<&MeshSpec>) -> (bool, Option<String>) {
     let backend = spec
         .and_then(|s| s.enabled_backend())
@@ -222,6 +236,8 @@ impl State {
         let now = SystemTime::now();
         for m in self.resources.list(Kind::Mesh, None, None).await? {
             let (mtls, backend) = mesh_info(m.spec.as_mesh());
+            self.protocols
+                .set_exclusive(m.name(), exclusive(m.spec.as_mesh()));
             self.meshes.insert(
                 m.name().to_owned(),
                 MeshInfo {
@@ -233,7 +249,8 @@ impl State {
         }
         // Page by page: with 10,000 Dataplanes a single list held every
         // row and decoded resource at once (about 100 MiB at start-up).
-        let (instance, proxies) = (&self.instance, &mut self.proxies);
+        let (instance, proxies, protocols) =
+            (&self.instance, &mut self.proxies, &mut self.protocols);
         self.resources
             .for_each(Kind::Dataplane, None, |d| {
                 let key = ProxyKey::new(d.mesh().unwrap_or_default(), d.name());
@@ -242,6 +259,10 @@ impl State {
                 if d.condition("Ready").is_none() {
                     p.dirty = true;
                 }
+                if let Some(spec) = d.spec.as_dataplane() {
+                    protocols.upsert(&key, spec);
+                }
+                protocols.stored(&key, d.condition(protocol::CONDITION));
                 proxies.entry(key).or_insert(p);
             })
             .await?;
@@ -305,6 +326,16 @@ impl State {
             Some(Kind::Dataplane) => self.mesh_services.dataplane_changed(&mesh),
             _ => {}
         }
+        if kind == Some(Kind::Dataplane) {
+            let key = ProxyKey::new(mesh.as_str(), name.as_str());
+            if c.change_type == ChangeType::Deleted {
+                self.protocols.remove(&key);
+            } else if let Ok(r) = Resource::from_json_unvalidated(c.object.body.clone())
+                && let Some(spec) = r.spec.as_dataplane()
+            {
+                self.protocols.upsert(&key, spec);
+            }
+        }
         match (kind, c.change_type) {
             (Some(Kind::Dataplane), ChangeType::Deleted) => {
                 let key = ProxyKey::new(mesh, name);
@@ -338,7 +369,9 @@ impl State {
             }
             (Some(Kind::Mesh), _) => {
                 let parsed = Resource::from_json_unvalidated(c.object.body).ok();
-                let (mtls, backend) = mesh_info(parsed.as_ref().and_then(|r| r.spec.as_mesh()));
+                let spec = parsed.as_ref().and_then(|r| r.spec.as_mesh());
+                self.protocols.set_exclusive(&name, exclusive(spec));
+                let (mtls, backend) = mesh_info(spec);
                 let info = self.meshes.entry(name.clone()).or_default();
                 let flipped = info.mtls != mtls;
                 info.mtls = mtls;
@@ -372,6 +405,7 @@ impl State {
         self.write_meshes(now).await;
         self.write_mtps().await;
         self.write_mesh_services().await;
+        self.write_protocols().await;
         if self.last_evict.elapsed() >= Duration::from_secs(60) {
             self.last_evict = tokio::time::Instant::now();
             let before = now
@@ -530,6 +564,47 @@ impl State {
                 }
                 Err(e) => {
                     tracing::warn!(%mesh, error = %e, "status: cannot write the Mesh's CertificateRotationStalled condition; retrying")
+                }
+            }
+        }
+    }
+
+    /// Writes the Dataplanes' `ProtocolAgreed` conditions that changed:
+    /// set while their service's inbounds disagree, removed once they
+    /// agree. Merges only that condition.
+    async fn write_protocols(&mut self) {
+        let mut writes = 0;
+        for key in self.protocols.take_work() {
+            let want = self.protocols.condition(&key);
+            let message = want.as_ref().map(|c| c.message.clone());
+            if self.protocols.written(&key) == message.as_deref() {
+                continue;
+            }
+            if writes == MAX_PROTOCOL_WRITES_PER_FLUSH {
+                self.protocols.retry(key);
+                continue;
+            }
+            writes += 1;
+            let r = writer::merge(
+                &self.resources,
+                Kind::Dataplane,
+                Some(&key.mesh),
+                &key.name,
+                |r| match &want {
+                    Some(c) => r.set_condition(c.clone()),
+                    None => r
+                        .status
+                        .conditions
+                        .retain(|c| c.type_ != protocol::CONDITION),
+                },
+            )
+            .await;
+            match r {
+                Ok(_) => self.protocols.wrote(&key, message),
+                Err(StatusError::Resource(ResourceError::NotFound(_))) => {}
+                Err(e) => {
+                    tracing::warn!(proxy = %key, error = %e, "status: cannot write the Dataplane's ProtocolAgreed condition; retrying");
+                    self.protocols.retry(key);
                 }
             }
         }

@@ -20,7 +20,7 @@ mod mesh_service;
 pub mod names;
 mod network;
 mod policies;
-mod protocol;
+pub mod protocol;
 mod rbac;
 mod resources;
 mod retry;

@@ -16,11 +16,11 @@ use meshlink_api::spec::{DataplaneSpec, Tags};
 use super::MeshView;
 
 /// The tag that declares an inbound's protocol.
-pub(crate) const PROTOCOL_TAG: &str = "kuma.io/protocol";
+pub const PROTOCOL_TAG: &str = "kuma.io/protocol";
 
 /// An application protocol, as the translator distinguishes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Protocol {
+pub enum Protocol {
     /// Opaque bytes (also `kafka` and anything unknown).
     Tcp,
     /// HTTP/1.1 (or HTTP/2) from the application.
@@ -35,7 +35,7 @@ pub(crate) enum Protocol {
 
 impl Protocol {
     /// The protocol a declared value names (`tcp` for unknown ones).
-    pub(crate) fn parse(value: &str) -> Protocol {
+    pub fn parse(value: &str) -> Protocol {
         match value {
             "http" => Protocol::Http,
             "http2" => Protocol::Http2,
@@ -45,7 +45,7 @@ impl Protocol {
     }
 
     /// Whether requests are routed one by one (HCM and RDS), not bytes.
-    pub(crate) fn is_http(self) -> bool {
+    pub fn is_http(self) -> bool {
         self != Protocol::Tcp
     }
 
@@ -56,7 +56,7 @@ impl Protocol {
 }
 
 /// The protocol an inbound declares with its tags.
-pub(crate) fn inbound(tags: &Tags) -> Protocol {
+pub fn inbound(tags: &Tags) -> Protocol {
     tags.get(PROTOCOL_TAG)
         .map_or(Protocol::Tcp, |p| Protocol::parse(p))
 }
@@ -64,7 +64,7 @@ pub(crate) fn inbound(tags: &Tags) -> Protocol {
 /// The protocol of destination `service`: the one all of its inbounds in
 /// the view declare when it is of the HTTP family, else `tcp` (no
 /// inbound, `tcp` inbounds, or inbounds that disagree).
-pub(crate) fn service(view: &MeshView, service: &str) -> Protocol {
+pub fn service(view: &MeshView, service: &str) -> Protocol {
     view.protocol_index().agreed(service)
 }
 
@@ -73,7 +73,7 @@ pub(crate) fn service(view: &MeshView, service: &str) -> Protocol {
 /// `kuma.io/protocol`, else TCP. A sidecar speaks HTTP to an inbound only
 /// when that inbound's own sidecar serves HTTP; an untagged inbound is a
 /// TCP listener, and HTTP/2 bytes copied to its app would break.
-pub(crate) fn mesh_service_port(view: &MeshView, name: &str, port: u16) -> Protocol {
+pub fn mesh_service_port(view: &MeshView, name: &str, port: u16) -> Protocol {
     let Some(ms) = view.mesh_service(name) else {
         return Protocol::Tcp;
     };
