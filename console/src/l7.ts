@@ -57,6 +57,8 @@ const TIMEOUT_DEFAULTS: [string, string][] = [
   ["http.requestHeadersTimeout", "disabled"],
 ];
 const RETRY_DEFAULTS: Record<string, [string, string][]> = {
+  // Without a MeshRetry a sidecar makes 3 connect attempts.
+  tcp: [["maxConnectAttempt", "3"]],
   http: [
     ["numRetries", "5"],
     ["perTryTimeout", "16s"],
@@ -111,14 +113,22 @@ function routesFor(store: Store, d: Destination, labels: Record<string, string>)
       const entries = (r.spec?.to ?? []).filter((t: any) => selects(t.targetRef, { name: d.name, labels }));
       if (!entries.length) continue;
       const tcp = kind === "MeshTCPRoute";
-      const notApplied = tcp
-        ? "stored; MeshTCPRoute is not applied by the sidecars yet"
-        : d.protocol === "tcp"
-          ? `stored; not applied: ${d.name} is served as TCP (routes apply to HTTP services)`
+      // Kuma's rule: a MeshHTTPRoute for the same destination wins over a
+      // MeshTCPRoute on an HTTP service; on a TCP service only MeshTCPRoute applies.
+      const httpRouteWins =
+        tcp &&
+        d.protocol !== "tcp" &&
+        store
+          .list("MeshHTTPRoute")
+          .some((h) => h.metadata.mesh === d.mesh && (h.spec?.to ?? []).some((t: any) => selects(t.targetRef, { name: d.name, labels })));
+      const notApplied = httpRouteWins
+        ? "stored; ignored: a MeshHTTPRoute for this destination wins"
+        : !tcp && d.protocol === "tcp"
+          ? `stored; not applied: ${d.name} is served as TCP (MeshHTTPRoutes apply to HTTP services)`
           : "";
       const rules = entries.flatMap((t: any) =>
         (tcp ? (t.rules ?? []).slice(0, 1) : (t.rules ?? [])).map((rule: any) => ({
-          matches: tcp ? "every connection" : (rule.matches ?? []).map(matchText).join(" or "),
+          matches: tcp ? (d.protocol === "tcp" ? "every connection" : "every request") : (rule.matches ?? []).map(matchText).join(" or "),
           backends: backendsOf(rule.default?.backendRefs, d.name),
           filters: (rule.default?.filters ?? []).map((f: any) => f.type),
         })),
@@ -224,10 +234,8 @@ export function destinations(store: Store): Destination[] {
     const d: Destination = { mesh: e.mesh, name: e.name, protocol, mismatch, routes: [], timeouts: [], retries: [], partial: [] };
     d.routes = routesFor(store, d, labels);
     const t = fold(store, "MeshTimeout", d, labels);
-    d.timeouts = fields(TIMEOUT_DEFAULTS, t.merged, t.src).map((f) =>
-      f.field === "connectionTimeout" ? { ...f, source: `${f.source}; not read yet (connects time out after 5s)` } : f,
-    );
-    const block = protocol === "grpc" ? "grpc" : "http";
+    d.timeouts = fields(TIMEOUT_DEFAULTS, t.merged, t.src);
+    const block = protocol === "grpc" ? "grpc" : protocol === "tcp" ? "tcp" : "http";
     const r = fold(store, "MeshRetry", d, labels);
     d.retries = fields(RETRY_DEFAULTS[block], r.merged, r.src, block);
     d.partial = [...t.partial, ...r.partial];

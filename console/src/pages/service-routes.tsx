@@ -79,15 +79,11 @@ function One({ d }: { d: Destination }) {
         </table>
       )}
       <div class="columns">
-        <Values title={tcp ? "MeshTimeout (TCP: only idleTimeout applies)" : "MeshTimeout"} list={tcp ? d.timeouts.filter((f) => f.field === "idleTimeout") : d.timeouts} />
-        {tcp ? (
-          <div>
-            <h3>MeshRetry</h3>
-            <p class="muted">Not applied to TCP services.</p>
-          </div>
-        ) : (
-          <Values title="MeshRetry" list={d.retries} />
-        )}
+        <Values
+          title={tcp ? "MeshTimeout (TCP: idleTimeout and connectionTimeout apply)" : "MeshTimeout"}
+          list={tcp ? d.timeouts.filter((f) => f.field === "idleTimeout" || f.field === "connectionTimeout") : d.timeouts}
+        />
+        <Values title={tcp ? "MeshRetry (TCP: connect attempts)" : "MeshRetry"} list={d.retries} />
       </div>
       {d.partial.length > 0 && (
         <p class="muted">
