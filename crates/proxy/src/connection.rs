@@ -128,6 +128,7 @@ async fn http_connection(
             peer_id,
             metrics: metrics.clone(),
             activity: Arc::default(),
+            forwarded_for: Default::default(),
         })
     };
     let Some(tls) = &spec.tls else {

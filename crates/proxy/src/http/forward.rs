@@ -43,6 +43,8 @@ pub struct ConnectionContext {
     pub metrics: Arc<ProxyMetrics>,
     /// Requests in flight on the connection (its idle timeout reads it).
     pub activity: Arc<super::timed::Activity>,
+    /// The peer's address as an `x-forwarded-for` entry, made on first use.
+    pub forwarded_for: std::sync::OnceLock<HeaderValue>,
 }
 
 /// Handles one request to its answer.
@@ -57,7 +59,18 @@ pub async fn handle(
     let mut labels = RequestLabels::new(spec.direction);
     let _active = ctx.metrics.http.active(spec.direction);
     let in_flight = ctx.activity.start();
-    let response = match route_and_send(&ctx, &spec, &view, request, &mut labels, in_flight).await {
+    // Boxed: this future is what a server moves (HTTP/2 spawns one task
+    // per stream), so it stays small and the large routing state machine
+    // is moved once, into its box.
+    let routed = Box::pin(route_and_send(
+        &ctx,
+        &spec,
+        &view,
+        request,
+        &mut labels,
+        in_flight,
+    ));
+    let response = match routed.await {
         Ok(response) => response,
         Err(e) => {
             tracing::debug!(listener = %spec.name, peer = %ctx.peer, "request failed: {e}");
@@ -138,7 +151,10 @@ async fn route_and_send(
     let upgrade = super::upgrade::requested(&parts);
     headers::strip_hop_by_hop(&mut parts.headers);
     if http.use_remote_address {
-        headers::append_forwarded_for(&mut parts.headers, ctx.peer.ip());
+        let peer = ctx
+            .forwarded_for
+            .get_or_init(|| headers::forwarded_for_entry(ctx.peer.ip()));
+        headers::append_forwarded_for(&mut parts.headers, peer);
     }
     headers::ensure_request_id(&mut parts.headers);
     headers::apply(&mut parts.headers, &route.request_headers);

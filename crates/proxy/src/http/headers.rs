@@ -76,14 +76,23 @@ pub fn split_port(authority: &str) -> (&str, Option<&str>) {
 }
 
 /// Appends `peer` to `x-forwarded-for`.
-pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
+pub fn append_forwarded_for(headers: &mut HeaderMap, peer: &HeaderValue) {
     let value = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(existing) if !existing.trim().is_empty() => format!("{existing}, {peer}"),
-        _ => peer.to_string(),
+        Some(existing) if !existing.trim().is_empty() => {
+            let joined = format!("{existing}, {}", peer.to_str().unwrap_or_default());
+            match HeaderValue::from_str(&joined) {
+                Ok(v) => v,
+                Err(_) => return,
+            }
+        }
+        _ => peer.clone(),
     };
-    if let Ok(v) = HeaderValue::from_str(&value) {
-        headers.insert(X_FORWARDED_FOR, v);
-    }
+    headers.insert(X_FORWARDED_FOR, value);
+}
+
+/// `peer` as an `x-forwarded-for` entry (made once per connection).
+pub fn forwarded_for_entry(peer: IpAddr) -> HeaderValue {
+    HeaderValue::from_str(&peer.to_string()).expect("an IP address is a header value")
 }
 
 /// Sets `x-request-id` to a new random UUID when the request has none.
@@ -181,12 +190,12 @@ mod tests {
     #[test]
     fn forwarded_for_appends_and_request_id_is_kept_or_made() {
         let mut h = map(&[("x-forwarded-for", "10.0.0.1"), ("x-request-id", "abc")]);
-        append_forwarded_for(&mut h, "127.0.0.9".parse().unwrap());
+        append_forwarded_for(&mut h, &forwarded_for_entry("127.0.0.9".parse().unwrap()));
         ensure_request_id(&mut h);
         assert_eq!(h.get(&X_FORWARDED_FOR).unwrap(), "10.0.0.1, 127.0.0.9");
         assert_eq!(h.get(&X_REQUEST_ID).unwrap(), "abc");
         let mut fresh = HeaderMap::new();
-        append_forwarded_for(&mut fresh, "::1".parse().unwrap());
+        append_forwarded_for(&mut fresh, &forwarded_for_entry("::1".parse().unwrap()));
         ensure_request_id(&mut fresh);
         assert_eq!(fresh.get(&X_FORWARDED_FOR).unwrap(), "::1");
         assert_eq!(fresh.get(&X_REQUEST_ID).unwrap().len(), 36);

@@ -5,6 +5,8 @@
 //! Labels are bounded: a route's name (from the control plane, never the
 //! request's path), a cluster's name, a status code.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -27,7 +29,7 @@ const BUCKETS: [f64; 16] = [
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// `inbound` or `outbound`.
-    pub direction: String,
+    pub direction: &'static str,
     /// Destination cluster (empty when the request never got one).
     pub cluster: String,
     /// Route name (`no_route`, `connect` for answers without one).
@@ -38,7 +40,7 @@ impl RequestLabels {
     /// Labels of a request on a listener of `direction`, before routing.
     pub fn new(direction: Direction) -> RequestLabels {
         RequestLabels {
-            direction: direction.as_str().to_owned(),
+            direction: direction.as_str(),
             cluster: String::new(),
             route: String::new(),
         }
@@ -49,7 +51,7 @@ impl RequestLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResponseLabels {
     /// `inbound` or `outbound`.
-    pub direction: String,
+    pub direction: &'static str,
     /// Destination cluster.
     pub cluster: String,
     /// Route name.
@@ -71,6 +73,11 @@ pub struct Outcome {
 }
 
 /// The HTTP metrics.
+///
+/// Every request records a response count and a latency: the series of
+/// each `{direction, cluster, route}` are found in their families once
+/// and kept ([`RouteSeries`]), so a request costs one lookup in a small
+/// map, not label strings built and hashed per series.
 #[derive(Debug)]
 pub struct HttpMetrics {
     requests: Family<ResponseLabels, Counter>,
@@ -79,6 +86,17 @@ pub struct HttpMetrics {
     retry_overflows: Family<RequestLabels, Counter>,
     timeouts: Family<RequestLabels, Counter>,
     active: Family<DirectionLabels, Gauge>,
+    /// The in-flight gauge per direction (inbound, outbound), once used.
+    active_by_direction: [OnceLock<Gauge>; 2],
+    series: RwLock<HashMap<RequestLabels, Arc<RouteSeries>, foldhash::fast::RandomState>>,
+}
+
+/// The kept series of one `{direction, cluster, route}`.
+#[derive(Debug)]
+struct RouteSeries {
+    duration: Histogram,
+    /// Response counts by status and `grpc-status` (a handful per route).
+    responses: Mutex<Vec<((u16, Option<i32>), Counter)>>,
 }
 
 impl Default for HttpMetrics {
@@ -90,6 +108,8 @@ impl Default for HttpMetrics {
             retry_overflows: Family::default(),
             timeouts: Family::default(),
             active: Family::default(),
+            active_by_direction: Default::default(),
+            series: RwLock::default(),
         }
     }
 }
@@ -140,10 +160,17 @@ impl HttpMetrics {
 
     /// Counts a request in flight until the guard drops.
     pub fn active(&self, direction: Direction) -> ActiveRequest {
-        let gauge = self
-            .active
-            .get_or_create(&DirectionLabels {
-                direction: direction.as_str().to_owned(),
+        let slot = match direction {
+            Direction::Inbound => &self.active_by_direction[0],
+            Direction::Outbound => &self.active_by_direction[1],
+        };
+        let gauge = slot
+            .get_or_init(|| {
+                self.active
+                    .get_or_create(&DirectionLabels {
+                        direction: direction.as_str().to_owned(),
+                    })
+                    .clone()
             })
             .clone();
         gauge.inc();
@@ -152,19 +179,45 @@ impl HttpMetrics {
 
     /// Records an answered request.
     pub fn record<B>(&self, labels: &RequestLabels, response: &http::Response<B>, took: Duration) {
-        let grpc_status = super::retry::grpc_status(response.headers());
-        self.requests
+        let key = (
+            response.status().as_u16(),
+            super::retry::grpc_status(response.headers()),
+        );
+        let series = self.series_of(labels);
+        series.duration.observe(took.as_secs_f64());
+        let mut responses = series.responses.lock().expect("response series lock");
+        if let Some((_, counter)) = responses.iter().find(|(k, _)| *k == key) {
+            counter.inc();
+            return;
+        }
+        let counter = self
+            .requests
             .get_or_create(&ResponseLabels {
-                direction: labels.direction.clone(),
+                direction: labels.direction,
                 cluster: labels.cluster.clone(),
                 route: labels.route.clone(),
-                code: response.status().as_u16().to_string(),
-                grpc_status: grpc_status.map(|s| s.to_string()).unwrap_or_default(),
+                code: key.0.to_string(),
+                grpc_status: key.1.map(|s| s.to_string()).unwrap_or_default(),
             })
-            .inc();
-        self.duration
-            .get_or_create(labels)
-            .observe(took.as_secs_f64());
+            .clone();
+        counter.inc();
+        responses.push((key, counter));
+    }
+
+    /// The kept series of `labels`, found in the families on first use.
+    fn series_of(&self, labels: &RequestLabels) -> Arc<RouteSeries> {
+        if let Some(s) = self.series.read().expect("series lock").get(labels) {
+            return s.clone();
+        }
+        let mut all = self.series.write().expect("series lock");
+        all.entry(labels.clone())
+            .or_insert_with(|| {
+                Arc::new(RouteSeries {
+                    duration: self.duration.get_or_create(labels).clone(),
+                    responses: Mutex::default(),
+                })
+            })
+            .clone()
     }
 
     /// Counts a retry.
