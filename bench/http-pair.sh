@@ -17,7 +17,8 @@
 #     keep-alive connections (`http-load latency`: open loop);
 #   - h2load -c 10 -m 10 requests/s (HTTP/2 cleartext from the client; only
 #     the HTTP variants: the app and a byte-copying pair speak HTTP/1.1);
-#   - each proxy's RSS idle, after set-up.
+#   - each proxy's RSS idle, after set-up, and its peak with 1,000 HTTP/2
+#     streams open (h2load -c 10 -m 100, the HTTP variants, once per run).
 # Prints the medians over ROUNDS in a markdown table with ratios, and the load
 # average at start and end. No figure is checked against a threshold.
 #
@@ -119,6 +120,16 @@ for r in $(seq 1 "$ROUNDS"); do
         fi
     done
 done
+# Peak RSS of each proxy with 1,000 HTTP/2 streams open at once (h2load
+# -c 10 -m 100: 10 connections of 100 streams from the client).
+for v in haproxy-http meshlink-http; do
+    read -r a b <<<"$(pids_of "$v")"
+    reset_peak_rss "$a"
+    reset_peak_rss "$b"
+    h2load -c 10 -m 100 -n "$H2_REQUESTS" "http://$(target_of "$v")/" >"$WORK/h2-1000.txt"
+    grep -E '^requests:' "$WORK/h2-1000.txt" | sed "s/^/# $v 1,000 streams h2load /"
+    printf '%s\trss_1000_streams_a_kib\t%s\n%s\trss_1000_streams_b_kib\t%s\n' "$v" "$(peak_rss_kb "$a")" "$v" "$(peak_rss_kb "$b")" >>"$RESULTS"
+done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Medians per variant and figure, and the ratios the issue asks for.
@@ -128,7 +139,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) p
 echo
 echo "| figure | direct | haproxy-http | meshlink-tcp | meshlink-http | meshlink-http / haproxy-http |"
 echo "|---|---|---|---|---|---|"
-for f in wrk_rps cpu_us_per_req p50_us p99_us h2_rps rss_idle_a_kib rss_idle_b_kib; do
+for f in wrk_rps cpu_us_per_req p50_us p99_us h2_rps rss_idle_a_kib rss_idle_b_kib rss_1000_streams_a_kib rss_1000_streams_b_kib; do
     d=$(fig direct "$f") h=$(fig haproxy-http "$f") t=$(fig meshlink-tcp "$f") m=$(fig meshlink-http "$f")
     echo "| $f | $d | $h | $t | $m | $(ratio "$m" "$h") |"
 done

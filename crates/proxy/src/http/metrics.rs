@@ -91,12 +91,15 @@ pub struct HttpMetrics {
     series: RwLock<HashMap<RequestLabels, Arc<RouteSeries>, foldhash::fast::RandomState>>,
 }
 
+/// A response's HTTP status and `grpc-status`.
+type ResponseKey = (u16, Option<i32>);
+
 /// The kept series of one `{direction, cluster, route}`.
 #[derive(Debug)]
 struct RouteSeries {
     duration: Histogram,
     /// Response counts by status and `grpc-status` (a handful per route).
-    responses: Mutex<Vec<((u16, Option<i32>), Counter)>>,
+    responses: Mutex<Vec<(ResponseKey, Counter)>>,
 }
 
 impl Default for HttpMetrics {
@@ -179,7 +182,7 @@ impl HttpMetrics {
 
     /// Records an answered request.
     pub fn record<B>(&self, labels: &RequestLabels, response: &http::Response<B>, took: Duration) {
-        let key = (
+        let key: ResponseKey = (
             response.status().as_u16(),
             super::retry::grpc_status(response.headers()),
         );
