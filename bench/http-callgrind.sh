@@ -50,21 +50,6 @@ echo "# meshlink HTTP pair under callgrind: $(nproc) cores, $(date -u +%FT%TZ), 
 WRAP_PROXY="valgrind --tool=callgrind --callgrind-out-file=$WORK/callgrind.%p.out"
 WAIT_SECS=300 http_pair_setup
 
-target_of() {
-    case "$1" in
-    haproxy-http) echo "127.0.0.1:$HA_A_PORT" ;;
-    meshlink-tcp) echo "127.0.0.1:$TCP_OUT" ;;
-    meshlink-http) echo "127.0.0.1:$HTTP_OUT" ;;
-    esac
-}
-# shellcheck disable=SC2153 # set by http_pair_setup
-pids_of() {
-    case "$1" in
-    haproxy-http) echo "$HA_A_PID $HA_B_PID" ;;
-    meshlink-tcp) echo "$ML_A_PID $ML_BT_PID" ;;
-    meshlink-http) echo "$ML_A_PID $ML_BH_PID" ;;
-    esac
-}
 # instructions PID: the Ir total of PID's latest callgrind dump.
 instructions() {
     local latest

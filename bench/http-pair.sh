@@ -69,22 +69,6 @@ echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 http_pair_setup
 
-target_of() {
-    case "$1" in
-    direct) echo "127.0.0.1:$APP_PORT" ;;
-    haproxy-http) echo "127.0.0.1:$HA_A_PORT" ;;
-    meshlink-tcp) echo "127.0.0.1:$TCP_OUT" ;;
-    meshlink-http) echo "127.0.0.1:$HTTP_OUT" ;;
-    esac
-}
-# shellcheck disable=SC2153 # set by start()
-pids_of() {
-    case "$1" in
-    haproxy-http) echo "$HA_A_PID $HA_B_PID" ;;
-    meshlink-tcp) echo "$ML_A_PID $ML_BT_PID" ;;
-    meshlink-http) echo "$ML_A_PID $ML_BH_PID" ;;
-    esac
-}
 proxy_cpu() {
     local total=0 pid
     for pid in $(pids_of "$1"); do total=$((total + $(cpu_ms "$pid"))); done

@@ -7,7 +7,9 @@
 # set WRAP_PROXY (a command prefix for the four proxies, e.g. valgrind),
 # WAIT_SECS (how long set-up may take, 60 by default) and PORT_BASE.
 # http_pair_setup sets APP_PID, HA_A_PID, HA_B_PID, ML_A_PID, ML_BT_PID,
-# ML_BH_PID and the ports below.
+# ML_BH_PID and the ports below; target_of and pids_of name, per variant
+# (direct, haproxy-http, meshlink-tcp, meshlink-http), where the client
+# connects and which proxies (A and B) carry it.
 
 # Fixed ports below the ephemeral range.
 PORT_BASE="${PORT_BASE:-28830}"
@@ -103,4 +105,23 @@ EOF
     done
     wait_for "a request through the meshlink tcp pair" "$secs" curl -fs "http://127.0.0.1:$TCP_OUT/"
     wait_for "a request through the meshlink http pair" "$secs" curl -fs "http://127.0.0.1:$HTTP_OUT/"
+}
+
+# target_of VARIANT: host:port the client sends to.
+target_of() {
+    case "$1" in
+    direct) echo "127.0.0.1:$APP_PORT" ;;
+    haproxy-http) echo "127.0.0.1:$HA_A_PORT" ;;
+    meshlink-tcp) echo "127.0.0.1:$TCP_OUT" ;;
+    meshlink-http) echo "127.0.0.1:$HTTP_OUT" ;;
+    esac
+}
+# pids_of VARIANT: the PIDs of its proxies A and B (none for direct).
+# shellcheck disable=SC2153 # set by http_pair_setup
+pids_of() {
+    case "$1" in
+    haproxy-http) echo "$HA_A_PID $HA_B_PID" ;;
+    meshlink-tcp) echo "$ML_A_PID $ML_BT_PID" ;;
+    meshlink-http) echo "$ML_A_PID $ML_BH_PID" ;;
+    esac
 }
