@@ -149,7 +149,7 @@ async fn serve(
         name: role.clone(),
         peer_router_ids,
     };
-    let reason = session::run(core.clone(), tls, info, stop, |peer| {
+    let ended = session::run(core.clone(), tls, info, stop, |peer| {
         let name = format!("{role}/{}", peer.router);
         core.update_link(
             &name,
@@ -167,7 +167,7 @@ async fn serve(
         named = Some((name, peer.conn));
     })
     .await;
-    tracing::debug!(role, reason, "accepted link ended");
+    tracing::debug!(role, reason = %ended.reason, "accepted link ended");
     if let Some((name, generation)) = named {
         core.remove_link(&name, generation);
     }

@@ -19,6 +19,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LinkConfig;
+use crate::connection_end::{ConnectionEnd, SessionEnd};
 use crate::core::Core;
 use crate::cork::{LinkTcp, buffered};
 use crate::credentials::{LinkCredential, leaf_serial};
@@ -103,7 +104,7 @@ pub(crate) async fn run_link(
                 if up {
                     ever_up = true;
                     backoff.reset();
-                    reason
+                    reason.reason
                 } else {
                     closed_before_hello(reason)
                 }
@@ -125,23 +126,24 @@ pub(crate) async fn run_link(
     core.remove_link(&name, generation);
 }
 
-/// Explains a session that broke before the peer's hello with a reset or
-/// broken pipe: in TLS 1.3 the server checks the client certificate after
-/// the client's side of the handshake is done, so a refused certificate
-/// can reach the dialer as a closed connection instead of an alert.
-fn closed_before_hello(reason: String) -> String {
-    if let Some(why) = crate::peer_policy::explain_dialer_error(&reason) {
-        return why;
-    }
-    let lower = reason.to_ascii_lowercase();
-    if lower.contains("broken pipe") || lower.contains("connection reset") {
-        format!(
+/// Explains a session that broke before the peer's hello: the peer's
+/// `access_denied` alert (it requires link certificates that name a
+/// router), or a reset or broken pipe (in TLS 1.3 the server checks the
+/// client certificate after the client's side of the handshake is done,
+/// so a refused certificate can reach the dialer as a closed connection
+/// instead of an alert). Decided by the typed end, never the words.
+fn closed_before_hello(session: SessionEnd) -> String {
+    let reason = session.reason;
+    match session.end {
+        ConnectionEnd::AccessDenied => {
+            format!("{reason}: {}", crate::peer_policy::UNBOUND_REFUSED)
+        }
+        ConnectionEnd::Reset => format!(
             "{reason}: the peer closed the connection right after the TLS handshake, before its hello; \
              it most likely refused this link's client certificate (check that the Link's credential \
              was issued by the other site's CA)"
-        )
-    } else {
-        reason
+        ),
+        ConnectionEnd::Other => reason,
     }
 }
 
@@ -185,12 +187,24 @@ async fn connect(
 #[cfg(test)]
 mod closed_before_hello_tests {
     use super::closed_before_hello;
+    use crate::connection_end::{ConnectionEnd, SessionEnd};
+
+    fn end(reason: &str, end: ConnectionEnd) -> SessionEnd {
+        SessionEnd {
+            reason: reason.into(),
+            end,
+        }
+    }
 
     #[test]
-    fn a_reset_before_the_hello_names_the_likely_refused_certificate() {
-        let e = closed_before_hello("link failed: i/o error: Broken pipe (os error 32)".into());
+    fn a_reset_or_a_denial_before_the_hello_names_the_likely_refused_certificate() {
+        let e = closed_before_hello(end("link failed: i/o error", ConnectionEnd::Reset));
         assert!(e.contains("refused this link's client certificate"), "{e}");
-        let other = closed_before_hello("link failed: no hello within 10s".into());
-        assert_eq!(other, "link failed: no hello within 10s");
+        let e = closed_before_hello(end("link failed: alert", ConnectionEnd::AccessDenied));
+        assert!(e.ends_with(crate::peer_policy::UNBOUND_REFUSED), "{e}");
+        // The words do not decide: a reason that only says "reset" is left alone.
+        let other =
+            closed_before_hello(end("connection reset; AccessDenied", ConnectionEnd::Other));
+        assert_eq!(other, "connection reset; AccessDenied");
     }
 }

@@ -22,6 +22,7 @@
 
 mod accept;
 pub mod config;
+mod connection_end;
 mod core;
 mod cork;
 mod counted;

@@ -24,6 +24,7 @@ use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt as _, TokioAsyncReadC
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
+use crate::connection_end::DriverError;
 use crate::cork::Corked;
 
 /// A yamux stream as a tokio `AsyncRead + AsyncWrite`; `shutdown` is a
@@ -126,7 +127,7 @@ impl MuxOpener {
 pub(crate) struct Mux {
     pub(crate) opener: MuxOpener,
     pub(crate) inbound: mpsc::UnboundedReceiver<LinkStream>,
-    pub(crate) driver: AbortOnDropHandle<Result<(), String>>,
+    pub(crate) driver: AbortOnDropHandle<Result<(), DriverError>>,
 }
 
 /// Starts the driver task for `io`; `dialer` selects the yamux client mode.
@@ -195,7 +196,7 @@ async fn drive<T, F>(
     mut opens: mpsc::Receiver<OpenRequest>,
     mut inbound: Inbound<F>,
     close: CancellationToken,
-) -> Result<(), String>
+) -> Result<(), DriverError>
 where
     T: futures::AsyncRead + futures::AsyncWrite + Unpin,
     F: FnMut(LinkStream) -> FlowTask,
@@ -213,7 +214,7 @@ where
         while !pending.is_empty() {
             match conn.poll_new_outbound(cx) {
                 Poll::Ready(result) => {
-                    let failed = result.as_ref().err().map(|e| e.to_string());
+                    let failed = result.as_ref().err().map(DriverError::yamux);
                     let request = pending.pop_front().expect("checked non-empty");
                     let first = request.first;
                     let result = result.map(|mut stream| {
@@ -241,7 +242,7 @@ where
                 Poll::Ready(Some(Ok(stream))) => {
                     flows.push(isolated((inbound.flow)(stream.compat())));
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.to_string()))),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(DriverError::yamux(&e)))),
                 Poll::Ready(None) => return Poll::Ready(Some(Ok(()))),
                 Poll::Pending => break,
             }
@@ -258,8 +259,8 @@ where
             let closing = poll_fn(|cx| conn.poll_close(cx));
             match tokio::time::timeout(CLOSE_TIMEOUT, closing).await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err("close timed out".into()),
+                Ok(Err(e)) => Err(DriverError::yamux(&e)),
+                Err(_) => Err(DriverError::other("close timed out")),
             }
         }
     }

@@ -92,11 +92,3 @@ pub(crate) fn is_unbound_refusal(e: &std::io::Error) -> bool {
             )
         })
 }
-
-/// The dialer's explanation of a session error, when it is the acceptor's
-/// refusal of an unbound certificate (the alert `access_denied`).
-pub(crate) fn explain_dialer_error(reason: &str) -> Option<String> {
-    reason
-        .contains("AccessDenied")
-        .then(|| format!("{reason}: {UNBOUND_REFUSED}"))
-}

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
+use crate::connection_end::{ConnectionEnd, DriverError, SessionEnd};
 use crate::core::Core;
 use crate::flows;
 use crate::identity;
@@ -67,12 +68,13 @@ pub(crate) async fn run<T>(
     info: SessionInfo,
     stop: CancellationToken,
     on_up: impl FnOnce(&Peer),
-) -> String
+) -> SessionEnd
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let close = stop.child_token();
     let flow_core = core.clone();
+    let mut end = ConnectionEnd::Other;
     let mut mux = mux::start(io, info.dialer, close.clone(), move |stream| {
         Box::pin(flows::serve_inbound(flow_core.clone(), stream))
     });
@@ -81,16 +83,20 @@ where
             Ok(mut s) => match write_frame(&mut s, &StreamHeader::Control).await {
                 Ok(()) => s,
                 Err(e) => {
-                    return failure(&mut mux, format!("opening the control stream: {e}")).await;
+                    let what = format!("opening the control stream: {e}");
+                    return failure(&mut mux, what, &mut end).await.ended(end);
                 }
             },
-            Err(e) => return failure(&mut mux, format!("opening the control stream: {e}")).await,
+            Err(e) => {
+                let what = format!("opening the control stream: {e}");
+                return failure(&mut mux, what, &mut end).await.ended(end);
+            }
         }
     } else {
         match timeout(DEAD_AFTER, first_control(&mut mux.inbound)).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return failure(&mut mux, e).await,
-            Err(_) => return format!("no control stream within {DEAD_AFTER:?}"),
+            Ok(Err(e)) => return failure(&mut mux, e, &mut end).await.ended(end),
+            Err(_) => return format!("no control stream within {DEAD_AFTER:?}").ended(end),
         }
     };
     let (mut reader, mut writer) = tokio::io::split(control);
@@ -124,7 +130,8 @@ where
         }
     };
     if let Err(e) = send(&mut writer, &hello(&mut seq), Instant::now() + DEAD_AFTER).await {
-        return failure(&mut mux, format!("sending hello: {e}")).await;
+        let what = format!("sending hello: {e}");
+        return failure(&mut mux, what, &mut end).await.ended(end);
     }
     let mut peer: Option<Peer> = None;
     let mut on_up = Some(on_up);
@@ -151,7 +158,7 @@ where
                     Some(Ok(m)) => m,
                     Some(Err(e)) => {
                         driver_done = true;
-                        break failure(&mut mux, e).await;
+                        break failure(&mut mux, e, &mut end).await;
                     }
                     None => break "control stream reader ended".to_owned(),
                 };
@@ -220,12 +227,12 @@ where
                 // The driver dropped the channel: its result says why.
                 None => {
                     driver_done = true;
-                    break driver_end((&mut mux.driver).await);
+                    break driver_end((&mut mux.driver).await, &mut end);
                 }
             },
             ended = &mut mux.driver => {
                 driver_done = true;
-                break driver_end(ended);
+                break driver_end(ended, &mut end);
             }
         }
     };
@@ -236,22 +243,40 @@ where
         close.cancel();
         let _ = timeout(Duration::from_secs(2), &mut mux.driver).await;
     }
-    reason
+    reason.ended(end)
+}
+
+trait Ended {
+    fn ended(self, end: ConnectionEnd) -> SessionEnd;
+}
+
+impl Ended for String {
+    fn ended(self, end: ConnectionEnd) -> SessionEnd {
+        SessionEnd { reason: self, end }
+    }
 }
 
 /// `what` failed on a stream; if the connection itself ended, its reason
-/// (e.g. the peer's TLS alert) is the one worth reporting.
-async fn failure(mux: &mut mux::Mux, what: String) -> String {
+/// (e.g. the peer's TLS alert) is the one worth reporting, and its typed
+/// end goes to `end`.
+async fn failure(mux: &mut mux::Mux, what: String, end: &mut ConnectionEnd) -> String {
     match timeout(Duration::from_secs(1), &mut mux.driver).await {
-        Ok(ended) => format!("{what} ({})", driver_end(ended)),
+        Ok(ended) => format!("{what} ({})", driver_end(ended, end)),
         Err(_) => what,
     }
 }
 
-fn driver_end(ended: Result<Result<(), String>, tokio::task::JoinError>) -> String {
+/// The words for how the driver ended; its typed end goes to `end`.
+fn driver_end(
+    ended: Result<Result<(), DriverError>, tokio::task::JoinError>,
+    end: &mut ConnectionEnd,
+) -> String {
     match ended {
         Ok(Ok(())) => "peer closed the link".to_owned(),
-        Ok(Err(e)) => format!("link failed: {e}"),
+        Ok(Err(e)) => {
+            *end = e.end;
+            format!("link failed: {e}")
+        }
         Err(e) => format!("link task failed: {e}"),
     }
 }
