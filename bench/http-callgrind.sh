@@ -22,16 +22,11 @@ cd "$(dirname "$0")/.."
 REQUESTS="${REQUESTS:-2000}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
 
-missing=()
-for tool in valgrind haproxy h2load jq openssl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
-if [[ ${#missing[@]} -gt 0 ]]; then
-    pkgs=("${missing[@]/h2load/nghttp2-client}")
-    echo "installing ${pkgs[*]} with apt-get" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
-fi
-cargo build --release -q --bins -p meshlink-bench -p meshlink-cp -p meshlink -p meshlink-proxy
-BIN="$CARGO_TARGET_DIR/release"
 PORT_BASE="${PORT_BASE:-28860}"
+# shellcheck source=bench/lib/http-setup.sh
+source bench/lib/http-setup.sh
+install_missing valgrind haproxy h2load jq openssl
+build_release
 WORK="$(mktemp -d /tmp/http-callgrind.XXXXXX)"
 PIDS=()
 KEEP_WORK="${HTTP_PAIR_KEEP:-0}"
@@ -41,8 +36,6 @@ source bench/lib/proc.sh
 source bench/lib/cp.sh
 # shellcheck source=bench/lib/certs.sh
 source bench/lib/certs.sh
-# shellcheck source=bench/lib/http-setup.sh
-source bench/lib/http-setup.sh
 trap cleanup_work EXIT
 trap 'exit 130' INT TERM
 

@@ -38,21 +38,14 @@ H2_REQUESTS="${H2_REQUESTS:-100000}"
 VARIANTS=(direct haproxy-http meshlink-tcp meshlink-http)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
 
-missing=()
-for tool in haproxy wrk h2load jq openssl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
-if [[ ${#missing[@]} -gt 0 ]]; then
-    pkgs=("${missing[@]/h2load/nghttp2-client}")
-    echo "installing ${pkgs[*]} with apt-get" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
-fi
-cargo build --release -q --bins -p meshlink-bench -p meshlink-cp -p meshlink -p meshlink-proxy
-BIN="$CARGO_TARGET_DIR/release"
+# shellcheck source=bench/lib/http-setup.sh
+source bench/lib/http-setup.sh
+install_missing haproxy wrk h2load jq openssl
+build_release
 # shellcheck source=bench/lib/cp.sh
 source bench/lib/cp.sh
 # shellcheck source=bench/lib/certs.sh
 source bench/lib/certs.sh
-# shellcheck source=bench/lib/http-setup.sh
-source bench/lib/http-setup.sh
 
 WORK="$(mktemp -d /tmp/http-pair.XXXXXX)"
 PIDS=()

@@ -11,6 +11,24 @@
 # (direct, haproxy-http, meshlink-tcp, meshlink-http), where the client
 # connects and which proxies (A and B) carry it.
 
+# install_missing TOOL...: installs the tools not on PATH with apt-get
+# (h2load comes with nghttp2-client).
+install_missing() {
+    local missing=() tool
+    for tool in "$@"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+    if [[ ${#missing[@]} -gt 0 ]]; then
+        local pkgs=("${missing[@]/h2load/nghttp2-client}")
+        echo "installing ${pkgs[*]} with apt-get" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+    fi
+}
+
+# build_release: the release binaries both benchmarks run; sets BIN.
+build_release() {
+    cargo build --release -q --bins -p meshlink-bench -p meshlink-cp -p meshlink -p meshlink-proxy
+    BIN="$CARGO_TARGET_DIR/release"
+}
+
 # Fixed ports below the ephemeral range.
 PORT_BASE="${PORT_BASE:-28830}"
 APP_PORT=$PORT_BASE
