@@ -190,10 +190,13 @@ function fold(store: Store, kind: "MeshTimeout" | "MeshRetry", d: Destination, l
 }
 
 function fields(defaults: [string, string][], merged: any, src: Record<string, string>, prefix = ""): Field[] {
+  // Kuma's default policies stand in, except for TCP connect attempts,
+  // where a sidecar without a MeshRetry makes its own 3.
+  const unset = prefix === "tcp" ? "meshlink default" : "Kuma default";
   return defaults.map(([f, dflt]) => {
     const p = prefix ? `${prefix}.${f}` : f;
     const v = get(merged, p);
-    return v === undefined ? { field: p, value: dflt, source: "Kuma default" } : { field: p, value: show(v), source: src[p] ?? src[`${p}.baseInterval`] ?? "policy" };
+    return v === undefined ? { field: p, value: dflt, source: unset } : { field: p, value: show(v), source: src[p] ?? src[`${p}.baseInterval`] ?? "policy" };
   });
 }
 
