@@ -219,7 +219,10 @@ pub enum ListenerProtocol {
         max_connect_attempts: Option<u32>,
         /// `tcp_proxy.idle_timeout` (MeshTimeout's `idleTimeout`): `None`
         /// when unset (the built-in 1 h), zero to disable it.
-        #[serde(with = "optional_humantime", skip_serializing_if = "Option::is_none")]
+        #[serde(
+            serialize_with = "optional_duration",
+            skip_serializing_if = "Option::is_none"
+        )]
         idle_timeout: Option<Duration>,
     },
     /// Serve HTTP/1.1 and HTTP/2 and route each request
@@ -326,18 +329,15 @@ impl ProxyConfig {
     }
 }
 
-/// Serializes an optional `Duration` as a humantime string ("5s").
-mod optional_humantime {
-    use std::time::Duration;
-
-    pub(super) fn serialize<S: serde::Serializer>(
-        d: &Option<Duration>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
-            None => s.serialize_none(),
-        }
+/// Serializes an optional `Duration` as a humantime string ("5s"), or
+/// null; every optional duration of the model uses it.
+pub(crate) fn optional_duration<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+        None => s.serialize_none(),
     }
 }
 

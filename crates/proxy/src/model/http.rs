@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 /// A validated HTTP connection manager.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -16,25 +16,18 @@ pub struct HttpListener {
     pub use_remote_address: bool,
     /// A connection with no request in flight for this long is closed
     /// (`common_http_protocol_options.idle_timeout`; Kuma's default 1h).
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub idle_timeout: Option<Duration>,
     /// A stream that moves nothing for this long is reset
     /// (`stream_idle_timeout`; Kuma's default 30m).
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub stream_idle_timeout: Option<Duration>,
     /// The request's headers must arrive within this
     /// (`request_headers_timeout`; none by default).
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub request_headers_timeout: Option<Duration>,
     /// A connection is ended gracefully (GOAWAY) once it is this old
     /// (`common_http_protocol_options.max_connection_duration`).
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub max_connection_duration: Option<Duration>,
-}
-
-fn optional_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
-        None => s.serialize_none(),
-    }
 }

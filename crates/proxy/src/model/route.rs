@@ -129,13 +129,13 @@ pub struct ForwardAction {
     pub backends: Vec<WeightedBackend>,
     /// The whole request's deadline, retries included; `None`: no limit
     /// (Envoy's `0s`). Envoy's default when unset is 15 s.
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub timeout: Option<Duration>,
     /// How long a stream may see no activity.
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub idle_timeout: Option<Duration>,
     /// The longest a stream may live.
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub max_stream_duration: Option<Duration>,
     /// Retries, if any.
     pub retry: Option<RetrySpec>,
@@ -203,19 +203,19 @@ pub struct RetrySpec {
     /// Most retries (not counting the first try).
     pub num_retries: u32,
     /// Deadline of each try.
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub per_try_timeout: Option<Duration>,
     /// Exponential back-off base and cap (Envoy: 25 ms, 10x base).
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub backoff_base: Option<Duration>,
     /// Back-off cap.
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub backoff_max: Option<Duration>,
     /// Response headers whose value says when to retry a rate-limited
     /// request (name, and whether the value is seconds or a Unix time).
     pub rate_limited_reset_headers: Vec<(String, ResetFormat)>,
     /// Cap of a rate-limited back-off.
-    #[serde(serialize_with = "optional_duration")]
+    #[serde(serialize_with = "crate::model::optional_duration")]
     pub rate_limited_max: Option<Duration>,
     /// A request is retried only if it matches one of these (empty: any).
     pub retriable_request_headers: Vec<HeaderMatch>,
@@ -370,12 +370,5 @@ impl Eq for Pattern {}
 impl Serialize for Pattern {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.source)
-    }
-}
-
-fn optional_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
-        None => s.serialize_none(),
     }
 }
