@@ -54,6 +54,18 @@ pub struct Invalid {
     pub reason: String,
 }
 
+/// A protobuf duration as a `Duration`; a negative one is refused at
+/// `field`. Every duration the validators read goes through here.
+fn duration(
+    d: &envoy_types::pb::google::protobuf::Duration,
+    field: impl Into<String>,
+) -> Result<Duration, Invalid> {
+    if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
+        return Err(invalid(field, "must not be negative"));
+    }
+    Ok(Duration::new(d.seconds as u64, d.nanos as u32))
+}
+
 fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Invalid {
     Invalid {
         field: field.into(),
@@ -165,18 +177,11 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtoco
             rbac_filters.push(rbac_rules(r.rules, &format!("{field}.typed_config"))?);
         } else if any.type_url == TcpProxy::type_url() {
             let proxy: TcpProxy = decode(any, &field)?;
-            let idle_timeout = match &proxy.idle_timeout {
-                None => None,
-                Some(d) if d.seconds >= 0 && d.nanos >= 0 && d.nanos < 1_000_000_000 => {
-                    Some(Duration::new(d.seconds as u64, d.nanos as u32))
-                }
-                Some(_) => {
-                    return Err(invalid(
-                        format!("{field}.typed_config.idle_timeout"),
-                        "must not be negative",
-                    ));
-                }
-            };
+            let idle_timeout = proxy
+                .idle_timeout
+                .as_ref()
+                .map(|d| duration(d, format!("{field}.typed_config.idle_timeout")))
+                .transpose()?;
             let max_connect_attempts = match proxy.max_connect_attempts.map(|v| v.value) {
                 Some(0) => {
                     return Err(invalid(

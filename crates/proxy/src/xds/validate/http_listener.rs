@@ -148,14 +148,10 @@ fn duration(
     field: &str,
     name: &str,
 ) -> Result<Option<Duration>, Invalid> {
-    match d {
-        None => Ok(None),
-        Some(d) if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 => {
-            Err(invalid(format!("{field}.{name}"), "must not be negative"))
-        }
-        Some(d) if d.seconds == 0 && d.nanos == 0 => Ok(None),
-        Some(d) => Ok(Some(Duration::new(d.seconds as u64, d.nanos as u32))),
-    }
+    let d = d
+        .map(|d| super::duration(d, format!("{field}.{name}")))
+        .transpose()?;
+    Ok(d.filter(|d| !d.is_zero()))
 }
 
 /// Whether a cluster's HTTP requests travel as HTTP/2, from its

@@ -18,9 +18,9 @@ use envoy_types::pb::envoy::config::route::v3::{
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 use envoy_types::pb::envoy::r#type::v3::fractional_percent::DenominatorType;
-use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration};
+use envoy_types::pb::google::protobuf::Any;
 
-use super::{Invalid, decode, invalid};
+use super::{Invalid, decode, duration, invalid};
 use crate::model::route::{
     ForwardAction, HeaderMatch, HeaderMutation, Mirror, PathMatch, Pattern, QueryMatch, Redirect,
     ResetFormat, RetryOn, RetrySpec, Rewrite, RouteAction as Act, RouteConfigSpec, RouteMatch,
@@ -345,12 +345,12 @@ fn forward(mut a: RouteAction, field: &str) -> Result<ForwardAction, Invalid> {
     };
     let timeout = match a.timeout.take() {
         None => Some(Duration::from_secs(15)),
-        Some(d) => nonzero(duration(&d, &format!("{field}.timeout"))?),
+        Some(d) => nonzero(duration(&d, format!("{field}.timeout"))?),
     };
     let idle_timeout = a
         .idle_timeout
         .take()
-        .map(|d| duration(&d, &format!("{field}.idle_timeout")))
+        .map(|d| duration(&d, format!("{field}.idle_timeout")))
         .transpose()?
         .and_then(nonzero);
     let max_stream_duration = match a.max_stream_duration.take() {
@@ -361,7 +361,7 @@ fn forward(mut a: RouteAction, field: &str) -> Result<ForwardAction, Invalid> {
                 .map(|d| {
                     duration(
                         &d,
-                        &format!("{field}.max_stream_duration.max_stream_duration"),
+                        format!("{field}.max_stream_duration.max_stream_duration"),
                     )
                 })
                 .transpose()?;
@@ -484,7 +484,7 @@ fn retry(mut r: RetryPolicy, field: &str) -> Result<RetrySpec, Invalid> {
     let per_try_timeout = r
         .per_try_timeout
         .take()
-        .map(|d| duration(&d, &format!("{field}.per_try_timeout")))
+        .map(|d| duration(&d, format!("{field}.per_try_timeout")))
         .transpose()?
         .and_then(nonzero);
     let retriable_status_codes = std::mem::take(&mut r.retriable_status_codes)
@@ -505,12 +505,12 @@ fn retry(mut r: RetryPolicy, field: &str) -> Result<RetrySpec, Invalid> {
     if let Some(b) = r.retry_back_off.take() {
         backoff_base = b
             .base_interval
-            .map(|d| duration(&d, &format!("{field}.retry_back_off.base_interval")))
+            .map(|d| duration(&d, format!("{field}.retry_back_off.base_interval")))
             .transpose()?
             .and_then(nonzero);
         backoff_max = b
             .max_interval
-            .map(|d| duration(&d, &format!("{field}.retry_back_off.max_interval")))
+            .map(|d| duration(&d, format!("{field}.retry_back_off.max_interval")))
             .transpose()?
             .and_then(nonzero);
         if backoff_base.is_none() {
@@ -548,7 +548,7 @@ fn retry(mut r: RetryPolicy, field: &str) -> Result<RetrySpec, Invalid> {
             .map(|d| {
                 duration(
                     &d,
-                    &format!("{field}.rate_limited_retry_back_off.max_interval"),
+                    format!("{field}.rate_limited_retry_back_off.max_interval"),
                 )
             })
             .transpose()?
@@ -697,13 +697,6 @@ fn mutation(
         }
     }
     Ok(out)
-}
-
-fn duration(d: &PbDuration, field: &str) -> Result<Duration, Invalid> {
-    if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
-        return Err(invalid(field, "a duration must not be negative"));
-    }
-    Ok(Duration::new(d.seconds as u64, d.nanos as u32))
 }
 
 /// Envoy's "0 disables".
