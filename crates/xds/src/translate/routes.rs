@@ -14,6 +14,7 @@ use envoy_types::pb::envoy::config::route::v3::{
     route_action, weighted_cluster::ClusterWeight,
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
+use meshlink_api::Resource;
 use meshlink_api::spec::{
     HttpRouteRule, RouteBackendRef, Tags, TargetRefKind, TcpRuleConf, TimeoutDefaults,
 };
@@ -88,25 +89,7 @@ pub(crate) fn route_backends(view: &MeshView, name: &str) -> BTreeSet<Backend> {
                 &dp.spec,
             )
         })
-        .flat_map(|p| {
-            let http = p.resource.spec.as_mesh_http_route().into_iter();
-            let http = http.flat_map(|spec| &spec.to).flat_map(|to| &to.rules);
-            let http = http.flat_map(|rule| {
-                let conf = &rule.default_;
-                let mirrors = conf
-                    .filters
-                    .iter()
-                    .flatten()
-                    .filter_map(|f| f.request_mirror.as_ref().map(|m| &m.backend_ref));
-                conf.backend_refs.iter().flatten().chain(mirrors)
-            });
-            let tcp = p.resource.spec.as_mesh_tcp_route().into_iter();
-            let tcp = tcp
-                .flat_map(|spec| &spec.to)
-                .flat_map(|to| &to.rules)
-                .flat_map(|rule| &rule.default_.backend_refs);
-            http.chain(tcp)
-        })
+        .flat_map(|p| backend_refs(&p.resource))
         .filter_map(|r| Backend::of(view, r))
         .collect()
 }
@@ -115,21 +98,32 @@ pub(crate) fn route_backends(view: &MeshView, name: &str) -> BTreeSet<Backend> {
 /// `MeshServiceSubset` of `service` (then the tags of that service's
 /// inbounds decide its endpoints).
 pub(crate) fn routes_to_subsets_of(view: &MeshView, service: &str) -> bool {
-    view.policies().iter().any(|p| {
-        let http = p.resource.spec.as_mesh_http_route().into_iter();
-        let http = http
-            .flat_map(|s| &s.to)
-            .flat_map(|to| &to.rules)
-            .flat_map(|r| r.default_.backend_refs.iter().flatten());
-        let tcp = p.resource.spec.as_mesh_tcp_route().into_iter();
-        let tcp = tcp
-            .flat_map(|s| &s.to)
-            .flat_map(|to| &to.rules)
-            .flat_map(|r| &r.default_.backend_refs);
-        http.chain(tcp).any(|r| {
-            r.kind == TargetRefKind::MeshServiceSubset && r.name.as_deref() == Some(service)
-        })
-    })
+    view.policies()
+        .iter()
+        .flat_map(|p| backend_refs(&p.resource))
+        .any(|r| r.kind == TargetRefKind::MeshServiceSubset && r.name.as_deref() == Some(service))
+}
+
+/// Every `backendRef` a MeshHTTPRoute (its rules' backends and mirrors)
+/// or a MeshTCPRoute (its rules' backends) names; none for other kinds.
+fn backend_refs(r: &Resource) -> impl Iterator<Item = &RouteBackendRef> {
+    let http = r.spec.as_mesh_http_route().into_iter();
+    let http = http.flat_map(|spec| &spec.to).flat_map(|to| &to.rules);
+    let http = http.flat_map(|rule| {
+        let conf = &rule.default_;
+        let mirrors = conf
+            .filters
+            .iter()
+            .flatten()
+            .filter_map(|f| f.request_mirror.as_ref().map(|m| &m.backend_ref));
+        conf.backend_refs.iter().flatten().chain(mirrors)
+    });
+    let tcp = r.spec.as_mesh_tcp_route().into_iter();
+    let tcp = tcp
+        .flat_map(|spec| &spec.to)
+        .flat_map(|to| &to.rules)
+        .flat_map(|rule| &rule.default_.backend_refs);
+    http.chain(tcp)
 }
 
 /// What an HTTP outbound listener routes to.
