@@ -134,13 +134,19 @@ async fn the_seed_gets_a_site_ca_credentials_and_a_redeemable_grant() {
     let (_, site) = cp.api("GET", "/api/v1/sites/dmz-a", None).await;
     assert!(site["status"]["siteId"].is_string(), "{site}");
     assert_eq!(site["status"]["endpoints"][0]["port"], "55671", "{site}");
-    let running = &site["status"]["conditions"]
+    // No router: the Site is not Ready, and says it is the router.
+    let ready = site["status"]["conditions"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["type"] == "Running")
-        .unwrap()["message"];
-    assert_eq!(running, "no router connected");
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(ready["status"], "False", "{site}");
+    assert_eq!(ready["reason"], "RouterNotConnected", "{site}");
+    assert!(
+        ready["message"].as_str().unwrap().contains("router"),
+        "{site}"
+    );
 
     // One redemption: a v1 Secret then one skupper.io/v2alpha1 Link.
     let c = client(status["ca"].as_str().unwrap(), &[&rustls::version::TLS13]);

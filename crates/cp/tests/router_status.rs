@@ -1,8 +1,9 @@
 //! What a site's router reports becomes status: Link (remote site,
 //! Operational, Ready), Site (network, sitesInNetwork, Running), Listener
-//! `hasMatchingConnector` and Connector `hasMatchingListener`; when the
-//! report stream ends, every link goes `Not operational` and the network
-//! shrinks to this site within 2 s. A Connector `selector` lists the online
+//! `hasMatchingConnector` and `Ready` (bound or not) and Connector
+//! `hasMatchingListener`; when the report stream ends, every link goes
+//! `Down` (naming the router as the cause, keeping its last peer) and the
+//! network shrinks to this site within 2 s. A Connector `selector` lists the online
 //! Dataplanes it picked in `selectedPods`.
 
 mod support;
@@ -12,7 +13,9 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use meshlink_xds::certify::router_status_client::RouterStatusClient;
-use meshlink_xds::certify::{LinkRecord, LinkState, RouterReport, ServiceRecord, SiteRecord};
+use meshlink_xds::certify::{
+    BindFailure, LinkRecord, LinkState, RouterReport, ServiceRecord, SiteRecord,
+};
 use meshlink_xds::translate::SECRET_TYPE;
 use serde_json::{Value, json};
 use support::{DEADLINE, TestCp, apply_xds_mesh, eventually, node, with_token};
@@ -129,6 +132,7 @@ fn report_up() -> RouterReport {
             },
         ],
         mesh_ingress_address: "127.0.0.2:15671".into(),
+        bind_failures: Vec::new(),
     }
 }
 
@@ -143,9 +147,15 @@ async fn reports_become_status_and_are_cleared_when_the_router_goes() {
         (condition(&l, "Operational")["status"] == "False").then_some(l)
     })
     .await;
+    // Down, and why: the missing Secret comes first.
+    assert_eq!(link["status"]["status"], "Down", "{link}");
+    assert_eq!(
+        condition(&link, "Operational")["reason"],
+        "CredentialsMissing"
+    );
     assert_eq!(
         condition(&link, "Operational")["message"],
-        "Not operational"
+        link["status"]["message"]
     );
     assert!(
         condition(&link, "Configured")["message"]
@@ -170,6 +180,7 @@ async fn reports_become_status_and_are_cleared_when_the_router_goes() {
     .await;
     assert_eq!(link["status"]["remoteSiteName"], "dmz-b");
     assert_eq!(link["status"]["remoteSiteId"], "id-b");
+    assert_eq!(link["status"]["status"], "Operational");
     assert_eq!(condition(&link, "Ready")["status"], "True");
     let site = eventually("Site network of 2", || async {
         let s = get(&cp, "/api/v1/sites/dmz-a").await;
@@ -197,6 +208,12 @@ async fn reports_become_status_and_are_cleared_when_the_router_goes() {
     })
     .await;
     assert_eq!(listener["status"]["matchingConnectorCount"], 1);
+    // The router bound it (it reported no failure for it).
+    assert_eq!(
+        condition(&listener, "Ready")["status"],
+        "True",
+        "{listener}"
+    );
     let connector = eventually("Connector matched", || async {
         let c = get(&cp, "/api/v1/connectors/pg").await;
         (c["status"]["hasMatchingListener"] == true).then_some(c)
@@ -230,16 +247,90 @@ async fn reports_become_status_and_are_cleared_when_the_router_goes() {
         panic!("status not cleared {STATUS_DEADLINE:?} after the report stream ended")
     });
     assert!(ended.elapsed() <= STATUS_DEADLINE);
-    assert_eq!(
-        condition(&link, "Operational")["message"],
-        "Not operational"
-    );
-    assert!(link["status"].get("remoteSiteName").is_none(), "{link}");
+    // Down, with the last peer it reached kept, here and in the network.
+    assert_eq!(link["status"]["status"], "Down", "{link}");
+    assert_eq!(link["status"]["remoteSiteName"], "dmz-b", "{link}");
     assert_eq!(site["status"]["network"][0]["name"], "dmz-a");
     assert_eq!(
         site["status"]["network"][0]["links"][0]["operational"],
         false
     );
+    assert_eq!(
+        site["status"]["network"][0]["links"][0]["remoteSiteName"], "dmz-b",
+        "{site}"
+    );
+    // The Site names the cause and since when; so does the Listener.
+    let running = condition(&site, "Running")["message"].as_str().unwrap();
+    assert!(
+        running.starts_with("this site's router is not reporting to this control plane (since 20"),
+        "{running}"
+    );
+    let li = eventually("the Listener's Ready follows", || async {
+        let l = get(&cp, "/api/v1/listeners/redis").await;
+        (condition(&l, "Ready")["reason"] == "RouterNotConnected").then_some(l)
+    })
+    .await;
+    assert_eq!(condition(&li, "Ready")["message"], running);
+    cp.stop().await;
+}
+
+/// A port the router cannot bind (already taken) becomes `Ready=False`
+/// on the Listener with the OS error, and the Site is not Ready while it
+/// lasts; once bound, both recover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_the_router_cannot_bind_is_not_ready_and_neither_is_the_site() {
+    let cp = TestCp::start().await;
+    let token = setup_site(&cp).await;
+    let (tx, rx) = mpsc::channel(4);
+    let mut clash = report_up();
+    clash.bind_failures.push(BindFailure {
+        what: "listener".into(),
+        name: "redis".into(),
+        message: "bind 127.0.0.2:6379: Address already in use (os error 98)".into(),
+    });
+    tx.send(clash).await.expect("queue");
+    let mut client = RouterStatusClient::new(cp.xds_channel().await);
+    let call = tokio::spawn(async move {
+        client
+            .report(with_token(ReceiverStream::new(rx), &token))
+            .await
+    });
+    let listener = eventually("the Listener not Ready", || async {
+        let l = get(&cp, "/api/v1/listeners/redis").await;
+        (condition(&l, "Ready")["reason"] == "BindFailed").then_some(l)
+    })
+    .await;
+    assert_eq!(
+        condition(&listener, "Ready")["message"],
+        "port 6379 on 127.0.0.2 is not bound: bind 127.0.0.2:6379: Address already in use (os error 98)"
+    );
+    let site = eventually("the Site not Ready", || async {
+        let s = get(&cp, "/api/v1/sites/dmz-a").await;
+        (condition(&s, "Bound")["status"] == "False" && condition(&s, "Ready")["status"] == "False")
+            .then_some(s)
+    })
+    .await;
+    assert_eq!(condition(&site, "Running")["status"], "True");
+    assert!(
+        site["status"]["message"].as_str().unwrap().contains(
+            "listener \"redis\" is not bound: bind 127.0.0.2:6379: Address already in use"
+        ),
+        "{site}"
+    );
+    // Bound now: everything recovers.
+    tx.send(report_up()).await.expect("queue");
+    eventually("the Listener Ready", || async {
+        let l = get(&cp, "/api/v1/listeners/redis").await;
+        (condition(&l, "Ready")["status"] == "True").then_some(())
+    })
+    .await;
+    eventually("the Site Bound again", || async {
+        let s = get(&cp, "/api/v1/sites/dmz-a").await;
+        (condition(&s, "Bound")["status"] == "True").then_some(())
+    })
+    .await;
+    drop(tx);
+    call.await.expect("joined").expect("a clean end");
     cp.stop().await;
 }
 

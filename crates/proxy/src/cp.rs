@@ -113,6 +113,11 @@ pub struct CpTarget {
     pub ca_file: PathBuf,
     /// `--token-file`: the proxy token.
     pub token_file: PathBuf,
+    /// `--mesh` and `--name`: who this proxy says it is. Certify names them
+    /// (not the token's claims), so the control plane checks them against
+    /// the token as xDS checks `node.id`, and a proxy started with another
+    /// dataplane's token is refused on both.
+    pub node: (String, String),
 }
 
 /// A token read from the token file, with its (unverified) claims.
@@ -297,6 +302,7 @@ mod tests {
             endpoints: CpEndpoints::new(vec![CpUrl::parse("https://127.0.0.1:1").unwrap()]),
             ca_file: dir.join("ca.pem"),
             token_file: dir.join("token"),
+            node: ("default".into(), "web".into()),
         }
     }
 

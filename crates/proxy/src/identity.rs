@@ -146,8 +146,8 @@ pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, Certify
         }
     };
     let mut request = tonic::Request::new(CertifyRequest {
-        mesh: token.claims.mesh.clone(),
-        dataplane: token.claims.name.clone(),
+        mesh: target.node.0.clone(),
+        dataplane: target.node.1.clone(),
         service,
         csr,
     });

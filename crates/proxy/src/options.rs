@@ -252,6 +252,7 @@ impl RunArgs {
                     endpoints: CpEndpoints::new(cp_urls),
                     ca_file,
                     token_file,
+                    node: (mesh.clone(), name.clone()),
                 },
                 mesh,
                 name,

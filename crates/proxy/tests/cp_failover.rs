@@ -42,6 +42,7 @@ impl Proxy {
                 endpoints: endpoints.clone(),
                 ca_file: files.ca_file.clone(),
                 token_file: files.token_file.clone(),
+                node: ("default".into(), "web-1".into()),
             },
             node_id: NodeId::Fixed("default.web-1".into()),
             config: config_tx,

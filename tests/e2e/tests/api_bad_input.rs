@@ -143,3 +143,40 @@ fn metrics_and_health_are_served() {
     let h = reqwest::blocking::get(format!("{}/healthz", cp.server())).unwrap();
     assert_eq!(h.status().as_u16(), 200);
 }
+
+/// Status belongs to the control plane: an admin's `PUT …/status` is
+/// refused with 403 naming the owning tasks, and the stored status stays
+/// what the owners wrote.
+#[test]
+fn status_writes_through_the_api_are_refused_naming_the_owner() {
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let site = json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Site",
+        "metadata": {"name": "west"}, "spec": {}});
+    assert_eq!(cp.api("PUT", "/api/v1/sites/west", Some(&site)).0, 201);
+    let before = meshlink_e2e::eventually(
+        "the site controller's first status",
+        std::time::Duration::from_secs(30),
+        || {
+            let (_, s) = cp.api("GET", "/api/v1/sites/west", None);
+            s["status"]["siteId"].is_string().then_some(s)
+        },
+    );
+    let mut forged = before.clone();
+    forged["status"] = json!({"siteId": "forged", "conditions": [{"type": "Ready",
+        "status": "True", "reason": "Forged", "message": "set by hand",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    let (code, v) = cp.api("PUT", "/api/v1/sites/west/status", Some(&forged));
+    assert_eq!(code, 403, "{v}");
+    let m = message(&v);
+    assert!(
+        m.contains("the site controller") && m.contains("the router status task"),
+        "{m}"
+    );
+    assert!(m.contains("Running") && m.contains("siteId"), "{m}");
+    let (_, after) = cp.api("GET", "/api/v1/sites/west", None);
+    assert_eq!(after["status"]["siteId"], before["status"]["siteId"]);
+    assert_ne!(
+        after["status"]["conditions"],
+        forged["status"]["conditions"]
+    );
+}

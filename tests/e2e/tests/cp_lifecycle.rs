@@ -64,7 +64,7 @@ fn wait_returns_when_the_condition_is_met_and_fails_on_timeout() {
                 "--token",
                 &token,
                 "wait",
-                "site/west",
+                "mesh/late",
                 "--for",
                 "condition=Ready",
                 "--timeout",
@@ -74,16 +74,16 @@ fn wait_returns_when_the_condition_is_met_and_fails_on_timeout() {
             None,
         )
     });
-    // Mark Ready only after the waiter has read the current state (its list
-    // request completed), so the change reaches it through the watch.
+    // Create the Mesh only after the waiter has read the current state
+    // (its list request completed, the Mesh absent), so its creation and
+    // the CA controller's Ready reach the waiter through the watch.
     meshlink_e2e::eventually("the waiter's initial list", Duration::from_secs(30), || {
         (cp.metric(lists) > before).then_some(())
     });
-    let mut with_status = site.clone();
-    with_status["status"] = json!({"conditions": [{"type": "Ready", "status": "True",
-        "reason": "Test", "message": "set by the test", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
-    let (s, v) = cp.api("PUT", "/api/v1/sites/west/status", Some(&with_status));
-    assert_eq!(s, 200, "{v}");
+    let mesh = json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh",
+        "metadata": {"name": "late"}, "spec": {}});
+    let (s, v) = cp.api("PUT", "/api/v1/meshes/late", Some(&mesh));
+    assert_eq!(s, 201, "{v}");
     let out = waiter.join().unwrap();
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(out.stdout.contains("condition met"), "{}", out.stdout);

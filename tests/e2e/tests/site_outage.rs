@@ -64,7 +64,35 @@ fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == "Operational").cloned())
         .unwrap_or_default();
-    assert_eq!(op["message"], "Not operational", "{l}");
+    // The cause is named, with since when, and the peer is kept: in the
+    // API, and in `network status` (not "(down), (down)" with blank
+    // names).
+    let message = op["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("this site's router is not reporting to this control plane (since "),
+        "{l}"
+    );
+    assert_eq!(l["status"]["status"], "Down", "{l}");
+    assert_eq!(l["status"]["remoteSiteName"], "out-a", "{l}");
+    let out = b.cp.cli(&["network", "status"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout.contains("out-a (down)") && !out.stdout.contains(" (down),  (down)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("this site's router is not reporting"),
+        "{}",
+        out.stdout
+    );
+    let links = out
+        .stdout
+        .lines()
+        .find(|line| line.starts_with(&link))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(links.contains("Down") && links.contains("out-a"), "{links}");
     meshlink_e2e::eventually("A sees no operational link", DEADLINE, || {
         let site = a.site();
         (site["status"]["sitesInNetwork"] == 1 && network_links_up(&a) == 0).then_some(())

@@ -43,10 +43,19 @@ pub struct LinkEndpoint {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LinkStatus {
-    /// Id of the site on the other end, once connected.
+    /// `Operational` or `Down`: the one word the CLI, the API and the
+    /// console use for a link's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `OK (remote site …)`, or why the link is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Id of the site on the other end: while connected, else the last one
+    /// seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_site_id: Option<String>,
-    /// Name of the site on the other end, once connected.
+    /// Name of the site on the other end: while connected, else the last
+    /// one seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_site_name: Option<String>,
 }

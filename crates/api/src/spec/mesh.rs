@@ -178,6 +178,17 @@ impl MeshSpec {
             .map_or(DEFAULT_DP_CERT_LIFETIME, MtlsBackend::dp_cert_lifetime)
     }
 
+    /// That lifetime as the user wrote it (`dpCert.rotation.expiration`,
+    /// e.g. `24h`), or `24h` for the default: for messages, so that they
+    /// read as the spec does.
+    pub fn dp_cert_lifetime_as_written(&self) -> String {
+        self.enabled_backend()
+            .and_then(|b| b.dp_cert.as_ref())
+            .and_then(|d| d.rotation.as_ref())
+            .and_then(|r| r.expiration.clone())
+            .unwrap_or_else(|| "24h".to_owned())
+    }
+
     pub(crate) fn validate(&self, errs: &mut Errors) {
         if let Some(td) = &self.trust_domain {
             trust_domain(errs, "spec.trustDomain", td);

@@ -182,7 +182,12 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
             ),
             ("EXPIRES", s(&status["expirationTime"])),
         ],
-        Kind::AccessToken => vec![("URL", s(&spec["url"]))],
+        Kind::AccessToken => vec![
+            ("URL", s(&spec["url"])),
+            ("REDEEMED", or(s(&status["redeemed"]), "-")),
+            ("STATUS", skupper_status(status)),
+            ("MESSAGE", skupper_message(status)),
+        ],
         Kind::Link => vec![
             ("STATUS", skupper_status(status)),
             ("REMOTE SITE", s(&status["remoteSiteName"])),

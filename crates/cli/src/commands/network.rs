@@ -61,17 +61,23 @@ pub(crate) async fn status(client: &ApiClient, output: Option<&str>) -> Result<(
 fn render(site: &Value, links: &[Value]) -> String {
     let status = &site["status"];
     let network = status["network"].as_array().cloned().unwrap_or_default();
+    let state = if s(&status["status"]).is_empty() {
+        "Pending".to_owned()
+    } else {
+        s(&status["status"])
+    };
     let mut out = format!(
-        "Site {} ({}): {}, {} site(s) in the network\n\nSITES\n",
+        "Site {} ({}): {state}, {} site(s) in the network\n",
         s(&site["metadata"]["name"]),
         s(&status["siteId"]),
-        if s(&status["status"]).is_empty() {
-            "Pending".to_owned()
-        } else {
-            s(&status["status"])
-        },
         network.len().max(1),
     );
+    // Not ready: say why (e.g. this site's router is not reporting).
+    let why = s(&status["message"]);
+    if state != "Ready" && !why.is_empty() {
+        out.push_str(&format!("  {why}\n"));
+    }
+    out.push_str("\nSITES\n");
     let mut rows = vec![vec!["NAME".into(), "ID".into(), "LINKS".into()]];
     let mut services: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
     for r in &network {
@@ -86,7 +92,14 @@ fn render(site: &Value, links: &[Value]) -> String {
                         } else {
                             "down"
                         };
-                        format!("{} ({state})", s(&l["remoteSiteName"]))
+                        // A link that never reached its peer has no peer
+                        // name yet: name the link instead.
+                        let peer = s(&l["remoteSiteName"]);
+                        if peer.is_empty() {
+                            format!("link {} ({state})", s(&l["name"]))
+                        } else {
+                            format!("{peer} ({state})")
+                        }
                     })
                     .collect()
             })
@@ -115,10 +128,14 @@ fn render(site: &Value, links: &[Value]) -> String {
             .cloned()
             .unwrap_or_default();
         let operational = conditions.iter().find(|c| c["type"] == "Operational");
-        let (state, message) = match operational {
-            Some(c) if c["status"] == "True" => ("Operational".to_owned(), String::new()),
-            Some(c) => ("Down".to_owned(), s(&c["message"])),
-            None => ("Pending".to_owned(), String::new()),
+        // The control plane's word (`status.status`: Operational or Down),
+        // the same one `get links` and the console show.
+        let (state, message) = match (l["status"]["status"].as_str(), operational) {
+            (Some("Operational"), _) => ("Operational".to_owned(), String::new()),
+            (Some(word), _) => (word.to_owned(), s(&l["status"]["message"])),
+            (None, Some(c)) if c["status"] == "True" => ("Operational".to_owned(), String::new()),
+            (None, Some(c)) => ("Down".to_owned(), s(&c["message"])),
+            (None, None) => ("Pending".to_owned(), String::new()),
         };
         let cost = s(&l["spec"]["cost"]);
         rows.push(vec![

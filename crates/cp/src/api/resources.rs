@@ -6,7 +6,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use meshlink_api::{Kind, Resource, Status};
+use meshlink_api::{Kind, Resource};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -146,24 +146,17 @@ pub(super) async fn apply(
         .into_response())
 }
 
-/// `PUT /api/v1/{plural}/{name}/status`: replace status (controllers, tests).
+/// `PUT /api/v1/{plural}/{name}/status`: refused. Status belongs to the
+/// control plane's owners (`crate::status::owners`); the 403 names them.
 pub(super) async fn put_status(
-    State(st): State<ApiState>,
-    Path((plural, name)): Path<(String, String)>,
-    q: Result<Query<ResourceParams>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
+    Path((plural, _name)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let kind = kind_of(&plural)?;
-    let p = params(q)?;
-    let r = Resource::from_json_unvalidated(body_json(body)?).map_err(ApiError::invalid)?;
-    check_path_matches(&r, &name, p.mesh.as_deref())?;
-    let expected = r.resource_version().map(parse_version).transpose()?;
-    let status: Status = r.status.clone();
-    let stored = st
-        .resources
-        .set_status(kind, r.mesh(), &name, status, expected)
-        .await?;
-    Ok(Json(stored.to_api_json()).into_response())
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        "Forbidden",
+        crate::status::owners::refusal(kind),
+    ))
 }
 
 pub(super) async fn delete(

@@ -366,15 +366,14 @@ impl Controller {
                     let lifetime = mesh
                         .spec
                         .as_mesh()
-                        .map(|s| s.dp_cert_lifetime())
+                        .map(|s| s.dp_cert_lifetime_as_written())
                         .unwrap_or_default();
                     let ready = cond(
                         "Ready",
                         true,
                         "CAReady",
                         format!(
-                            "mTLS backend {backend} ready; CA fingerprint {fp}…; workload certificates live {}",
-                            humantime::format_duration(lifetime)
+                            "mTLS backend {backend} ready; CA fingerprint {fp}…; workload certificates live {lifetime}"
                         ),
                     );
                     (Reconciled::Done, ready)

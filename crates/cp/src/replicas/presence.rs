@@ -15,11 +15,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use meshlink_api::spec::StatusDetails;
-use meshlink_api::{Condition, ConditionStatus, Kind, Resource};
+use meshlink_api::{Kind, Resource};
 
 use super::record::{self, InstanceRecord};
-use super::{HEARTBEAT_STALE, RECORD_FORGET, parse_time, rfc3339};
+use super::{HEARTBEAT_STALE, RECORD_FORGET, parse_time};
 use crate::resources::{ResourceError, ResourceService};
 
 /// The label that marks a Dataplane for garbage collection once offline.
@@ -95,7 +94,7 @@ pub async fn sweep(
         .collect();
     // The store is walked a page at a time and only the Dataplanes to act
     // on are kept (a whole list of 10,000 held them all, every period).
-    let mut offline: Vec<(Resource, String)> = Vec::new();
+    let mut offline: Vec<(Resource, String, String)> = Vec::new();
     let mut expired: Vec<Resource> = Vec::new();
     resources
         .for_each(Kind::Dataplane, None, |dp| {
@@ -114,7 +113,8 @@ pub async fn sweep(
                 }
                 let last = s.last_connected.as_deref().and_then(parse_time);
                 if let Some(why) = departed(instance, last, &records, now) {
-                    offline.push((dp, why));
+                    let instance = instance.to_owned();
+                    offline.push((dp, instance, why));
                 }
                 return;
             }
@@ -127,8 +127,14 @@ pub async fn sweep(
         })
         .await
         .map_err(|e| e.to_string())?;
-    for (dp, why) in offline {
-        if mark_offline(resources, &dp, &why, now).await? {
+    for (dp, instance, why) in offline {
+        // The departed replica's close, written on its behalf by the
+        // Dataplane status owner's rule.
+        let marked = crate::status::writer::mark_departed(resources, &dp, &instance, &why, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        if marked {
+            tracing::info!(mesh = ?dp.mesh(), dataplane = dp.name(), %why, "marked a Dataplane offline");
             swept.marked_offline += 1;
         }
     }
@@ -158,41 +164,10 @@ pub async fn sweep(
     Ok(swept)
 }
 
-/// Writes the Dataplane offline at the revision it was read at.
-async fn mark_offline(
-    resources: &ResourceService,
-    dp: &Resource,
-    why: &str,
-    now: SystemTime,
-) -> Result<bool, String> {
-    let mut next = dp.clone();
-    if let StatusDetails::Dataplane(s) = &mut next.status.details {
-        s.online = false;
-        s.last_disconnected = Some(rfc3339(now));
-    }
-    next.set_condition(Condition::now(
-        "Ready",
-        ConditionStatus::False,
-        "NotConnected",
-        format!("the proxy has no xDS stream open: {why}"),
-    ));
-    let expected = dp.resource_version().and_then(|v| v.parse().ok());
-    match resources
-        .set_status(Kind::Dataplane, dp.mesh(), dp.name(), next.status, expected)
-        .await
-    {
-        Ok(_) => {
-            tracing::info!(mesh = ?dp.mesh(), dataplane = dp.name(), %why, "marked a Dataplane offline");
-            Ok(true)
-        }
-        Err(ResourceError::Conflict(_) | ResourceError::NotFound(_)) => Ok(false),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replicas::rfc3339;
 
     fn rec(instance: &str, heartbeat: SystemTime) -> InstanceRecord {
         InstanceRecord {

@@ -229,8 +229,8 @@ pub(crate) fn verdict(
     )
 }
 
-/// Sets the verdict on a Link whose other conditions are already written:
-/// `CredentialsValid` first, and `Ready` False when the certificate expired.
+/// Sets `CredentialsValid` on a Link, first among its conditions. Ready
+/// (False when the certificate expired) is `super::link_status`'s rule.
 pub(crate) fn apply(r: &mut Resource, v: &Verdict) {
     r.set_condition(v.condition.clone());
     if let Some(i) = r
@@ -241,14 +241,6 @@ pub(crate) fn apply(r: &mut Resource, v: &Verdict) {
     {
         let c = r.status.conditions.remove(i);
         r.status.conditions.insert(0, c);
-    }
-    if v.expired {
-        r.set_condition(Condition::now(
-            "Ready",
-            ConditionStatus::False,
-            "CredentialsExpired",
-            v.condition.message.clone(),
-        ));
     }
 }
 

@@ -4,6 +4,7 @@
 //! that writes their reports into Link, Site, Listener, MultiKeyListener
 //! and Connector status, with each Link's `CredentialsValid` condition.
 
+pub(crate) mod bind_status;
 pub(crate) mod credentials;
 pub(crate) mod holder;
 pub(crate) mod link_status;

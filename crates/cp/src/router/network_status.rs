@@ -38,7 +38,8 @@ pub(super) fn local_services(listeners: &[&[Resource]], connectors: &[Resource])
 }
 
 /// `network`: the router's view when it reports, else this site alone
-/// (its links down, its own services).
+/// (its links down, with the last peer each one saw, and its own
+/// services).
 pub(super) fn network(
     site: &Resource,
     report: Option<&RouterReport>,
@@ -94,11 +95,15 @@ pub(super) fn network(
         version: None,
         links: links
             .iter()
-            .map(|l| NetworkLink {
-                name: l.name().to_owned(),
-                remote_site_name: None,
-                remote_site_id: None,
-                operational: Some(false),
+            .map(|l| {
+                // The last peer seen, kept while the link is down.
+                let last = l.status.details.as_link();
+                NetworkLink {
+                    name: l.name().to_owned(),
+                    remote_site_name: last.and_then(|s| s.remote_site_name.clone()),
+                    remote_site_id: last.and_then(|s| s.remote_site_id.clone()),
+                    operational: Some(false),
+                }
             })
             .collect(),
         services: local

@@ -192,16 +192,29 @@ async fn flush(
         .filter(|c| site.is_some_and(|s| s.name() == c.site))
         .map(|c| &c.report);
     let local = local_services(&[&listeners, &multi_key], &connectors);
+    let running = running_condition(site.and_then(|s| s.condition("Running")), report.is_some());
     if let Some(site) = site {
         let network = network(site, report, &links, &local);
-        let running = report.is_some();
         let ingress =
             report.and_then(|r| dialable_ingress(&r.mesh_ingress_address, advertised_host));
+        let bound = super::bind_status::site_bound(report);
         merge(resources, Kind::Site, None, site.name(), |r| {
-            site_status(r, &network, running, ingress.clone());
+            site_status(r, &network, &running, ingress.clone());
+            if let Some(c) = &bound {
+                r.set_condition(c.clone());
+            }
         })
         .await?;
     }
+    for ra in &resources.list(Kind::RouterAccess, None, None).await? {
+        if let Some(c) = super::bind_status::router_access_bound(ra, report) {
+            merge(resources, Kind::RouterAccess, None, ra.name(), |r| {
+                r.set_condition(c.clone())
+            })
+            .await?;
+        }
+    }
+    let router_down = (running.status != ConditionStatus::True).then_some(running.message.as_str());
     let states: BTreeMap<&str, _> = report
         .map(|r| r.links.iter().map(|l| (l.name.as_str(), l)).collect())
         .unwrap_or_default();
@@ -213,10 +226,8 @@ async fn flush(
             .find(|w| w.kind == "Link" && w.name == link.name())
             .map(|w| w.reason.clone());
         merge(resources, Kind::Link, None, link.name(), |r| {
-            super::link_status::link_status(r, state, withheld.as_deref());
-            if let Some(v) = creds.by_link.get(r.name()) {
-                super::credentials::apply(r, v);
-            }
+            let verdict = creds.by_link.get(r.name());
+            super::link_status::link_status(r, state, withheld.as_deref(), router_down, verdict);
         })
         .await?;
     }
@@ -252,6 +263,8 @@ async fn flush(
                 matching_connector_count: Some(n),
             });
             r.set_condition(matched_condition(n, "Connector"));
+            let ready = super::bind_status::listener_ready(r, report, router_down);
+            r.set_condition(ready);
         })
         .await?;
     }
@@ -275,20 +288,6 @@ async fn flush(
     Ok(creds.next)
 }
 
-/// A new site id: 128 random bits in UUID form.
-fn new_site_id() -> String {
-    let b = rand::random::<u128>().to_be_bytes();
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 /// The mesh ingress address sidecars dial: the reported bound address,
 /// with an unspecified IP (`0.0.0.0`, `::`) replaced by the control
 /// plane's advertised host. `None` when none was reported.
@@ -304,17 +303,18 @@ pub(crate) fn dialable_ingress(reported: &str, advertised_host: &str) -> Option<
     })
 }
 
-fn site_status(
+/// Writes what this task owns of a Site: `network`, `sitesInNetwork`,
+/// `meshIngress` and `Running`. `siteId` and `Ready` belong to the site
+/// controller (`crate::site::site_status`), which derives Ready again when
+/// this write reaches it through the change feed.
+pub(crate) fn site_status(
     r: &mut Resource,
     network: &[NetworkSite],
-    running: bool,
+    running: &Condition,
     mesh_ingress: Option<String>,
 ) {
     let mut details = r.status.details.as_site().cloned().unwrap_or_default();
     details.mesh_ingress = mesh_ingress;
-    if details.site_id.is_none() {
-        details.site_id = Some(new_site_id());
-    }
     let mut network = network.to_vec();
     for s in &mut network {
         if s.name == r.name() && s.id.is_none() {
@@ -324,38 +324,31 @@ fn site_status(
     details.sites_in_network = Some(network.len() as u64);
     details.network = network;
     r.status.details = StatusDetails::Site(details);
-    let (status, reason, message) = if running {
-        (
+    r.set_condition(running.clone());
+}
+
+/// The Site's `Running` condition. While the router is not reporting, the
+/// message says since when (the moment this control plane noticed, kept
+/// across flushes) and how to start one.
+pub(crate) fn running_condition(before: Option<&Condition>, running: bool) -> Condition {
+    if running {
+        return Condition::now(
+            "Running",
             ConditionStatus::True,
             "RouterReporting",
-            "the site's router is connected and reporting".to_owned(),
-        )
-    } else {
-        (
-            ConditionStatus::False,
-            "RouterNotConnected",
-            "the site's router is not reporting to this control plane; start it with \
-             `meshlink-proxy run --mode router` and a token from `meshlink token router`"
-                .to_owned(),
-        )
-    };
-    r.set_condition(Condition::now("Running", status, reason, message.clone()));
-    // Ready also needs the site controller's Configured and Resolved
-    // (crates/cp/src/site/site_status.rs uses the same rule).
-    let blocked = ["Configured", "Resolved"].into_iter().find_map(|t| {
-        r.condition(t)
-            .filter(|c| c.status != ConditionStatus::True)
-            .map(|c| c.message.clone())
-    });
-    match blocked {
-        Some(why) if status == ConditionStatus::True => r.set_condition(Condition::now(
-            "Ready",
-            ConditionStatus::False,
-            "Pending",
-            why,
-        )),
-        _ => r.set_condition(Condition::now("Ready", status, reason, message)),
+            "the site's router is connected and reporting",
+        );
     }
+    let mut c = Condition::now("Running", ConditionStatus::False, "RouterNotConnected", "");
+    if let Some(b) = before.filter(|b| b.status == ConditionStatus::False) {
+        c.last_transition_time = b.last_transition_time.clone();
+    }
+    c.message = format!(
+        "this site's router is not reporting to this control plane (since {}); start it with \
+         `meshlink-proxy run --mode router` and a token from `meshlink token router`",
+        c.last_transition_time
+    );
+    c
 }
 
 fn matched_condition(n: u32, other: &str) -> Condition {

@@ -71,19 +71,14 @@ pub fn next_status(
     let expires_at = humantime::parse_rfc3339_weak(&expiration).ok();
     let is_expired = expired(Some(&expiration), now);
     let used = cur.redemptions.unwrap_or(0);
-    let (ready, reason, message) = match site_problem {
-        Some(why) => (false, "SiteNotReady", why.clone()),
-        None if is_expired => (false, "Expired", format!("expired at {expiration}")),
-        None if used >= spec.redemptions_allowed() => (
-            false,
-            "RedemptionsUsed",
-            format!("all {} redemptions used", spec.redemptions_allowed()),
-        ),
-        None => (true, "Ready", "OK".to_owned()),
-    };
+    let (ready, reason, message) = grant_ready(
+        spec.redemptions_allowed(),
+        used,
+        &expiration,
+        site_problem,
+        now,
+    );
     let details = AccessGrantStatus {
-        status: Some(if ready { "Ready" } else { "Pending" }.to_owned()),
-        message: Some(message.clone()),
         url: Some(
             cur.url
                 .clone()
@@ -93,15 +88,11 @@ pub fn next_status(
         ca: Some(ca_pem.to_owned()),
         expiration_time: Some(expiration),
         redemptions: Some(used),
+        ..cur
     };
     let mut next = grant.clone();
     next.status.details = StatusDetails::AccessGrant(details);
-    let status = if ready {
-        ConditionStatus::True
-    } else {
-        ConditionStatus::False
-    };
-    next.set_condition(Condition::now("Ready", status, reason, message));
+    set_ready(&mut next, ready, reason, &message);
     let wake = expires_at.filter(|_| !is_expired);
     let was_expired = grant
         .condition("Ready")
@@ -111,6 +102,45 @@ pub fn next_status(
     } else {
         (Some(next.status), wake)
     }
+}
+
+/// The one Ready rule for AccessGrants, in order: expired (whatever else
+/// holds), the site cannot accept links (`site_problem`), every
+/// redemption used ("2/2 redemptions used"), else Ready. Returns
+/// (ready, reason, message).
+pub(crate) fn grant_ready(
+    allowed: u64,
+    used: u64,
+    expiration: &str,
+    site_problem: &NotReady,
+    now: SystemTime,
+) -> (bool, &'static str, String) {
+    if expired(Some(expiration), now) {
+        return (false, "Expired", format!("expired at {expiration}"));
+    }
+    match site_problem {
+        Some(why) => (false, "SiteNotReady", why.clone()),
+        None if used >= allowed => (
+            false,
+            "RedemptionsUsed",
+            format!("{used}/{allowed} redemptions used"),
+        ),
+        None => (true, "Ready", "OK".to_owned()),
+    }
+}
+
+/// Writes a [`grant_ready`] verdict: `status`, `message` and `Ready`.
+fn set_ready(r: &mut Resource, ready: bool, reason: &str, message: &str) {
+    if let StatusDetails::AccessGrant(d) = &mut r.status.details {
+        d.status = Some(if ready { "Ready" } else { "Pending" }.to_owned());
+        d.message = Some(message.to_owned());
+    }
+    let status = if ready {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    r.set_condition(Condition::now("Ready", status, reason, message));
 }
 
 /// The leader's `grant-expiry` job: writes `Ready=False, Expired` on every
@@ -136,19 +166,22 @@ pub async fn expire_grants(resources: &crate::resources::ResourceService) -> Res
         {
             continue;
         }
-        let message = format!("expired at {expiration}");
         let wrote =
             crate::status::writer::merge(resources, Kind::AccessGrant, None, g.name(), |r| {
-                if let StatusDetails::AccessGrant(d) = &mut r.status.details {
-                    d.status = Some("Pending".to_owned());
-                    d.message = Some(message.clone());
-                }
-                r.set_condition(Condition::now(
-                    "Ready",
-                    ConditionStatus::False,
-                    "Expired",
-                    message.clone(),
-                ));
+                // Only the clock changed: the same rule, with the
+                // stored counts and no site problem (Expired wins anyway).
+                let allowed = r
+                    .spec
+                    .as_access_grant()
+                    .map_or(1, |s| s.redemptions_allowed());
+                let used = r
+                    .status
+                    .details
+                    .as_access_grant()
+                    .and_then(|d| d.redemptions)
+                    .unwrap_or(0);
+                let (ready, reason, message) = grant_ready(allowed, used, &expiration, &None, now);
+                set_ready(r, ready, reason, &message);
             })
             .await;
         match wrote {
@@ -211,5 +244,134 @@ mod tests {
             "the code is kept"
         );
         assert_eq!(grant_base_url("::1", 9), "https://[::1]:9");
+    }
+
+    /// The grant's three writers interleaved: the site controller
+    /// (`next_status`, run again after every write, as the change feed
+    /// does), the grant server (one more redemption) and the expiry job
+    /// (only the clock moved). Whatever the order, the end state is a
+    /// function of the inputs: the number of redemptions, the site's last
+    /// problem and the clock.
+    #[test]
+    fn grant_status_is_a_function_of_its_inputs_not_their_order() {
+        #[derive(Clone, Copy, Debug)]
+        enum Step {
+            Redeem,
+            Site(bool),
+            Expire,
+        }
+        fn run(order: &[Step], start: SystemTime) -> (Option<String>, String, u64) {
+            let spec = AccessGrantSpec {
+                redemptions_allowed: Some(2),
+                ..Default::default()
+            };
+            let mut g = grant(spec);
+            let mut problem: NotReady = None;
+            let mut now = start;
+            let controller = |g: &mut Resource, problem: &NotReady, now| {
+                if let (Some(s), _) = next_status(g, "https://h:9090", "CA", problem, now) {
+                    g.status = s;
+                }
+            };
+            controller(&mut g, &problem, now);
+            for step in order {
+                match step {
+                    Step::Redeem => {
+                        if let StatusDetails::AccessGrant(d) = &mut g.status.details {
+                            d.redemptions = Some(d.redemptions.unwrap_or(0) + 1);
+                        }
+                    }
+                    Step::Site(bad) => problem = bad.then(|| "site not ready".to_owned()),
+                    Step::Expire => {
+                        now = start + Duration::from_secs(3600);
+                        let exp = g
+                            .status
+                            .details
+                            .as_access_grant()
+                            .unwrap()
+                            .expiration_time
+                            .clone()
+                            .unwrap();
+                        if expired(Some(&exp), now) {
+                            let d = g.status.details.as_access_grant().unwrap().clone();
+                            let (ready, reason, message) =
+                                grant_ready(2, d.redemptions.unwrap_or(0), &exp, &None, now);
+                            set_ready(&mut g, ready, reason, &message);
+                        }
+                    }
+                }
+                controller(&mut g, &problem, now);
+            }
+            let c = g.condition("Ready").unwrap();
+            let d = g.status.details.as_access_grant().unwrap();
+            (
+                d.message.clone(),
+                c.reason.clone(),
+                d.redemptions.unwrap_or(0),
+            )
+        }
+        let start = SystemTime::now();
+        let steps = [
+            Step::Redeem,
+            Step::Redeem,
+            Step::Site(true),
+            Step::Site(false),
+            Step::Expire,
+        ];
+        // Every order of the five steps, keeping Site(true) before
+        // Site(false) (the site's last word is "ready").
+        let mut ends = std::collections::BTreeSet::new();
+        let mut orders = 0;
+        for perm in permutations(&[0, 1, 2, 3, 4]) {
+            let p2 = perm.iter().position(|&x| x == 2).unwrap();
+            let p3 = perm.iter().position(|&x| x == 3).unwrap();
+            if p2 > p3 {
+                continue;
+            }
+            let order: Vec<Step> = perm.iter().map(|&i| steps[i]).collect();
+            ends.insert(run(&order, start));
+            orders += 1;
+        }
+        assert_eq!(orders, 60);
+        assert_eq!(ends.len(), 1, "{ends:#?}");
+        let (message, reason, used) = ends.into_iter().next().unwrap();
+        assert_eq!((reason.as_str(), used), ("Expired", 2));
+        assert!(message.unwrap().starts_with("expired at "));
+        // Without the clock: used up, said as Skupper users count.
+        let mut ends = std::collections::BTreeSet::new();
+        for perm in permutations(&[0, 1, 2, 3]) {
+            let p2 = perm.iter().position(|&x| x == 2).unwrap();
+            let p3 = perm.iter().position(|&x| x == 3).unwrap();
+            if p2 < p3 {
+                ends.insert(run(
+                    &perm.iter().map(|&i| steps[i]).collect::<Vec<_>>(),
+                    start,
+                ));
+            }
+        }
+        assert_eq!(
+            ends.into_iter().collect::<Vec<_>>(),
+            vec![(
+                Some("2/2 redemptions used".to_owned()),
+                "RedemptionsUsed".to_owned(),
+                2
+            )]
+        );
+    }
+
+    fn permutations(items: &[usize]) -> Vec<Vec<usize>> {
+        if items.len() <= 1 {
+            return vec![items.to_vec()];
+        }
+        let mut out = Vec::new();
+        for (i, &x) in items.iter().enumerate() {
+            let mut rest = items.to_vec();
+            rest.remove(i);
+            for mut p in permutations(&rest) {
+                p.insert(0, x);
+                out.push(p);
+            }
+        }
+        out
     }
 }

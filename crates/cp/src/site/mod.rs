@@ -22,3 +22,6 @@ pub mod tokens;
 
 pub use controller::{SiteContext, SiteController};
 pub use grant_status::expire_grants;
+
+#[cfg(test)]
+mod status_order_tests;

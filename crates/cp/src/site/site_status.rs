@@ -3,11 +3,12 @@
 //! and Ready conditions.
 //!
 //! Owns Configured (the site CA and RouterAccess credentials exist),
-//! Resolved (endpoints are known) and the stable `siteId` (chosen once).
-//! `Running` belongs to whoever reports routers (the router status path):
-//! this module only fills it with False "no router connected" when it is
-//! absent, and never overwrites it. Ready is derived from the three. It
-//! never touches `network` or `sitesInNetwork`.
+//! Resolved (endpoints are known), the stable `siteId` (minted here once,
+//! a UUID v4, and kept) and `Ready` with `status`/`message`, derived by
+//! [`site_ready`], the one Ready rule for Sites. `Running`, `network`,
+//! `sitesInNetwork` and `meshIngress` belong to the router status task
+//! (`crate::router::status`): its writes wake the site controller through
+//! the change feed, which then derives Ready again.
 
 use meshlink_api::spec::{Endpoint, RouterAccessStatus, SiteStatus, StatusDetails};
 use meshlink_api::{Condition, ConditionStatus, Resource, Status};
@@ -53,34 +54,10 @@ pub fn next_site_status(site: &Resource, facts: &SiteFacts) -> Option<Status> {
             "no endpoints yet: the RouterAccess has no roles".to_owned()
         },
     ));
-    if next.condition("Running").is_none() {
-        next.set_condition(Condition::now(
-            "Running",
-            ConditionStatus::False,
-            "Pending",
-            "no router connected",
-        ));
-    }
-    let running = next
-        .condition("Running")
-        .map(|c| (c.status == ConditionStatus::True, c.message.clone()))
-        .unwrap_or((false, String::new()));
-    let ready = configured && resolved && running.0;
-    let message = if ready {
-        "OK".to_owned()
-    } else if !configured {
-        facts.config_problem.clone().unwrap_or_default()
-    } else if !resolved {
-        "no endpoints yet".to_owned()
-    } else {
-        running.1
-    };
-    next.set_condition(Condition::now(
-        "Ready",
-        cond(ready),
-        if ready { "Ready" } else { "Pending" },
-        message.clone(),
-    ));
+    let ready_condition = site_ready(&next);
+    let ready = ready_condition.status == ConditionStatus::True;
+    let message = ready_condition.message.clone();
+    next.set_condition(ready_condition);
     next.status.details = StatusDetails::Site(SiteStatus {
         status: Some(
             if ready {
@@ -104,6 +81,42 @@ pub fn next_site_status(site: &Resource, facts: &SiteFacts) -> Option<Status> {
     (next.status != site.status).then_some(next.status)
 }
 
+/// Why a Site whose router has never reported is not running.
+pub const NO_ROUTER_YET: &str = "no router has reported to this control plane yet";
+
+/// The one Ready rule for a Site: Configured, Resolved, Running and (once
+/// the router reported it) Bound all True. Otherwise `Ready` is False with
+/// the first unmet condition's reason and message (an absent `Running`
+/// reads `RouterNotConnected`, [`NO_ROUTER_YET`]).
+pub fn site_ready(site: &Resource) -> Condition {
+    for t in ["Configured", "Resolved", "Running", "Bound"] {
+        match site.condition(t) {
+            Some(c) if c.status == ConditionStatus::True => {}
+            Some(c) => {
+                return Condition::now("Ready", ConditionStatus::False, &c.reason, &c.message);
+            }
+            None if t == "Bound" => {}
+            None if t == "Running" => {
+                return Condition::now(
+                    "Ready",
+                    ConditionStatus::False,
+                    "RouterNotConnected",
+                    NO_ROUTER_YET,
+                );
+            }
+            None => {
+                return Condition::now(
+                    "Ready",
+                    ConditionStatus::False,
+                    "Pending",
+                    format!("{t} is not known yet"),
+                );
+            }
+        }
+    }
+    Condition::now("Ready", ConditionStatus::True, "Ready", "OK")
+}
+
 /// A RouterAccess's next status, or `None` when it is current.
 pub fn next_router_access_status(
     ra: &Resource,
@@ -111,8 +124,15 @@ pub fn next_router_access_status(
     endpoints: Vec<Endpoint>,
 ) -> Option<Status> {
     let mut next = ra.clone();
+    // The router status task's `Bound` (a role's port the router could not
+    // bind) counts too, once the configuration itself is fine.
+    let unbound = ra
+        .condition("Bound")
+        .filter(|c| c.status != ConditionStatus::True)
+        .map(|c| c.message.clone());
+    let problem = problem.map(str::to_owned).or(unbound);
     let ok = problem.is_none();
-    let message = problem.unwrap_or("OK").to_owned();
+    let message = problem.unwrap_or_else(|| "OK".to_owned());
     next.status.details = StatusDetails::RouterAccess(RouterAccessStatus {
         status: Some(if ok { "Ready" } else { "Error" }.to_owned()),
         message: Some(message.clone()),

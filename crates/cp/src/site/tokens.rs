@@ -53,7 +53,25 @@ fn with(token: &Resource, status: &str, redeemed: Option<bool>, c: Condition) ->
     // A claim always gets a fresh transition time, so staleness counts
     // from this claim.
     next.status.conditions.retain(|o| o.type_ != c.type_);
+    // Ready, the token's one Ready rule: redeemed, or why not (a claim in
+    // progress is not Ready yet; a refusal names the grant server's answer).
+    let ready = if c.status == ConditionStatus::True {
+        Condition::now(
+            "Ready",
+            ConditionStatus::True,
+            "Redeemed",
+            c.message.clone(),
+        )
+    } else {
+        Condition::now(
+            "Ready",
+            ConditionStatus::False,
+            c.reason.clone(),
+            c.message.clone(),
+        )
+    };
     next.set_condition(c);
+    next.set_condition(ready);
     next.status
 }
 

@@ -29,6 +29,7 @@ mod mesh_service;
 mod mesh_service_protocol;
 mod metrics;
 mod model;
+pub mod owners;
 mod protocol;
 #[cfg(test)]
 mod tests;

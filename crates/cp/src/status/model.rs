@@ -36,6 +36,17 @@ pub(crate) enum Presence {
     Observer,
 }
 
+/// `Ready` for a proxy whose control-plane replica went away while it held
+/// the stream (`why`: which replica, and how it was found gone).
+pub(crate) fn departed_ready(why: &str) -> Condition {
+    Condition::now(
+        "Ready",
+        ConditionStatus::False,
+        "NotConnected",
+        format!("the proxy has no xDS stream open: {why}"),
+    )
+}
+
 /// The proxy's current identity certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Cert {

@@ -185,6 +185,43 @@ pub(crate) async fn merge_dataplanes(
     out
 }
 
+/// Marks a Dataplane offline because the replica `instance` that held its
+/// stream is gone (`why`), on that replica's behalf: the same claim rule
+/// as its own close ([`merge_one`] as `instance`, at the stored
+/// generation), so a proxy that meanwhile reconnected elsewhere (another
+/// instance or a newer generation) is never touched. Run by the
+/// `dataplane-gc` job (`crate::replicas::presence`). Returns whether the
+/// claim held (the departed replica still held the stream), i.e. the
+/// Dataplane is now offline.
+pub(crate) async fn mark_departed(
+    resources: &ResourceService,
+    dp: &Resource,
+    instance: &str,
+    why: &str,
+    now: std::time::SystemTime,
+) -> Result<bool, StatusError> {
+    let Some(stored) = dp.status.details.as_dataplane() else {
+        return Ok(false);
+    };
+    let mut status = stored.clone();
+    status.online = false;
+    status.last_disconnected = Some(humantime::format_rfc3339_seconds(now).to_string());
+    let update = DataplaneUpdate {
+        key: ProxyKey::new(dp.mesh().unwrap_or_default(), dp.name()),
+        status,
+        ready: super::model::departed_ready(why),
+        presence: Presence::Disconnected(Some(stored.connection_generation)),
+    };
+    let merged = merge_dataplanes(resources, std::slice::from_ref(&update), instance).await;
+    match merged.into_iter().next().expect("one result per update") {
+        Ok(m) => Ok(m.owner),
+        Err(StatusError::Resource(ResourceError::NotFound(_) | ResourceError::Conflict(_))) => {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// A batch-wide store failure, reported in every slot it failed.
 fn store_error(e: &StoreError) -> StatusError {
     StatusError::Store(e.to_string())
@@ -335,6 +372,40 @@ mod tests {
             ),
             (true, Some("cp-1"), 8)
         );
+    }
+
+    /// The dataplane-gc job marks cp-1 departed (it read generation 7)
+    /// while the proxy reconnects to cp-2: in either order the proxy ends
+    /// online on cp-2 with the next generation.
+    #[test]
+    fn a_departed_mark_and_a_reconnect_elsewhere_commute() {
+        let mark = {
+            let mut u = update(Presence::Disconnected(Some(7)), false);
+            u.ready = super::super::model::departed_ready("its control plane cp-1 has stopped");
+            u.status.control_plane_instance = Some("cp-1".into());
+            (u, "cp-1")
+        };
+        let mut connect = update(Presence::Connected(None), true);
+        connect.status.control_plane_instance = Some("cp-2".into());
+        let connect = (connect, "cp-2");
+        let apply = |stored: DataplaneStatus, (u, instance): &(DataplaneUpdate, &str)| {
+            merge_one(u, &stored, instance).0
+        };
+        let start = stored("cp-1", 7, true);
+        let a = apply(apply(start.clone(), &mark), &connect);
+        let b = apply(apply(start.clone(), &connect), &mark);
+        assert_eq!(a, b);
+        assert_eq!(
+            (
+                a.online,
+                a.control_plane_instance.as_deref(),
+                a.connection_generation
+            ),
+            (true, Some("cp-2"), 8)
+        );
+        // Alone, the mark takes cp-1's proxy offline.
+        let alone = apply(start, &mark);
+        assert_eq!((alone.online, alone.connection_generation), (false, 7));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use meshlink_link::{BindStatus, Direction, LinkState, Router};
 use meshlink_proto::certify::router_status_client::RouterStatusClient;
 use meshlink_proto::certify::{
-    LinkRecord, LinkState as PbLinkState, RouterReport, ServiceRecord, SiteRecord,
+    BindFailure, LinkRecord, LinkState as PbLinkState, RouterReport, ServiceRecord, SiteRecord,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -222,10 +222,24 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
         Some(BindStatus::Bound(addr)) => addr.to_string(),
         _ => String::new(),
     };
+    let bind_failures = [("role", &status.roles), ("listener", &status.listeners)]
+        .into_iter()
+        .flat_map(|(what, items)| {
+            items.iter().filter_map(move |(name, bind)| match bind {
+                BindStatus::Warming(why) => Some(BindFailure {
+                    what: what.to_owned(),
+                    name: name.clone(),
+                    message: why.clone(),
+                }),
+                BindStatus::Bound(_) => None,
+            })
+        })
+        .collect();
     RouterReport {
         site: site.name.clone(),
         links,
         network,
         mesh_ingress_address,
+        bind_failures,
     }
 }
