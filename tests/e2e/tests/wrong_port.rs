@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use meshlink_e2e::proxy::{Sidecar, SidecarOptions, write_token};
+use meshlink_e2e::proxy::{Sidecar, SidecarOptions};
 use meshlink_e2e::{ControlPlane, StoreKind, eventually, run_cli};
 
 #[test]
@@ -33,8 +33,17 @@ fn the_cli_pointed_at_the_xds_port_is_told_to_use_the_rest_port() {
 fn a_sidecar_pointed_at_the_rest_port_is_told_to_use_the_xds_port() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let dir = tempfile::tempdir().expect("tempdir");
+    cp.cli_stdin(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: meshlink.dev/v1alpha1\nkind: Mesh\nmetadata: {name: default}\nspec: {}\n",
+        ),
+    )
+    .success();
+    let (token_text, _) =
+        cp.dataplane_token(&["--mesh", "default", "--name", "web", "--service", "web"]);
     let token = dir.path().join("web.token");
-    write_token(&cp, &token, "web");
+    std::fs::write(&token, token_text).expect("write the token file");
     let mut opts = SidecarOptions::new(&cp, &token, "web");
     opts.cp_url = cp.server().replace("http://", "https://");
     let sidecar = Sidecar::spawn(&opts);
