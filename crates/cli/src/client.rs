@@ -11,6 +11,18 @@ use serde_json::Value;
 
 use crate::failure::Failure;
 
+/// The REST API port a control plane listens on unless `--api-addr` says
+/// otherwise (DESIGN.md §5).
+const DEFAULT_API_PORT: u16 = 5681;
+
+/// hyper's words for what a plain HTTP request to a TLS port (the xDS
+/// port) gets: the connection closed before any response, or a TLS alert
+/// where the status line should be.
+const ANSWERED_NOT_IN_HTTP: [&str; 2] = [
+    "connection closed before message completed",
+    "invalid HTTP version parsed",
+];
+
 /// An error response from the API, or a failure to reach it.
 #[derive(Debug)]
 pub(crate) enum ApiFailure {
@@ -166,6 +178,15 @@ impl ApiClient {
         } else if e.is_timeout() {
             ApiFailure::Transport(format!(
                 "the control plane at {} did not answer in time ({cause})",
+                self.server
+            ))
+        } else if ANSWERED_NOT_IN_HTTP.iter().any(|w| cause.contains(w)) {
+            let host = reqwest::Url::parse(&self.server)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_else(|| "HOST".to_owned());
+            ApiFailure::Transport(format!(
+                "request to the control plane at {} failed: {cause}; the server gave no HTTP answer: this looks like the control plane's xDS port (gRPC over TLS), not its REST API port; the REST API port is {DEFAULT_API_PORT} by default: pass --server http://{host}:{DEFAULT_API_PORT} (or set MESHLINK_SERVER)",
                 self.server
             ))
         } else {

@@ -39,6 +39,12 @@ pub struct ConfigOverrides {
     /// How long a dynamically registered Dataplane may stay offline before
     /// the leader deletes it, e.g. `72h`.
     pub dataplane_gc_grace: Option<String>,
+    /// Longest wait for a request header on the HTTP ports, e.g. `10s`.
+    pub http_header_read_timeout: Option<String>,
+    /// Longest wait between requests on a kept-alive HTTP connection.
+    pub http_idle_timeout: Option<String>,
+    /// Most connections open at once on each HTTP port.
+    pub http_max_connections: Option<usize>,
 }
 
 /// Default `--drain-timeout`.
@@ -55,6 +61,31 @@ pub const DEFAULT_LEADER_LEASE: Duration = Duration::from_secs(15);
 
 /// Default `--dataplane-gc-grace` (Kuma's dataplane cleanup age).
 pub const DEFAULT_DATAPLANE_GC_GRACE: Duration = Duration::from_secs(72 * 3600);
+
+/// Default `--http-header-read-timeout`.
+pub const DEFAULT_HTTP_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default `--http-idle-timeout`: longer than the clients' own pool idle
+/// time (reqwest's 90 s), so a client never reuses a connection the
+/// control plane is closing.
+pub const DEFAULT_HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Default `--http-max-connections`.
+pub const DEFAULT_HTTP_MAX_CONNECTIONS: usize = 4096;
+
+/// The limits against slow and idle clients of each HTTP port (the REST
+/// API and the grant server; see docs/operations.md "Slow clients").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Longest wait for a complete request header: from the accept
+    /// (through the TLS handshake on the grant port), or from the first
+    /// byte of a later request on a kept-alive connection.
+    pub header_read_timeout: Duration,
+    /// Longest wait, with no request in flight, for the next one to begin.
+    pub idle_timeout: Duration,
+    /// Most connections open at once; more are closed on accept.
+    pub max_connections: usize,
+}
 
 /// The effective control-plane configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +119,8 @@ pub struct CpConfig {
     /// How long a dynamically registered Dataplane may stay offline before
     /// it is deleted (default 72 h).
     pub dataplane_gc_grace: Duration,
+    /// Limits of the REST API and grant ports against slow clients.
+    pub http_limits: HttpLimits,
 }
 
 /// Why the configuration cannot be used.
@@ -152,11 +185,17 @@ impl ConfigOverrides {
             instance: self.instance.or(lower.instance),
             leader_lease: self.leader_lease.or(lower.leader_lease),
             dataplane_gc_grace: self.dataplane_gc_grace.or(lower.dataplane_gc_grace),
+            http_header_read_timeout: self
+                .http_header_read_timeout
+                .or(lower.http_header_read_timeout),
+            http_idle_timeout: self.http_idle_timeout.or(lower.http_idle_timeout),
+            http_max_connections: self.http_max_connections.or(lower.http_max_connections),
         }
     }
 
     /// Fills defaults and validates.
     pub fn resolve(self) -> Result<CpConfig, ConfigError> {
+        let http_limits = self.http_limits()?;
         let data_dir = self
             .data_dir
             .unwrap_or_else(|| PathBuf::from("./meshlink-data"));
@@ -236,6 +275,7 @@ impl ConfigOverrides {
             });
         }
         Ok(CpConfig {
+            http_limits,
             drain_timeout,
             instance: self.instance,
             leader_lease,
@@ -248,6 +288,45 @@ impl ConfigOverrides {
             xds_addr: self.xds_addr.unwrap_or(([0, 0, 0, 0], 5678).into()),
             grant_addr: self.grant_addr.unwrap_or(([0, 0, 0, 0], 9090).into()),
             advertised_host: self.advertised_host,
+        })
+    }
+}
+
+impl ConfigOverrides {
+    /// The HTTP ports' limits: defaults filled, zero refused.
+    fn http_limits(&self) -> Result<HttpLimits, ConfigError> {
+        let positive = |field: &'static str, given: Option<&str>, default: Duration| {
+            let d = duration(field, given, default)?;
+            if d.is_zero() {
+                return Err(ConfigError::Invalid {
+                    field,
+                    message: "0 would close every connection at once; give a duration such as 10s"
+                        .to_owned(),
+                });
+            }
+            Ok(d)
+        };
+        let max_connections = self
+            .http_max_connections
+            .unwrap_or(DEFAULT_HTTP_MAX_CONNECTIONS);
+        if max_connections == 0 {
+            return Err(ConfigError::Invalid {
+                field: "--http-max-connections",
+                message: "0 would refuse every connection; give at least 1".to_owned(),
+            });
+        }
+        Ok(HttpLimits {
+            header_read_timeout: positive(
+                "--http-header-read-timeout",
+                self.http_header_read_timeout.as_deref(),
+                DEFAULT_HTTP_HEADER_READ_TIMEOUT,
+            )?,
+            idle_timeout: positive(
+                "--http-idle-timeout",
+                self.http_idle_timeout.as_deref(),
+                DEFAULT_HTTP_IDLE_TIMEOUT,
+            )?,
+            max_connections,
         })
     }
 }
@@ -279,6 +358,55 @@ mod tests {
         assert_eq!(c.grant_addr.to_string(), "0.0.0.0:9090");
         assert_eq!(c.store, "sqlite://./meshlink-data/store.db");
         assert_eq!(c.drain_timeout, Duration::from_secs(10));
+        assert_eq!(
+            c.http_limits,
+            HttpLimits {
+                header_read_timeout: Duration::from_secs(10),
+                idle_timeout: Duration::from_secs(120),
+                max_connections: 4096,
+            }
+        );
+    }
+
+    #[test]
+    fn http_limits_are_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cp.yaml");
+        std::fs::write(
+            &f,
+            "httpHeaderReadTimeout: 2s\nhttpIdleTimeout: 1m\nhttpMaxConnections: 10\n",
+        )
+        .unwrap();
+        let c = ConfigOverrides::from_file(&f).unwrap().resolve().unwrap();
+        assert_eq!(c.http_limits.header_read_timeout, Duration::from_secs(2));
+        assert_eq!(c.http_limits.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.http_limits.max_connections, 10);
+        for (bad, field) in [
+            (
+                ConfigOverrides {
+                    http_header_read_timeout: Some("0s".into()),
+                    ..Default::default()
+                },
+                "--http-header-read-timeout",
+            ),
+            (
+                ConfigOverrides {
+                    http_idle_timeout: Some("later".into()),
+                    ..Default::default()
+                },
+                "--http-idle-timeout",
+            ),
+            (
+                ConfigOverrides {
+                    http_max_connections: Some(0),
+                    ..Default::default()
+                },
+                "--http-max-connections",
+            ),
+        ] {
+            let err = bad.resolve().unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod config;
 pub mod cp_tls;
 pub mod data_dir;
 pub mod grants;
+mod guarded_http;
 pub mod identity;
 pub mod ready_file;
 pub mod replicas;
@@ -286,8 +287,20 @@ impl ControlPlane {
             Ok(())
         });
 
-        let grant =
-            grants::start(config.grant_addr, &resources, &advertised, shutdown.clone()).await?;
+        let http_metrics = guarded_http::HttpConnMetrics::new(&registry);
+        let http_port = |name| guarded_http::Port {
+            name,
+            limits: config.http_limits,
+            metrics: http_metrics.clone(),
+        };
+        let grant = grants::start(
+            config.grant_addr,
+            &resources,
+            &advertised,
+            http_port("grant"),
+            shutdown.clone(),
+        )
+        .await?;
         let grant_addr = grant.addr;
         let renew_at = Arc::new(grant.renew_at);
         let sd = shutdown.clone();
@@ -334,13 +347,17 @@ impl ControlPlane {
             renew_at,
             incarnation: Arc::from(replica.incarnation.as_str()),
         };
-        let app = api::router(state);
-        let sd = shutdown.clone();
+        let app = hyper_util::service::TowerToHyperService::new(api::router(state));
+        let api_server = guarded_http::serve(
+            listener,
+            http_port("api"),
+            shutdown.clone(),
+            |tcp, _| std::future::ready(Some(tcp)),
+            app,
+        );
         tasks.spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { sd.wait().await })
-                .await
-                .map_err(|e| CpError::Serve(format!("REST API server failed: {e}")))
+            api_server.await;
+            Ok(())
         });
         tracing::info!(%api_addr, %xds_addr, %grant_addr, data_dir = %config.data_dir.display(), "control plane started");
         Ok(RunningControlPlane {

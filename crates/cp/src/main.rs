@@ -76,6 +76,19 @@ struct RunArgs {
     /// How long a Dataplane labelled meshlink.dev/lifecycle=ephemeral may stay offline before the leader deletes it [default: 72h].
     #[arg(long, env = "MESHLINK_CP_DATAPLANE_GC_GRACE", value_name = "DURATION")]
     dataplane_gc_grace: Option<String>,
+    /// Longest wait for a request header on the REST API and grant ports (from the accept, or the first byte of a later request) [default: 10s].
+    #[arg(
+        long,
+        env = "MESHLINK_CP_HTTP_HEADER_READ_TIMEOUT",
+        value_name = "DURATION"
+    )]
+    http_header_read_timeout: Option<String>,
+    /// Longest wait between requests on a kept-alive REST API or grant connection [default: 120s].
+    #[arg(long, env = "MESHLINK_CP_HTTP_IDLE_TIMEOUT", value_name = "DURATION")]
+    http_idle_timeout: Option<String>,
+    /// Most connections open at once on each of the REST API and grant ports [default: 4096].
+    #[arg(long, env = "MESHLINK_CP_HTTP_MAX_CONNECTIONS", value_name = "N")]
+    http_max_connections: Option<usize>,
     /// Once listening, write the bound addresses here as JSON ({"apiAddr", "xdsAddr"}), atomically; useful with port 0.
     #[arg(long, env = "MESHLINK_CP_READY_FILE")]
     ready_file: Option<PathBuf>,
@@ -84,6 +97,10 @@ struct RunArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     meshlink_runtime::init_tracing("info");
+    // One descriptor per REST, grant and xDS connection.
+    if let Err(e) = meshlink_runtime::raise_open_files_limit() {
+        tracing::warn!(error = %e, "keeping the open-files limit; connections beyond it will fail to be accepted");
+    }
     let Command::Run(args) = cli.command;
     let ready_file = args.ready_file.clone();
     let file = match &args.config {
@@ -109,6 +126,9 @@ fn main() -> ExitCode {
         instance: args.instance,
         leader_lease: args.leader_lease,
         dataplane_gc_grace: args.dataplane_gc_grace,
+        http_header_read_timeout: args.http_header_read_timeout,
+        http_idle_timeout: args.http_idle_timeout,
+        http_max_connections: args.http_max_connections,
     };
     let config = match flags.over(file).resolve() {
         Ok(c) => c,

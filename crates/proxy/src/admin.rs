@@ -109,7 +109,7 @@ async fn ready(State(state): State<AdminState>) -> Response {
     ready_response(missing(&state))
 }
 
-/// `/ready`: 200 `{"ready": true, "missing": []}`, or 503 with what is
+/// `/ready`: 200 `{"missing":[],"ready":true}`, or 503 with what is
 /// missing (sidecar and router mode).
 pub(crate) fn ready_response(missing: Vec<String>) -> Response {
     let status = if missing.is_empty() {

@@ -12,6 +12,7 @@ pub mod endpoints;
 pub mod failure;
 mod rotation;
 pub mod urls;
+pub mod wrong_port;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -224,10 +225,13 @@ impl CpTarget {
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true);
-        endpoint
-            .connect()
-            .await
-            .map_err(|e| connect_err(error_chain(&e), FailureKind::of_error(&e)))
+        endpoint.connect().await.map_err(|e| {
+            let mut reason = error_chain(&e);
+            if wrong_port::answered_in_plain_text(&e) {
+                reason = format!("{reason}; {}", wrong_port::hint(url.host()));
+            }
+            connect_err(reason, FailureKind::of_error(&e))
+        })
     }
 }
 

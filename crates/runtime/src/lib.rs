@@ -1,15 +1,17 @@
 //! Process plumbing shared by meshlink's binaries: shutdown signals,
-//! tracing set-up, the metrics registry, reconnect backoff and the data
-//! path's typed error ([`ProxyError`]).
+//! tracing set-up, the metrics registry, reconnect backoff, the open-files
+//! limit and the data path's typed error ([`ProxyError`]).
 //!
 //! It owns no business logic and must never spawn work of its own.
 
 pub mod backoff;
 pub mod counted;
+mod fd_limit;
 mod metrics;
 pub mod proxy_error;
 mod shutdown;
 
+pub use fd_limit::{open_files_limit, raise_open_files_limit};
 pub use metrics::MetricsRegistry;
 pub use proxy_error::{ErrorKind, ProxyError, Side, TlsFailure};
 pub use shutdown::{FORCED_EXIT_CODE, Shutdown, shutdown_signal};

@@ -125,3 +125,15 @@ fn wrong_token_is_refused() {
         out.stderr
     );
 }
+
+#[test]
+fn network_status_without_a_site_exits_2_saying_to_apply_one() {
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let out = cp.cli(&["network", "status"]);
+    assert_eq!(out.code, 2, "as cli.md says: {out:#?}");
+    assert!(
+        out.stderr
+            .contains("this control plane has no Site; apply one"),
+        "{out:#?}"
+    );
+}

@@ -4,14 +4,17 @@
 //! it the demo writes `--ready-file`, prints commands that work as typed
 //! (the CLI against its control plane, `network status`, a curl across the
 //! sites, deleting and re-applying the permission with loops that wait for
-//! the change), runs until SIGTERM, then stops every child and exits 0.
+//! the change), runs until SIGTERM, then stops every child and exits 0; in a
+//! terminal, Ctrl-C does the same (the children are not in the terminal's
+//! foreground process group, so they are stopped once, by the demo).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use meshlink_e2e::lines::{Lines, NoLine, stop_child};
+use meshlink_e2e::pty::PtyProcess;
 use meshlink_e2e::{bin_path, eventually};
 
 const BACKEND_BODY: &str = "hello from backend\n";
@@ -184,6 +187,50 @@ fn demo_runs_until_sigterm_and_then_stops_every_child() {
     }
 }
 
+#[test]
+fn ctrl_c_in_a_terminal_stops_the_demo_and_it_exits_0() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("demo");
+    let mut demo = PtyProcess::start(
+        &bin_path("meshlink"),
+        &[
+            "demo",
+            "--random-ports",
+            "--data-dir",
+            dir.to_str().unwrap(),
+        ],
+        &["MESHLINK_SERVER", "MESHLINK_TOKEN"],
+    );
+    demo.wait_line(|l| l.starts_with("ready: "), START);
+    // Ctrl-C as typed: the terminal sends SIGINT to its foreground process
+    // group. Only the demo may be in it; it then stops each child once.
+    demo.type_bytes(b"\x03");
+    let status = demo.wait_exit(START);
+    let out = demo.output();
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with("SIGINT received; stopping the demo")),
+        "{out}"
+    );
+    assert!(!out.contains("did not stop cleanly"), "{out}");
+    assert!(!out.contains("exited with"), "{out}");
+    for line in [
+        "stopped meshlink-proxy for web",
+        "stopped meshlink-proxy for backend",
+        "stopped meshlink-cp",
+        "meshlink demo stopped",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no {line:?}:\n{out}");
+    }
+    for pid in started_pids(&out) {
+        assert!(
+            !running(pid),
+            "process {pid} is still running after the demo exited"
+        );
+    }
+}
+
 /// Each child exited after SIGTERM (code 0 or by the signal), then the demo.
 fn assert_stopped_cleanly(demo: &mut Demo) {
     let out = demo.stdout();
@@ -203,12 +250,11 @@ fn assert_stopped_cleanly(demo: &mut Demo) {
 
 // === harness for a demo process ===
 
-/// A running `meshlink demo`; stdout lines arrive on a channel. On drop it
-/// gets SIGTERM (so it stops its children), then SIGKILL if it lingers.
+/// A running `meshlink demo`; stdout lines are read as they come. On drop
+/// it gets SIGTERM (so it stops its children), then SIGKILL if it lingers.
 struct Demo {
     child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
+    lines: Lines,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -224,16 +270,7 @@ impl Demo {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn meshlink demo");
-        let (tx, lines) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout piped");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = Lines::read(child.stdout.take().expect("stdout piped"));
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = child.stderr.take().expect("stderr piped");
         let sink = Arc::clone(&stderr);
@@ -251,7 +288,6 @@ impl Demo {
         Demo {
             child,
             lines,
-            seen: Vec::new(),
             stderr,
         }
     }
@@ -260,17 +296,9 @@ impl Demo {
         self.child.id()
     }
 
-    /// Takes every line printed so far without waiting.
-    fn drain(&mut self) {
-        while let Ok(l) = self.lines.try_recv() {
-            self.seen.push(l);
-        }
-    }
-
     /// Everything printed on stdout so far.
     fn stdout(&mut self) -> String {
-        self.drain();
-        self.seen.join("\n")
+        self.lines.text()
     }
 
     /// stdout and stderr, for failure messages.
@@ -283,26 +311,17 @@ impl Demo {
     /// Waits for a stdout line matching `pred`; panics if stdout closes
     /// (the demo exited) or after `timeout`.
     fn wait_line(&mut self, pred: impl Fn(&str) -> bool, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    self.seen.push(l.clone());
-                    if pred(&l) {
-                        return l;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    let status = self.child.wait().ok();
-                    panic!(
-                        "the demo exited ({status:?}) before the line:\n{}",
-                        self.report()
-                    );
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    panic!("no such line after {timeout:?}:\n{}", self.report())
-                }
+        match self.lines.wait_for(pred, timeout) {
+            Ok(line) => line,
+            Err(NoLine::Closed) => {
+                let status = self.child.wait().ok();
+                panic!(
+                    "the demo exited ({status:?}) before the line:\n{}",
+                    self.report()
+                );
+            }
+            Err(NoLine::Timeout) => {
+                panic!("no such line after {timeout:?}:\n{}", self.report())
             }
         }
     }
@@ -322,27 +341,14 @@ impl Demo {
             self.child.try_wait().expect("wait for the demo")
         });
         // Wait for the reader to see EOF so every line is collected.
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(10)) {
-            self.seen.push(l);
-        }
+        self.lines.finish();
         status.code()
     }
 }
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(self.pid().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        stop_child(&mut self.child);
     }
 }
 

@@ -52,6 +52,13 @@ fn the_seed_script_redeems_a_token_from_dmz_a_in_dmz_b() {
     let status = &grant["status"];
     let url = status["url"].as_str().expect("url");
     assert!(url.starts_with("https://127.0.0.2:"), "{url}");
+    // The code is shown to the admin, as Skupper shows it (resources.md):
+    // 24 letters and digits, not a placeholder.
+    let code = status["code"].as_str().expect("code");
+    assert!(
+        code.len() == 24 && code.chars().all(|c| c.is_ascii_alphanumeric()),
+        "{code}"
+    );
     // The token exactly as the script writes it.
     let token = format!(
         "apiVersion: skupper.io/v1alpha1\nkind: AccessToken\nmetadata:\n  name: token-dmz-a\nspec:\n  url: {}\n  code: {}\n  ca: {}\n",

@@ -4,7 +4,8 @@
 //! `Redeemed` and then for the Link to be `Operational`, showing progress.
 //!
 //! Talks to the REST API only. The token file holds a secret code, so it
-//! is written with mode 0600; the code is never printed.
+//! is written with mode 0600; this command does not print the code (the
+//! grant's status shows it to the admin, as Skupper's does).
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;

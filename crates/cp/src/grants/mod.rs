@@ -43,11 +43,12 @@ pub struct GrantParts {
 /// Binds `--grant-addr`, prepares the grant server's TLS (its CA from the
 /// store, created once; a serving certificate for the advertised host,
 /// `localhost`, `127.0.0.1`, `::1` and the hostname) and builds the site
-/// controller.
-pub async fn start(
+/// controller. `port` carries the limits against slow clients.
+pub(crate) async fn start(
     grant_addr: SocketAddr,
     resources: &ResourceService,
     advertised_host: &str,
+    port: crate::guarded_http::Port,
     shutdown: Shutdown,
 ) -> Result<GrantParts, CpError> {
     let (listener, addr) = crate::bind(grant_addr, "grant server", "--grant-addr").await?;
@@ -89,7 +90,7 @@ pub async fn start(
     tracing::info!(%addr, "grant server listening (HTTPS, TLS 1.3)");
     Ok(GrantParts {
         addr,
-        server: Box::pin(server::serve(listener, tls, redeemer, shutdown)),
+        server: Box::pin(server::serve(listener, tls, redeemer, port, shutdown)),
         controller,
         renew_at,
     })

@@ -7,8 +7,8 @@
 //! and the failure table's exact statuses and plain-text bodies. What a
 //! redemption does is [`super::redeem`]'s. A connection that fails the
 //! handshake or sends garbage is dropped and logged at debug: it never
-//! affects the listener or other connections. Every connection task lives
-//! in a `JoinSet` that ends with the shutdown.
+//! affects the listener or other connections. The connections, their
+//! limits against slow clients and the shutdown are [`crate::guarded_http`]'s.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -18,11 +18,11 @@ use std::time::Duration;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use meshlink_runtime::Shutdown;
-use tokio::net::TcpListener;
-use tokio::task::JoinSet;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
+
+use crate::guarded_http;
 
 use super::redeem::{RedeemError, Redeemer};
 
@@ -32,8 +32,6 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 const MAX_DRAIN_BYTES: usize = 16 * 1024 * 1024;
 /// Longest time spent discarding a refused body.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client may take to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Exact plain-text bodies of the failure table (Skupper's wording).
 pub mod bodies {
@@ -72,67 +70,33 @@ pub fn tls13_server_config(
     Ok(Arc::new(config))
 }
 
-/// Serves redemptions on `listener` until `shutdown`.
-pub async fn serve(
+/// Serves redemptions on `listener` until `shutdown`, with `port`'s limits
+/// against slow clients (the header-read timeout covers the handshake).
+pub(crate) async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     redeemer: Arc<Redeemer>,
+    port: guarded_http::Port,
     shutdown: Shutdown,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let mut conns = JoinSet::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            () = shutdown.wait() => break,
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "grant server: accept failed; continuing");
-                    continue;
-                }
-            },
-        };
+    let handshake = move |tcp: TcpStream, peer: SocketAddr| {
         let acceptor = acceptor.clone();
-        let redeemer = redeemer.clone();
-        let sd = shutdown.clone();
-        conns.spawn(async move {
-            tokio::select! {
-                () = sd.wait() => {}
-                () = connection(tcp, peer, acceptor, redeemer) => {}
-            }
-        });
-    }
-    conns.shutdown().await;
-}
-
-async fn connection(
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    acceptor: TlsAcceptor,
-    redeemer: Arc<Redeemer>,
-) {
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "grant server: TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "grant server: TLS handshake timed out");
-            return;
+        async move {
+            acceptor
+                .accept(tcp)
+                .await
+                .inspect_err(
+                    |e| tracing::debug!(%peer, error = %e, "grant server: TLS handshake failed"),
+                )
+                .ok()
         }
     };
     let service = hyper::service::service_fn(move |req| {
         let redeemer = redeemer.clone();
         async move { Ok::<_, Infallible>(handle(req, &redeemer).await) }
     });
-    if let Err(e) = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(tls), service)
-        .await
-    {
-        tracing::debug!(%peer, error = %e, "grant server: connection ended with an error");
-    }
+    guarded_http::serve(listener, port, shutdown, handshake, service).await;
 }
 
 /// Reads and discards what is left of a refused body (at most

@@ -78,10 +78,14 @@ pub(super) fn describe(status: ExitStatus) -> String {
 
 // === signals ===
 
-/// SIGTERM and SIGINT, installed before any child starts.
+/// SIGTERM, SIGINT and SIGHUP, installed before any child starts. The
+/// children run in their own process groups, so the terminal's signals
+/// (Ctrl-C, or SIGHUP when it closes) reach the demo alone, and it stops
+/// them.
 pub(super) struct Signals {
     term: Signal,
     int: Signal,
+    hup: Signal,
 }
 
 impl Signals {
@@ -91,6 +95,7 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate()).map_err(err)?,
             int: signal(SignalKind::interrupt()).map_err(err)?,
+            hup: signal(SignalKind::hangup()).map_err(err)?,
         })
     }
 
@@ -98,6 +103,7 @@ impl Signals {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
+            _ = self.hup.recv() => "SIGHUP",
         }
     }
 }
@@ -125,6 +131,10 @@ impl Demo {
             .stdout(out)
             .stderr(err)
             .kill_on_drop(true)
+            // Its own process group: Ctrl-C in the terminal signals the
+            // demo alone, which then stops each child once, in order (a
+            // second signal would cut a control plane's drain short).
+            .process_group(0)
             // The output goes to a log file: no colour escapes.
             .env("NO_COLOR", "1");
         // The demo passes every setting as a flag; stray MESHLINK_* variables
