@@ -1,6 +1,8 @@
 //! Issue 10 Acceptance 5, first half: `kill -9` the dialling site's
 //! router while flows run, then restart it. Link and Site status show the
-//! outage and then the recovery; flows resume once the link is back.
+//! outage and then the recovery, on both sides (the accepting site lists
+//! the link as incoming, down while the dialling router is dead, with the
+//! cause named); flows resume once the link is back.
 //! (The second half, the link's path cut in a network namespace, is
 //! `site_netns.rs`.)
 
@@ -38,6 +40,15 @@ fn network_links_up(site: &Site) -> usize {
         .unwrap_or(0)
 }
 
+/// The state of the incoming link from `peer` in `site`'s status.
+fn incoming_from(site: &Site, peer: &str) -> Option<String> {
+    site.site()["status"]["incomingLinks"]
+        .as_array()?
+        .iter()
+        .find(|l| l["remoteSiteName"] == peer)
+        .and_then(|l| l["status"].as_str().map(str::to_owned))
+}
+
 #[test]
 fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
     let mut a = Site::start("out-a", 2);
@@ -54,6 +65,17 @@ fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
     ));
     b.wait_listener_matched("web", DEADLINE);
     meshlink_e2e::eventually("a flow from B to A", DEADLINE, || name_via(&b, port));
+
+    // The accepting side sees the link too: incoming, from out-b, up.
+    meshlink_e2e::eventually("A lists the incoming link up", DEADLINE, || {
+        (incoming_from(&a, "out-b").as_deref() == Some("Operational")).then_some(())
+    });
+    let out = a.cp.cli(&["get", "links"]);
+    assert!(
+        out.stdout.contains("INCOMING (dialled by other sites)") && out.stdout.contains("out-b"),
+        "{}",
+        out.stdout
+    );
 
     b.router.as_mut().unwrap().kill9();
     meshlink_e2e::eventually("B's Link not operational", DEADLINE, || {
@@ -93,6 +115,18 @@ fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
         .unwrap_or_default()
         .to_owned();
     assert!(links.contains("Down") && links.contains("out-a"), "{links}");
+    // ... and goes down there when the dialling site dies.
+    meshlink_e2e::eventually("A lists the incoming link down", DEADLINE, || {
+        (incoming_from(&a, "out-b").as_deref() == Some("Down")).then_some(())
+    });
+    let out = a.cp.cli(&["get", "links"]);
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("out-b"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(row.contains("Down") && row.contains("no link from out-b since"), "{}", out.stdout);
     meshlink_e2e::eventually("A sees no operational link", DEADLINE, || {
         let site = a.site();
         (site["status"]["sitesInNetwork"] == 1 && network_links_up(&a) == 0).then_some(())
@@ -111,6 +145,9 @@ fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
     b.wait_link_operational(&link, DEADLINE);
     meshlink_e2e::eventually("A sees the link again", DEADLINE, || {
         (a.site()["status"]["sitesInNetwork"] == 2 && network_links_up(&a) > 0).then_some(())
+    });
+    meshlink_e2e::eventually("A lists the incoming link up again", DEADLINE, || {
+        (incoming_from(&a, "out-b").as_deref() == Some("Operational")).then_some(())
     });
     meshlink_e2e::eventually("B's Site Ready again", DEADLINE, || {
         (b.site()["status"]["status"] == "Ready").then_some(())

@@ -100,6 +100,7 @@ pub use service::{
     TagRequirement, TagSelector,
 };
 pub use site::{
+    IncomingLink,
     DEFAULT_ISSUER, EDGE_PORT, Endpoint, INTER_ROUTER_PORT, NetworkLink, NetworkService,
     NetworkSite, REQUIRE_ROUTER_IDENTITY_LABEL, RouterAccessSpec, RouterAccessStatus, RouterRole,
     RouterRoleName, SiteSpec, SiteStatus, requires_router_identity,

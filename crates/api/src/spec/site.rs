@@ -90,6 +90,29 @@ pub struct SiteStatus {
     /// the router's report; unset while it is not bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh_ingress: Option<String>,
+    /// Links other sites dialled into this one (a meshlink extension), one
+    /// per peer site: `Operational` while a link from it is up, `Down`
+    /// (kept, with since when) once it is gone or this site's router stops
+    /// reporting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incoming_links: Vec<IncomingLink>,
+}
+
+/// A link another site dialled into this one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IncomingLink {
+    /// The dialling site's name.
+    pub remote_site_name: String,
+    /// The dialling site's id, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_site_id: Option<String>,
+    /// The router's name for the connection (`<role>/<peer>#<n>`).
+    pub name: String,
+    /// `Operational` or `Down`, the words Links use.
+    pub status: String,
+    /// `OK`, or why it is down and since when.
+    pub message: String,
 }
 
 /// One endpoint in Site and RouterAccess status: where a role is reached.

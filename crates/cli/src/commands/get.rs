@@ -43,6 +43,9 @@ pub(crate) async fn run(
         let mut printer = ListPrinter::new(kind, output);
         for_each_page(client, kind, q, chunk_size, |items| printer.page(items)).await?;
         printer.finish();
+        if kind == Kind::Link && output == Output::Table && selector.is_none() {
+            super::network::print_incoming(client).await?;
+        }
         return Ok(());
     };
     let path = format!("/api/v1/{}/{}", kind.plural(), name);

@@ -147,6 +147,10 @@ fn render(site: &Value, links: &[Value]) -> String {
         ]);
     }
     out.push_str(&aligned(&rows));
+    if let Some(incoming) = incoming_links(site) {
+        out.push_str("\nLINKS (dialled by other sites)\n");
+        out.push_str(&incoming);
+    }
     out.push_str("\nSERVICES\n");
     let mut rows = vec![
         ["ROUTING KEY", "LISTENERS", "CONNECTORS"]
@@ -158,6 +162,39 @@ fn render(site: &Value, links: &[Value]) -> String {
     }
     out.push_str(&aligned(&rows));
     out
+}
+
+/// The Site's `incomingLinks` as a table (`REMOTE SITE`, `STATUS`,
+/// `NAME`, `MESSAGE`), or `None` when no site ever dialled this one.
+pub(crate) fn incoming_links(site: &Value) -> Option<String> {
+    let links = site["status"]["incomingLinks"].as_array()?;
+    if links.is_empty() {
+        return None;
+    }
+    let mut rows = vec![
+        ["REMOTE SITE", "STATUS", "NAME", "MESSAGE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for l in links {
+        rows.push(vec![
+            s(&l["remoteSiteName"]),
+            s(&l["status"]),
+            s(&l["name"]),
+            s(&l["message"]),
+        ]);
+    }
+    Some(aligned(&rows))
+}
+
+/// `get links` (a table of every Link): the links other sites dialled
+/// into this one, after the Links this site dials.
+pub(crate) async fn print_incoming(client: &ApiClient) -> Result<(), Failure> {
+    let sites = items(client, "sites").await?;
+    if let Some(table) = sites.first().and_then(incoming_links) {
+        print!("\nINCOMING (dialled by other sites)\n{table}");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -186,5 +223,19 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("db            east/db     west/pg"), "{out}");
+        assert!(!out.contains("dialled by other sites"), "{out}");
+    }
+
+    #[test]
+    fn incoming_links_are_listed_with_their_state() {
+        let site = json!({"metadata": {"name": "east"}, "status": {"incomingLinks": [
+            {"remoteSiteName": "west", "name": "inter-router/w#1", "status": "Down",
+             "message": "no link from west since T"}]}});
+        let out = render(&site, &[]);
+        assert!(out.contains("LINKS (dialled by other sites)"), "{out}");
+        assert!(
+            out.contains("west          Down     inter-router/w#1   no link from west since T"),
+            "{out}"
+        );
     }
 }

@@ -7,6 +7,7 @@
 pub(crate) mod bind_status;
 pub(crate) mod credentials;
 pub(crate) mod holder;
+pub(crate) mod incoming_links;
 pub(crate) mod link_status;
 pub(crate) mod multi_key_status;
 mod network_status;

@@ -198,8 +198,20 @@ async fn flush(
         let ingress =
             report.and_then(|r| dialable_ingress(&r.mesh_ingress_address, advertised_host));
         let bound = super::bind_status::site_bound(report);
+        let down = (running.status != ConditionStatus::True).then_some(running.message.as_str());
+        let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
         merge(resources, Kind::Site, None, site.name(), |r| {
+            let before = r
+                .status
+                .details
+                .as_site()
+                .map(|d| d.incoming_links.clone())
+                .unwrap_or_default();
+            let incoming = super::incoming_links::incoming_links(&before, report, down, &now);
             site_status(r, &network, &running, ingress.clone());
+            if let StatusDetails::Site(d) = &mut r.status.details {
+                d.incoming_links = incoming;
+            }
             if let Some(c) = &bound {
                 r.set_condition(c.clone());
             }

@@ -162,11 +162,7 @@ async fn session(target: &CpTarget, mut state: watch::Receiver<RouterState>) -> 
 /// The router's complete current view.
 pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
     let status = router.status().borrow().clone();
-    let links = status
-        .links
-        .iter()
-        .filter(|(_, l)| l.direction == Direction::Dialled)
-        .map(|(name, l)| {
+    let link_state = |(name, l): (&String, &meshlink_link::LinkStatus)| {
             let up = l.state == LinkState::Up;
             PbLinkState {
                 name: name.clone(),
@@ -182,8 +178,13 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
                         .unwrap_or_else(|| format!("{:?}", l.state).to_lowercase())
                 },
             }
-        })
-        .collect();
+    };
+    let (dialled, accepted): (Vec<_>, Vec<_>) = status
+        .links
+        .iter()
+        .partition(|(_, l)| l.direction == Direction::Dialled);
+    let links = dialled.into_iter().map(link_state).collect();
+    let accepted_links = accepted.into_iter().map(link_state).collect();
     let network = router
         .network_view()
         .sites
@@ -241,5 +242,6 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
         network,
         mesh_ingress_address,
         bind_failures,
+        accepted_links,
     }
 }
