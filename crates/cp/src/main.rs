@@ -76,6 +76,12 @@ struct RunArgs {
     /// How long a Dataplane labelled meshlink.dev/lifecycle=ephemeral may stay offline before the leader deletes it [default: 72h].
     #[arg(long, env = "MESHLINK_CP_DATAPLANE_GC_GRACE", value_name = "DURATION")]
     dataplane_gc_grace: Option<String>,
+    /// Change-feed history kept by count: the last N changes stay, whatever their age (0: by age only) [default: 10000].
+    #[arg(long, env = "MESHLINK_CP_FEED_RETAIN_REVISIONS", value_name = "N")]
+    feed_retain_revisions: Option<u64>,
+    /// Change-feed history kept by age; a watcher further behind than both bounds gets 410 Gone and lists again (0s: by count only) [default: 10m].
+    #[arg(long, env = "MESHLINK_CP_FEED_RETAIN_FOR", value_name = "DURATION")]
+    feed_retain_for: Option<String>,
     /// Once listening, write the bound addresses here as JSON ({"apiAddr", "xdsAddr"}), atomically; useful with port 0.
     #[arg(long, env = "MESHLINK_CP_READY_FILE")]
     ready_file: Option<PathBuf>,
@@ -109,6 +115,8 @@ fn main() -> ExitCode {
         instance: args.instance,
         leader_lease: args.leader_lease,
         dataplane_gc_grace: args.dataplane_gc_grace,
+        feed_retain_revisions: args.feed_retain_revisions,
+        feed_retain_for: args.feed_retain_for,
     };
     let config = match flags.over(file).resolve() {
         Ok(c) => c,
