@@ -228,10 +228,8 @@ impl ConfigOverrides {
                 ),
             });
         }
-        let feed_retention = feed_retention(
-            self.feed_retain_revisions,
-            self.feed_retain_for.as_deref(),
-        )?;
+        let feed_retention =
+            feed_retention(self.feed_retain_revisions, self.feed_retain_for.as_deref())?;
         let xds_stream_burst = self.xds_stream_burst.unwrap_or(DEFAULT_XDS_STREAM_BURST);
         if xds_stream_burst == 0 {
             return Err(ConfigError::Invalid {
@@ -283,9 +281,10 @@ fn feed_retention(
     if retention.revisions == 0 && retention.age.is_zero() {
         return Err(ConfigError::Invalid {
             field: "--feed-retain-revisions",
-            message: "0 together with --feed-retain-for 0s would compact changes a watcher a moment \
+            message:
+                "0 together with --feed-retain-for 0s would compact changes a watcher a moment \
                 behind still needs; keep some history by count or by age (defaults: 10000 and 10m)"
-                .to_owned(),
+                    .to_owned(),
         });
     }
     Ok(retention)

@@ -49,7 +49,8 @@ async fn a_watch_behind_the_window_gets_410_and_a_relist_carries_on() {
     )
     .await;
     for i in 0..30 {
-        cp.must_apply("dataplanes", &dp(&format!("dp-{i:02}"))).await;
+        cp.must_apply("dataplanes", &dp(&format!("dp-{i:02}")))
+            .await;
     }
     let (_, list) = cp.api("GET", "/api/v1/dataplanes", None).await;
     let listed: u64 = list["revision"].as_str().unwrap().parse().unwrap();

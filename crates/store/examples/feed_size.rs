@@ -116,7 +116,9 @@ async fn size(url: &str, pg: Option<&sqlx::PgPool>) -> (u64, Option<u64>) {
 #[tokio::main]
 async fn main() {
     let a = args();
-    let store = meshlink_store::open(&a.store).await.expect("open the store");
+    let store = meshlink_store::open(&a.store)
+        .await
+        .expect("open the store");
     let pg = if a.store.starts_with("postgres") {
         Some(sqlx::PgPool::connect(&a.store).await.expect("connect"))
     } else {
@@ -124,7 +126,14 @@ async fn main() {
     };
     let started = Instant::now();
     let setup: Vec<BatchWrite> = (0..a.proxies)
-        .map(|i| put("Dataplane", "default", format!("dp-{i}"), dataplane(i, true, 1)))
+        .map(|i| {
+            put(
+                "Dataplane",
+                "default",
+                format!("dp-{i}"),
+                dataplane(i, true, 1),
+            )
+        })
         .collect();
     for chunk in setup.chunks(1_000) {
         store.write_batch(chunk).await.unwrap();

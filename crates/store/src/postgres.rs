@@ -63,7 +63,8 @@ use crate::feed::{self, FetchPage, Wakeups};
 use crate::feed_exec::postgres_feed;
 use crate::schema::{self, ObjectRow, WriteOp};
 use crate::{
-    BatchWrite, Change, ChangeType, Compaction, ListPage, ListQuery, Object, ObjectKey, Store, StoreError,
+    BatchWrite, Change, ChangeType, Compaction, ListPage, ListQuery, Object, ObjectKey, Store,
+    StoreError,
 };
 
 /// The notification channel every write transaction notifies.
@@ -305,7 +306,9 @@ impl Store for PostgresStore {
         let inner = self.inner.clone();
         let fetch: FetchPage = Arc::new(move |after| {
             let inner = inner.clone();
-            Box::pin(async move { postgres_feed::changes_since(&inner.pool, after, feed::PAGE_SIZE).await })
+            Box::pin(async move {
+                postgres_feed::changes_since(&inner.pool, after, feed::PAGE_SIZE).await
+            })
         });
         feed::follow(after, fetch, &self.inner.wakeups, self.inner.fallback_poll)
     }

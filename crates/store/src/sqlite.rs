@@ -35,7 +35,9 @@ use crate::batch_exec::sqlite_batch;
 use crate::feed::{self, FetchPage, Wakeups};
 use crate::feed_exec::sqlite_feed;
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{BatchWrite, Change, Compaction, ListPage, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{
+    BatchWrite, Change, Compaction, ListPage, ListQuery, Object, ObjectKey, Store, StoreError,
+};
 
 /// The embedded default store: one SQLite file in WAL mode with full sync.
 #[derive(Clone)]
@@ -248,7 +250,9 @@ impl Store for SqliteStore {
         let inner = self.inner.clone();
         let fetch: FetchPage = Arc::new(move |after| {
             let inner = inner.clone();
-            Box::pin(async move { sqlite_feed::changes_since(&inner.readers, after, feed::PAGE_SIZE).await })
+            Box::pin(async move {
+                sqlite_feed::changes_since(&inner.readers, after, feed::PAGE_SIZE).await
+            })
         });
         feed::follow(
             after,

@@ -240,7 +240,10 @@ async fn concurrent_compactors_on_two_control_planes_never_open_a_silent_gap() {
     }
     while let Some(marks) = compactors.join_next().await {
         let marks = marks.unwrap();
-        assert!(marks.windows(2).all(|w| w[0] <= w[1]), "the mark fell: {marks:?}");
+        assert!(
+            marks.windows(2).all(|w| w[0] <= w[1]),
+            "the mark fell: {marks:?}"
+        );
     }
     let all = meshlink_store::ListQuery {
         kind: "Thing".into(),

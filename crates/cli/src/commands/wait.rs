@@ -184,7 +184,9 @@ pub(crate) async fn run(
             // Fell behind the change feed's window: list again and follow
             // on from there, as a Kubernetes client does.
             Err(ApiFailure::Status { status, .. }) if status == StatusCode::GONE => {
-                eprintln!("  the watch fell behind the control plane's change feed; listing {what} again");
+                eprintln!(
+                    "  the watch fell behind the control plane's change feed; listing {what} again"
+                );
                 (current, from) = list_target(client, kind, name, mesh).await?;
                 continue;
             }

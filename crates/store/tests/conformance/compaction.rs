@@ -33,7 +33,10 @@ async fn put_many(store: &dyn Store, prefix: &str, n: usize) {
 async fn feed_rows(store: &dyn Store) -> u64 {
     let compacted = store.compacted_revision().await.unwrap();
     let current = store.current_revision().await.unwrap();
-    let rows = store.changes_since(compacted, usize::MAX / 2).await.unwrap();
+    let rows = store
+        .changes_since(compacted, usize::MAX / 2)
+        .await
+        .unwrap();
     let revisions: Vec<u64> = rows.iter().map(|c| c.revision).collect();
     assert_eq!(
         revisions,
@@ -152,7 +155,10 @@ pub async fn a_watcher_behind_the_window_is_told_and_resyncs(h: &Harness) {
         }
         other => panic!("expected Compacted, got {other}"),
     }
-    assert!(lagging.next().await.is_none(), "the stream goes on after an error");
+    assert!(
+        lagging.next().await.is_none(),
+        "the stream goes on after an error"
+    );
 
     // The resync: the revision first, then the full list, then the watch.
     let from = meshlink_store::resync_revision(&*store, &error)
