@@ -142,11 +142,7 @@ async fn main() {
     let retention = Retention::default();
     let mut compactor = Compactor::new(retention);
     let ticks = a.hours * 3600 / TICK.as_secs();
-    let per_tick_storms = if a.storms == 0 {
-        u64::MAX
-    } else {
-        ticks / a.storms
-    };
+    let per_tick_storms = ticks.checked_div(a.storms).unwrap_or(u64::MAX);
     let compact_every = retention.interval().as_secs() / TICK.as_secs();
     let clock = Instant::now();
     let mut generation = 1;
@@ -199,10 +195,11 @@ async fn main() {
         {
             sqlx::raw_sql("VACUUM").execute(pool).await.unwrap();
         }
-        if a.compact && tick % compact_every == 0 {
-            if let Some(done) = compactor.tick(&*store, clock + t, true).await.unwrap() {
-                deleted += done.deleted;
-            }
+        if a.compact
+            && tick % compact_every == 0
+            && let Some(done) = compactor.tick(&*store, clock + t, true).await.unwrap()
+        {
+            deleted += done.deleted;
         }
         let current = store.current_revision().await.unwrap();
         let rows = current - store.compacted_revision().await.unwrap();
