@@ -45,6 +45,10 @@ pub struct ConfigOverrides {
     pub http_idle_timeout: Option<String>,
     /// Most connections open at once on each HTTP port.
     pub http_max_connections: Option<usize>,
+    /// Change-feed history kept by count (see [`CpConfig::feed_retention`]).
+    pub feed_retain_revisions: Option<u64>,
+    /// Change-feed history kept by age, e.g. `10m`.
+    pub feed_retain_for: Option<String>,
 }
 
 /// Default `--drain-timeout`.
@@ -121,6 +125,11 @@ pub struct CpConfig {
     pub dataplane_gc_grace: Duration,
     /// Limits of the REST API and grant ports against slow clients.
     pub http_limits: HttpLimits,
+    /// How much change-feed history the store keeps: the last
+    /// `--feed-retain-revisions` changes and those of the last
+    /// `--feed-retain-for`, whichever is more (default 10,000 and 10 min).
+    /// A watcher further behind gets 410 Gone and lists again.
+    pub feed_retention: meshlink_store::Retention,
 }
 
 /// Why the configuration cannot be used.
@@ -190,6 +199,8 @@ impl ConfigOverrides {
                 .or(lower.http_header_read_timeout),
             http_idle_timeout: self.http_idle_timeout.or(lower.http_idle_timeout),
             http_max_connections: self.http_max_connections.or(lower.http_max_connections),
+            feed_retain_revisions: self.feed_retain_revisions.or(lower.feed_retain_revisions),
+            feed_retain_for: self.feed_retain_for.or(lower.feed_retain_for),
         }
     }
 
@@ -256,6 +267,8 @@ impl ConfigOverrides {
                 ),
             });
         }
+        let feed_retention =
+            feed_retention(self.feed_retain_revisions, self.feed_retain_for.as_deref())?;
         let xds_stream_burst = self.xds_stream_burst.unwrap_or(DEFAULT_XDS_STREAM_BURST);
         if xds_stream_burst == 0 {
             return Err(ConfigError::Invalid {
@@ -280,6 +293,7 @@ impl ConfigOverrides {
             instance: self.instance,
             leader_lease,
             dataplane_gc_grace,
+            feed_retention,
             xds_stream_burst,
             xds_streams_per_second,
             data_dir,
@@ -329,6 +343,30 @@ impl ConfigOverrides {
             max_connections,
         })
     }
+}
+
+/// The change-feed window from `--feed-retain-revisions` and
+/// `--feed-retain-for`; both zero would let compaction delete changes a
+/// watcher a moment behind still needs.
+fn feed_retention(
+    revisions: Option<u64>,
+    age: Option<&str>,
+) -> Result<meshlink_store::Retention, ConfigError> {
+    use meshlink_store::Retention;
+    let retention = Retention {
+        revisions: revisions.unwrap_or(Retention::DEFAULT_REVISIONS),
+        age: duration("--feed-retain-for", age, Retention::DEFAULT_AGE)?,
+    };
+    if retention.revisions == 0 && retention.age.is_zero() {
+        return Err(ConfigError::Invalid {
+            field: "--feed-retain-revisions",
+            message:
+                "0 together with --feed-retain-for 0s would compact changes a watcher a moment \
+                behind still needs; keep some history by count or by age (defaults: 10000 and 10m)"
+                    .to_owned(),
+        });
+    }
+    Ok(retention)
 }
 
 /// Parses a duration setting, naming the flag when it is not one.
@@ -461,6 +499,38 @@ mod tests {
         std::fs::write(&f, "apiAdress: 127.0.0.1:7000\n").unwrap();
         let err = ConfigOverrides::from_file(&f).unwrap_err().to_string();
         assert!(err.contains("apiAdress"), "{err}");
+    }
+
+    #[test]
+    fn feed_retention_has_defaults_and_refuses_keeping_nothing() {
+        let c = ConfigOverrides::default().resolve().unwrap();
+        assert_eq!(c.feed_retention, meshlink_store::Retention::default());
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("cp.yaml");
+        std::fs::write(&f, "feedRetainRevisions: 500\nfeedRetainFor: 2m\n").unwrap();
+        let c = ConfigOverrides::from_file(&f).unwrap().resolve().unwrap();
+        assert_eq!(c.feed_retention.revisions, 500);
+        assert_eq!(c.feed_retention.age, Duration::from_secs(120));
+        let err = ConfigOverrides {
+            feed_retain_revisions: Some(0),
+            feed_retain_for: Some("0s".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("--feed-retain-revisions") && err.contains("keep some history"),
+            "{err}"
+        );
+        let err = ConfigOverrides {
+            feed_retain_for: Some("ten minutes".into()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--feed-retain-for"), "{err}");
     }
 
     #[test]

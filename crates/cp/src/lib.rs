@@ -23,6 +23,7 @@ mod coalesced_writes;
 pub mod config;
 pub mod cp_tls;
 pub mod data_dir;
+mod feed_compaction;
 pub mod grants;
 mod guarded_http;
 pub mod identity;
@@ -195,6 +196,17 @@ impl ControlPlane {
         let sd = shutdown.clone();
         tasks.spawn(async move {
             election.run(sd).await;
+            Ok(())
+        });
+        let (s, l, r, sd) = (
+            store.clone(),
+            leadership.clone(),
+            registry.clone(),
+            shutdown.clone(),
+        );
+        let retention = config.feed_retention;
+        tasks.spawn(async move {
+            feed_compaction::run(s, retention, l, &r, sd).await;
             Ok(())
         });
         // One wall clock for every certificate time (hub SDS and Certify).
@@ -589,6 +601,12 @@ async fn follow_revisions(
                     }
                     Some(Err(e)) => {
                         tracing::warn!(error = %e, "change feed interrupted; resuming");
+                        if let Some(from) = meshlink_store::resync_revision(store.as_ref(), &e).await {
+                            // Fell behind the feed's window: the reload
+                            // below is the full list; go on after it.
+                            after = from;
+                            tx.send_replace(after);
+                        }
                         break;
                     }
                     None => break,

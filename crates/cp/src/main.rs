@@ -89,6 +89,12 @@ struct RunArgs {
     /// Most connections open at once on each of the REST API and grant ports [default: 4096].
     #[arg(long, env = "MESHLINK_CP_HTTP_MAX_CONNECTIONS", value_name = "N")]
     http_max_connections: Option<usize>,
+    /// Change-feed history kept by count: the last N changes stay, whatever their age (0: by age only) [default: 10000].
+    #[arg(long, env = "MESHLINK_CP_FEED_RETAIN_REVISIONS", value_name = "N")]
+    feed_retain_revisions: Option<u64>,
+    /// Change-feed history kept by age; a watcher further behind than both bounds gets 410 Gone and lists again (0s: by count only) [default: 10m].
+    #[arg(long, env = "MESHLINK_CP_FEED_RETAIN_FOR", value_name = "DURATION")]
+    feed_retain_for: Option<String>,
     /// Once listening, write the bound addresses here as JSON ({"apiAddr", "xdsAddr"}), atomically; useful with port 0.
     #[arg(long, env = "MESHLINK_CP_READY_FILE")]
     ready_file: Option<PathBuf>,
@@ -129,6 +135,8 @@ fn main() -> ExitCode {
         http_header_read_timeout: args.http_header_read_timeout,
         http_idle_timeout: args.http_idle_timeout,
         http_max_connections: args.http_max_connections,
+        feed_retain_revisions: args.feed_retain_revisions,
+        feed_retain_for: args.feed_retain_for,
     };
     let config = match flags.over(file).resolve() {
         Ok(c) => c,

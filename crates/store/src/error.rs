@@ -21,6 +21,21 @@ pub enum StoreError {
         /// The revision in the store.
         actual: u64,
     },
+    /// The change feed no longer holds every change after `requested`:
+    /// compaction deleted some of them ([`crate::Store::compact`]). The
+    /// watcher must read the current state again (a full list) and watch
+    /// from that list's revision, as a Kubernetes client does on
+    /// `410 Gone`.
+    #[error(
+        "changes after revision {requested} were compacted: the change feed keeps revisions from {oldest} on; list again and watch from the list's revision"
+    )]
+    Compacted {
+        /// The revision the watcher asked to resume after.
+        requested: u64,
+        /// The oldest revision the feed may still hold (the compacted
+        /// revision plus one); resuming after `oldest - 1` or later works.
+        oldest: u64,
+    },
     /// The store URL or its options are invalid.
     #[error("invalid store configuration: {0}")]
     Config(String),

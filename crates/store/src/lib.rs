@@ -5,8 +5,11 @@
 //! object's `revision` is the revision of its last write (its
 //! `resourceVersion`). The change feed replays every write after a given
 //! revision, in order, exactly once, and survives restarts. The feed keeps
-//! every write (no compaction yet), so a watcher can resume from any
-//! revision.
+//! a bounded window of history: [`Store::compact`] deletes the changes up
+//! to a revision (the current objects are never touched), and a watcher
+//! that asks for changes compaction deleted gets [`StoreError::Compacted`]
+//! and must list again, as a Kubernetes client does on `410 Gone`.
+//! [`Retention`] and [`Compactor`] decide how much history to keep.
 //!
 //! The store knows nothing of resource semantics: bodies are JSON. It must
 //! never acknowledge a write that is not durable.
@@ -17,13 +20,16 @@ use futures::stream::BoxStream;
 
 mod batch;
 mod batch_exec;
+mod compactor;
 mod error;
 mod feed;
+mod feed_exec;
 mod page;
 mod schema;
 mod selector;
 
 pub use batch::BatchWrite;
+pub use compactor::{Compactor, Retention, resync_revision};
 pub use error::StoreError;
 pub use page::{ListCursor, ListPage};
 pub use selector::{LabelSelector, SelectorError};
@@ -98,6 +104,17 @@ pub struct Change {
     pub object: Object,
 }
 
+/// What one [`Store::compact`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compaction {
+    /// The feed's compacted revision afterwards: every change up to it is
+    /// gone, and watching from an earlier revision fails with
+    /// [`StoreError::Compacted`].
+    pub revision: u64,
+    /// Changes this call deleted.
+    pub deleted: u64,
+}
+
 /// A list query: one kind, optionally one mesh and a label selector, and
 /// optionally one page of the result (keyset paging, see [`Store::list_page`]).
 #[derive(Debug, Clone, Default)]
@@ -157,14 +174,30 @@ pub trait Store: Send + Sync + 'static {
     /// The highest revision written so far (0 for an empty store).
     async fn current_revision(&self) -> Result<u64, StoreError>;
 
-    /// Changes with revision greater than `after`, oldest first, at most `limit`.
+    /// Changes with revision greater than `after`, oldest first, at most
+    /// `limit`. Fails with [`StoreError::Compacted`] when `after` is older
+    /// than the feed keeps ([`Store::compacted_revision`]).
     async fn changes_since(&self, after: u64, limit: usize) -> Result<Vec<Change>, StoreError>;
 
     /// A never-ending stream of every change with revision greater than
     /// `after`, in revision order, each exactly once. It first replays
     /// history, then follows new writes (including other processes' writes,
-    /// for PostgreSQL). An error item means the stream cannot continue.
+    /// for PostgreSQL). An error item means the stream cannot continue;
+    /// [`StoreError::Compacted`] means the watcher fell behind the feed's
+    /// window and must list again (see [`resync_revision`]).
     fn watch(&self, after: u64) -> BoxStream<'static, Result<Change, StoreError>>;
+
+    /// Deletes the change feed's history up to and including `revision`
+    /// (clamped to the committed revision), leaving every object as it is.
+    /// Idempotent and safe to run from several processes at once; the
+    /// compacted revision only ever rises. See `feed_exec` for why a
+    /// watcher can never miss a change silently because of it.
+    async fn compact(&self, revision: u64) -> Result<Compaction, StoreError>;
+
+    /// The feed's compacted revision: changes up to it may be gone (0 when
+    /// nothing was compacted). The oldest revision a watcher can resume
+    /// after is this one.
+    async fn compacted_revision(&self) -> Result<u64, StoreError>;
 
     /// A short backend name for logs and metrics: `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;

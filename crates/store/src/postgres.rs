@@ -36,7 +36,19 @@
 //! poll ([`PostgresOptions::fallback_poll`]) catches up; it is a safety net,
 //! not the mechanism.
 //!
-//! The change feed keeps every write forever (no compaction yet).
+//! # Compaction
+//!
+//! [`Store::compact`] deletes the feed's history up to a revision, never
+//! past the counter's committed value, so it cannot touch a revision that a
+//! writer holds the lock for or open a hole the order above relies on. It
+//! marks `feed_compaction` (its own row, not the counter's: compaction
+//! never blocks writers on it) before deleting, in chunks, and a reader
+//! checks that mark after its rows (see `feed_exec`), so a watcher behind
+//! the window gets [`StoreError::Compacted`], never a silent gap. Several
+//! control planes may compact at once: the deletes are idempotent and the
+//! mark only rises (the control plane lets only its leader compact anyway).
+//! A compaction that deleted rows ends with a plain `VACUUM` of `changes`,
+//! so the table's size follows the window rather than autovacuum's pace.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,9 +60,11 @@ use tokio::task::JoinHandle;
 
 use crate::batch_exec::postgres_batch;
 use crate::feed::{self, FetchPage, Wakeups};
+use crate::feed_exec::postgres_feed;
 use crate::schema::{self, ObjectRow, WriteOp};
 use crate::{
-    BatchWrite, Change, ChangeType, ListPage, ListQuery, Object, ObjectKey, Store, StoreError,
+    BatchWrite, Change, ChangeType, Compaction, ListPage, ListQuery, Object, ObjectKey, Store,
+    StoreError,
 };
 
 /// The notification channel every write transaction notifies.
@@ -285,16 +299,36 @@ impl Store for PostgresStore {
     }
 
     async fn changes_since(&self, after: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
-        changes_since(&self.inner.pool, after, limit).await
+        postgres_feed::changes_since(&self.inner.pool, after, limit).await
     }
 
     fn watch(&self, after: u64) -> BoxStream<'static, Result<Change, StoreError>> {
         let inner = self.inner.clone();
         let fetch: FetchPage = Arc::new(move |after| {
             let inner = inner.clone();
-            Box::pin(async move { changes_since(&inner.pool, after, feed::PAGE_SIZE).await })
+            Box::pin(async move {
+                postgres_feed::changes_since(&inner.pool, after, feed::PAGE_SIZE).await
+            })
         });
         feed::follow(after, fetch, &self.inner.wakeups, self.inner.fallback_poll)
+    }
+
+    async fn compact(&self, revision: u64) -> Result<Compaction, StoreError> {
+        let done = postgres_feed::compact(&self.inner.pool, revision).await?;
+        if done.deleted > 0 {
+            // Makes the deleted rows' space reusable now instead of at
+            // autovacuum's next pass, so the table stays the window's size
+            // however fast the feed turns over. Plain VACUUM: no exclusive
+            // lock; skipped if another compactor is vacuuming.
+            sqlx::raw_sql("VACUUM (SKIP_LOCKED) changes")
+                .execute(&self.inner.pool)
+                .await?;
+        }
+        Ok(done)
+    }
+
+    async fn compacted_revision(&self) -> Result<u64, StoreError> {
+        postgres_feed::compacted_revision(&self.inner.pool).await
     }
 
     fn backend(&self) -> &'static str {
@@ -335,15 +369,4 @@ impl Store for PostgresStore {
     async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
         crate::page::keyset_page!(&self.inner.pool, query)
     }
-}
-
-async fn changes_since(pool: &PgPool, after: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
-    let rows: Vec<schema::ChangeRow> = sqlx::query_as(schema::CHANGES_SINCE)
-        .bind(schema::to_i64(after))
-        .bind(schema::to_i64(limit as u64))
-        .fetch_all(pool)
-        .await?;
-    rows.into_iter()
-        .map(schema::ChangeRow::into_change)
-        .collect()
 }

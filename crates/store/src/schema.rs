@@ -57,6 +57,18 @@ pub(crate) const INSERT_CHANGE: &str = "INSERT INTO changes \
 pub(crate) const CHANGES_SINCE: &str = "SELECT revision, change_type, kind, mesh, name, labels, body, \
      create_revision FROM changes WHERE revision > $1 ORDER BY revision LIMIT $2";
 
+/// The feed's compacted revision: changes up to it may have been deleted.
+pub(crate) const COMPACTED_REVISION: &str = "SELECT revision FROM feed_compaction WHERE id = 1";
+
+/// Raises the compacted revision to `$1`; never lowers it (concurrent
+/// compactors leave the highest mark).
+pub(crate) const MARK_COMPACTED: &str =
+    "UPDATE feed_compaction SET revision = $1 WHERE id = 1 AND revision < $1";
+
+/// Deletes at most `$2` changes with revision at most `$1`, oldest first.
+pub(crate) const DELETE_COMPACTED: &str = "DELETE FROM changes WHERE revision IN \
+     (SELECT revision FROM changes WHERE revision <= $1 ORDER BY revision LIMIT $2)";
+
 /// An `objects` row.
 #[derive(sqlx::FromRow, Clone)]
 pub(crate) struct ObjectRow {

@@ -16,7 +16,10 @@
 //!   change feed never has a visible gap.
 //!
 //! One process should own the file; several control planes need PostgreSQL.
-//! The change feed keeps every write forever (no compaction yet).
+//! The change feed keeps what [`Store::compact`] leaves: the history above
+//! the compacted revision (see `feed_exec`). Deleted pages are reused by
+//! later writes, so the file stops growing once the window is full (it does
+//! not shrink without `VACUUM`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,8 +33,11 @@ use sqlx::sqlite::{
 
 use crate::batch_exec::sqlite_batch;
 use crate::feed::{self, FetchPage, Wakeups};
+use crate::feed_exec::sqlite_feed;
 use crate::schema::{self, ObjectRow, WriteOp};
-use crate::{BatchWrite, Change, ListPage, ListQuery, Object, ObjectKey, Store, StoreError};
+use crate::{
+    BatchWrite, Change, Compaction, ListPage, ListQuery, Object, ObjectKey, Store, StoreError,
+};
 
 /// The embedded default store: one SQLite file in WAL mode with full sync.
 #[derive(Clone)]
@@ -237,14 +243,16 @@ impl Store for SqliteStore {
     }
 
     async fn changes_since(&self, after: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
-        changes_since(&self.inner.readers, after, limit).await
+        sqlite_feed::changes_since(&self.inner.readers, after, limit).await
     }
 
     fn watch(&self, after: u64) -> BoxStream<'static, Result<Change, StoreError>> {
         let inner = self.inner.clone();
         let fetch: FetchPage = Arc::new(move |after| {
             let inner = inner.clone();
-            Box::pin(async move { changes_since(&inner.readers, after, feed::PAGE_SIZE).await })
+            Box::pin(async move {
+                sqlite_feed::changes_since(&inner.readers, after, feed::PAGE_SIZE).await
+            })
         });
         feed::follow(
             after,
@@ -252,6 +260,14 @@ impl Store for SqliteStore {
             &self.inner.wakeups,
             feed::DEFAULT_FALLBACK_POLL,
         )
+    }
+
+    async fn compact(&self, revision: u64) -> Result<Compaction, StoreError> {
+        sqlite_feed::compact(&self.inner.writer, revision).await
+    }
+
+    async fn compacted_revision(&self) -> Result<u64, StoreError> {
+        sqlite_feed::compacted_revision(&self.inner.readers).await
     }
 
     fn backend(&self) -> &'static str {
@@ -283,19 +299,4 @@ impl Store for SqliteStore {
     async fn list_page(&self, query: &ListQuery) -> Result<ListPage, StoreError> {
         crate::page::keyset_page!(&self.inner.readers, query)
     }
-}
-
-async fn changes_since(
-    pool: &SqlitePool,
-    after: u64,
-    limit: usize,
-) -> Result<Vec<Change>, StoreError> {
-    let rows: Vec<schema::ChangeRow> = sqlx::query_as(schema::CHANGES_SINCE)
-        .bind(schema::to_i64(after))
-        .bind(schema::to_i64(limit as u64))
-        .fetch_all(pool)
-        .await?;
-    rows.into_iter()
-        .map(schema::ChangeRow::into_change)
-        .collect()
 }

@@ -1,16 +1,17 @@
 //! `meshlink wait KIND/NAME --for condition=TYPE[=STATUS] [--timeout 60s]`.
 //!
 //! Follows the watch API (no polling loop) and prints progress to stderr
-//! whenever the observed condition changes.
+//! whenever the observed condition changes. A watch that fell behind the
+//! control plane's change feed (410 Gone) lists again and goes on.
 
 use std::time::Duration;
 
 use meshlink_api::Kind;
-use reqwest::Method;
+use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use super::apply::display_name;
-use crate::client::{ApiClient, scope_query};
+use crate::client::{ApiClient, ApiFailure, scope_query};
 use crate::failure::Failure;
 
 /// What to wait for.
@@ -101,6 +102,31 @@ fn is_target(r: &Value, name: &str, mesh: Option<&str>) -> bool {
     r["metadata"]["name"] == name && mesh.is_none_or(|m| r["metadata"]["mesh"] == m)
 }
 
+/// Lists `kind` and picks the target out: its current state and the
+/// revision to watch from, so no change after the read can be missed.
+async fn list_target(
+    client: &ApiClient,
+    kind: Kind,
+    name: &str,
+    mesh: Option<&str>,
+) -> Result<(Option<Value>, String), Failure> {
+    let list = client
+        .call(
+            Method::GET,
+            &format!("/api/v1/{}", kind.plural()),
+            &scope_query(kind, mesh),
+            None,
+            Duration::from_secs(60),
+        )
+        .await
+        .map_err(|e| e.into_failure())?;
+    let current = list["items"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| is_target(r, name, mesh)).cloned());
+    let from = list["revision"].as_str().unwrap_or("0").to_string();
+    Ok((current, from))
+}
+
 /// Runs `wait`.
 pub(crate) async fn run(
     client: &ApiClient,
@@ -113,22 +139,7 @@ pub(crate) async fn run(
     let mesh = mesh.filter(|_| kind.allows_mesh());
     let what = display_name(kind, name, mesh);
     let deadline = tokio::time::Instant::now() + timeout;
-    // The list gives the current state and the revision to follow from, so
-    // no change between the read and the watch can be missed.
-    let list = client
-        .call(
-            Method::GET,
-            &format!("/api/v1/{}", kind.plural()),
-            &scope_query(kind, mesh),
-            None,
-            Duration::from_secs(60),
-        )
-        .await
-        .map_err(|e| e.into_failure())?;
-    let mut current: Option<Value> = list["items"]
-        .as_array()
-        .and_then(|a| a.iter().find(|r| is_target(r, name, mesh)).cloned());
-    let mut from = list["revision"].as_str().unwrap_or("0").to_string();
+    let (mut current, mut from) = list_target(client, kind, name, mesh).await?;
     let mut last_said = observed(current.as_ref(), &w.condition);
     eprintln!(
         "waiting up to {} for {what} condition {}={} (now: {last_said})",
@@ -159,7 +170,7 @@ pub(crate) async fn run(
         if let Some(m) = mesh {
             q.push(("mesh", m.to_string()));
         }
-        let resp = client
+        let resp = match client
             .call(
                 Method::GET,
                 "/api/v1/watch",
@@ -168,7 +179,19 @@ pub(crate) async fn run(
                 poll + Duration::from_secs(10),
             )
             .await
-            .map_err(|e| e.into_failure())?;
+        {
+            Ok(resp) => resp,
+            // Fell behind the change feed's window: list again and follow
+            // on from there, as a Kubernetes client does.
+            Err(ApiFailure::Status { status, .. }) if status == StatusCode::GONE => {
+                eprintln!(
+                    "  the watch fell behind the control plane's change feed; listing {what} again"
+                );
+                (current, from) = list_target(client, kind, name, mesh).await?;
+                continue;
+            }
+            Err(e) => return Err(e.into_failure()),
+        };
         for ev in resp["events"].as_array().into_iter().flatten() {
             if is_target(&ev["resource"], name, mesh) {
                 current = if ev["type"] == "Deleted" {

@@ -175,7 +175,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
 /// Follows the store's change feed from revision `after` and feeds the
 /// changed objects to the hub. Writes by other control planes sharing a
 /// PostgreSQL store arrive here too. After a gap (the feed failed or
-/// ended) the hub re-lists every mesh it caches.
+/// ended, or compaction left this follower behind its window) the hub
+/// re-lists every mesh it caches.
 pub(crate) async fn follow_changes(
     store: Arc<dyn Store>,
     mut after: u64,
@@ -194,6 +195,11 @@ pub(crate) async fn follow_changes(
                     }
                     Some(Err(e)) => {
                         tracing::warn!(error = %e, "xDS change feed interrupted; resuming and re-listing");
+                        // Behind the feed's window: the re-list below is
+                        // the full resync; follow on after it.
+                        if let Some(from) = meshlink_store::resync_revision(store.as_ref(), &e).await {
+                            after = from;
+                        }
                         break;
                     }
                     None => break,

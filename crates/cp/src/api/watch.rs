@@ -5,6 +5,12 @@
 //! timeout. The response's `revision` is where the next poll resumes, so a
 //! client sees each change exactly once, in order, even across control-plane
 //! restarts (revisions are durable).
+//!
+//! The feed keeps a bounded window (`--feed-retain-revisions`,
+//! `--feed-retain-for`). A `from` older than the window gets `410 Gone`
+//! (reason `Expired`, as the Kubernetes API answers), naming the oldest
+//! revision kept and the fix: list again and watch from the list's
+//! `revision`.
 
 use std::time::Duration;
 
@@ -12,11 +18,13 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use meshlink_api::Kind;
+use meshlink_store::StoreError;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::resources::kind_of;
 use super::{ApiError, ApiState};
+use crate::resources::ResourceError;
 
 /// Most events in one response.
 const PAGE: usize = 500;
@@ -56,7 +64,11 @@ pub(super) async fn watch(
         // Mark the current value seen before reading, so a write landing
         // after the read wakes us instead of being missed.
         revision.borrow_and_update();
-        let (events, last) = st.resources.events_since(from, PAGE).await?;
+        let (events, last) = st
+            .resources
+            .events_since(from, PAGE)
+            .await
+            .map_err(expired)?;
         let events: Vec<_> = events
             .into_iter()
             .filter(|e| kind.is_none_or(|k| e.resource.kind() == k))
@@ -94,5 +106,21 @@ pub(super) async fn watch(
                 return Ok(Json(json!({ "events": [], "revision": from.to_string() })));
             }
         }
+    }
+}
+
+/// A watch from before the feed's window is 410 Gone, with the fix.
+fn expired(e: ResourceError) -> ApiError {
+    match e {
+        ResourceError::Store(StoreError::Compacted { requested, oldest }) => ApiError::new(
+            axum::http::StatusCode::GONE,
+            "Expired",
+            format!(
+                "from={requested} is older than the change feed keeps: the oldest revision kept is \
+                 {oldest} (see --feed-retain-revisions and --feed-retain-for); list the resources \
+                 again (GET /api/v1/<kind>) and watch from the list's revision"
+            ),
+        ),
+        e => e.into(),
     }
 }

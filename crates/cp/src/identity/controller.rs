@@ -155,6 +155,11 @@ impl Controller {
                         }
                         Some(Err(e)) => {
                             tracing::warn!(error = %e, "mesh CA controller: change feed interrupted; resuming");
+                            if let Some(from) = meshlink_store::resync_revision(self.store.as_ref(), &e).await {
+                                // Behind the feed's window: read it all again.
+                                after = from;
+                                self.resync().await;
+                            }
                             break;
                         }
                         None => break,
@@ -200,6 +205,27 @@ impl Controller {
                 }
             }
         }
+    }
+
+    /// After falling behind the change feed's window (it was compacted):
+    /// forgets the meshes deleted meanwhile, re-reads the issuance records
+    /// and reconciles every mesh, as at start.
+    async fn resync(&mut self) {
+        if let Ok(ms) = self.resources.list(Kind::Mesh, None, None).await {
+            let live: std::collections::HashSet<&str> = ms.iter().map(|m| m.name()).collect();
+            let gone: Vec<String> = self
+                .meshes
+                .keys()
+                .filter(|m| !live.contains(m.as_str()))
+                .cloned()
+                .collect();
+            for m in gone {
+                self.tracker.remove_mesh(&m);
+                self.meshes.remove(&m);
+            }
+        }
+        self.seed().await;
+        self.reconcile_all().await;
     }
 
     async fn reconcile_all(&mut self) {

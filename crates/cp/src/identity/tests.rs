@@ -93,6 +93,12 @@ impl Store for Counting {
     fn watch(&self, after: u64) -> BoxStream<'static, Result<Change, StoreError>> {
         self.inner.watch(after)
     }
+    async fn compact(&self, revision: u64) -> Result<meshlink_store::Compaction, StoreError> {
+        self.inner.compact(revision).await
+    }
+    async fn compacted_revision(&self) -> Result<u64, StoreError> {
+        self.inner.compacted_revision().await
+    }
     fn backend(&self) -> &'static str {
         "sqlite"
     }

@@ -121,6 +121,11 @@ impl SiteController {
                     }
                     Some(Err(e)) => {
                         tracing::warn!(error = %e, "site controller: change feed interrupted; resuming");
+                        // Behind the feed's window: the reconcile (a full
+                        // read) is the resync; follow on after it.
+                        if let Some(from) = meshlink_store::resync_revision(store.as_ref(), &e).await {
+                            after = from;
+                        }
                         feed = store.watch(after);
                         dirty = true;
                     }

@@ -203,6 +203,12 @@ pub async fn run(parts: StatusParts, inbox: StatusInbox, shutdown: Shutdown) {
                 }
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "status: change feed interrupted; resuming");
+                    if let Some(from) = meshlink_store::resync_revision(st.resources.store().as_ref(), &e).await {
+                        match st.resync().await {
+                            Ok(()) => after = from,
+                            Err(e) => tracing::warn!(error = %e, "status: cannot re-read the store after falling behind the change feed; retrying"),
+                        }
+                    }
                     feed = st.resources.store().watch(after);
                 }
                 None => feed = st.resources.store().watch(after),
@@ -278,6 +284,21 @@ impl State {
         for r in self.resources.list(Kind::MeshService, None, None).await? {
             self.mesh_services
                 .mesh_service_seen(r.mesh().unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// After this task fell behind the change feed's window (it was
+    /// compacted): reads everything again, and has the next flush re-read
+    /// every proxy's stored status (one deleted meanwhile is forgotten
+    /// then, as after any write that finds it gone).
+    async fn resync(&mut self) -> Result<(), ResourceError> {
+        self.meshes.clear();
+        self.mtps.clear();
+        self.load().await?;
+        for p in self.proxies.values_mut() {
+            p.dirty = true;
+            p.written = None;
         }
         Ok(())
     }

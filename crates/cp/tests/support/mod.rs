@@ -42,17 +42,24 @@ pub struct TestCp {
 impl TestCp {
     /// Starts a control plane with every listener on `127.0.0.1:0`.
     pub async fn start() -> TestCp {
+        Self::start_with(ConfigOverrides::default()).await
+    }
+
+    /// Starts a control plane with `settings` over the test defaults
+    /// (every listener on `127.0.0.1:0`, a temporary data dir).
+    pub async fn start_with(settings: ConfigOverrides) -> TestCp {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = ConfigOverrides {
-            data_dir: Some(dir.path().join("data")),
-            api_addr: Some("127.0.0.1:0".parse().expect("addr")),
-            xds_addr: Some("127.0.0.1:0".parse().expect("addr")),
-            grant_addr: Some("127.0.0.1:0".parse().expect("addr")),
-            advertised_host: Some("127.0.0.1".into()),
-            ..Default::default()
-        }
-        .resolve()
-        .expect("valid config");
+        let config = settings
+            .over(ConfigOverrides {
+                data_dir: Some(dir.path().join("data")),
+                api_addr: Some("127.0.0.1:0".parse().expect("addr")),
+                xds_addr: Some("127.0.0.1:0".parse().expect("addr")),
+                grant_addr: Some("127.0.0.1:0".parse().expect("addr")),
+                advertised_host: Some("127.0.0.1".into()),
+                ..Default::default()
+            })
+            .resolve()
+            .expect("valid config");
         let cp = ControlPlane::start(config)
             .await
             .expect("control plane starts");

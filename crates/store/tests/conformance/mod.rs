@@ -18,6 +18,7 @@ use futures::stream::BoxStream;
 use meshlink_store::{Change, ChangeType, ObjectKey, Store, StoreError};
 
 pub mod batch;
+pub mod compaction;
 pub mod durability;
 pub mod feed;
 pub mod objects;
@@ -98,6 +99,10 @@ macro_rules! conformance_suite {
             batch::batch_becomes_visible_all_at_once,
             batch::get_many_answers_each_key_in_order,
             durability::acknowledged_batches_survive_kill9,
+            compaction::compaction_drops_history_and_keeps_objects,
+            compaction::a_watcher_behind_the_window_is_told_and_resyncs,
+            compaction::the_feed_stays_bounded_by_the_retention,
+            compaction::only_a_compacting_tick_deletes,
         );
 
         /// The child half of `acknowledged_writes_survive_kill9`: writes
