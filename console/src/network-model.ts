@@ -32,7 +32,8 @@ export function networkModel(store: Store): { nodes: SiteNode[]; edges: LinkEdge
   const addEdge = (from: string, name: string, remoteId: string | undefined, remoteName: string | undefined, up: boolean, cost: string) => {
     const peer = remoteId ? { id: remoteId, name: remoteName ?? "" } : store.linkPeers.get(`${from}/${name}`);
     const to = peer?.id ?? `?${from}/${name}`;
-    if (!nodes.has(to)) nodes.set(to, { id: to, name: peer?.name || "unknown site", local: false, reachable: false });
+    // A link that never reached its peer has no peer name yet: name the link.
+    if (!nodes.has(to)) nodes.set(to, { id: to, name: peer?.name || `peer of link ${name}`, local: false, reachable: false });
     edges.set(`${from}/${name}`, { id: `${from}/${name}`, name, from, to, toName: nodes.get(to)!.name, up, cost });
   };
   const localLinks = new Map(store.list("Link").map((l) => [l.metadata.name, l]));

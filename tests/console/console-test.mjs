@@ -96,6 +96,9 @@ try {
   step = "a dataplane's detail shows xDS versions and its certificate";
   await page.click(`tr[data-dataplane="${dataplanes[0]}"] a`);
   await page.waitForSelector("#xds-types tbody tr");
+  step = "the dataplane's inbounds name their service, then where the app listens";
+  const inbound = await page.textContent("#inbounds tbody tr");
+  if (!/^\s*\d+\s*web\s*127\.0\.0\.1:\d+/.test(inbound)) throw new Error(`unexpected inbound row: ${inbound}`);
   await shot("dataplane-detail");
 
   step = "overview, meshes, policies, services, control planes";
@@ -141,6 +144,8 @@ try {
   await shot("network-link-down");
   await nav("overview");
   await page.waitForSelector("#attention");
+  step = "needs attention names the cause: this site's router is not reporting";
+  await page.waitForFunction(() => /is not Ready: this site's router is not reporting/.test(document.querySelector("#attention")?.textContent ?? ""));
   await shot("overview-attention");
   await nav("network");
 

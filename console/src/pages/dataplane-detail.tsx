@@ -57,11 +57,12 @@ export function DataplaneDetail({ store, mesh, name }: { store: Store; mesh: str
       <div class="columns">
         <div>
           <h2>Inbounds</h2>
-          <table>
+          <table id="inbounds">
             <thead>
               <tr>
                 <th>Port</th>
                 <th>Service</th>
+                <th>App at</th>
                 <th>Tags</th>
               </tr>
             </thead>
@@ -69,6 +70,7 @@ export function DataplaneDetail({ store, mesh, name }: { store: Store; mesh: str
               {(net.inbound ?? []).map((i: any) => (
                 <tr>
                   <td>{i.port}</td>
+                  <td>{i.tags?.["kuma.io/service"] ?? "–"}</td>
                   <td>
                     {i.serviceAddress ?? "127.0.0.1"}:{i.servicePort ?? i.port}
                   </td>

@@ -24,6 +24,20 @@ export function attention(store: Store): { what: string; href: string }[] {
     out.push({ what: `Link ${e.name} (${name(e.from)} → ${e.toName}) is down${op && !op.ok ? `: ${op.message}` : ""}`, href: "#/network" });
   }
   for (const n of net.nodes) if (!n.reachable) out.push({ what: `Site ${n.name} is not reachable from this site`, href: "#/network" });
+  const site = store.list("Site")[0];
+  if (site) {
+    // The site itself: its router not reporting, a port it cannot bind.
+    const ready = condition(site, "Ready");
+    if (ready && !ready.ok) out.push({ what: `Site ${site.metadata.name} is not Ready: ${ready.message}`, href: "#/network" });
+    // Links other sites dialled into this one.
+    for (const l of site.status?.incomingLinks ?? []) {
+      if (l.status !== "Operational") out.push({ what: `Incoming link from ${l.remoteSiteName} is down: ${l.message}`, href: "#/network" });
+    }
+  }
+  for (const l of store.list("Listener")) {
+    const c = condition(l, "Ready");
+    if (c && !c.ok && c.reason === "BindFailed") out.push({ what: `Listener ${l.metadata.name}: ${c.message}`, href: "#/services" });
+  }
   return out;
 }
 
@@ -56,7 +70,7 @@ export function Overview({ store }: { store: Store }) {
       <h2>Needs attention</h2>
       {items.length === 0 ? (
         <p class="ok" id="attention-none">
-          Nothing: every proxy is online, every link is up, no rotation is stalled and no configuration was rejected.
+          Nothing: every proxy is online, every link (dialled or incoming) is up, the site's router reports, no rotation is stalled and no configuration was rejected.
         </p>
       ) : (
         <ul class="attention" id="attention">

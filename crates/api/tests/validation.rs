@@ -452,7 +452,7 @@ fn metadata_and_status_rules() {
     assert_eq!(
         doc("Site", json!({"name": "s"}), json!({"phase": "Ready"})),
         [
-            "status.phase: unknown field `phase`, expected one of `status`, `message`, `siteId`, `endpoints`, `sitesInNetwork`, `network`, `meshIngress`"
+            "status.phase: unknown field `phase`, expected one of `status`, `message`, `siteId`, `endpoints`, `sitesInNetwork`, `network`, `meshIngress`, `incomingLinks`"
         ]
     );
     assert_eq!(
