@@ -83,7 +83,10 @@ fn a_site_in_use_is_refused_keeping_its_site_id_and_cascade_deletes_everything_l
     let id = site_id(&cp);
 
     let out = cp.cli(&["delete", "site", "west"]);
-    assert_eq!(out.code, 1, "a refused delete is a runtime failure: {out:#?}");
+    assert_eq!(
+        out.code, 1,
+        "a refused delete is a runtime failure: {out:#?}"
+    );
     assert_mentions(
         &out.stderr,
         &[
@@ -135,7 +138,13 @@ fn a_site_in_use_is_refused_keeping_its_site_id_and_cascade_deletes_everything_l
     );
     let last = out.stdout.lines().last().unwrap_or_default();
     assert_eq!(last, "site/west deleted", "users first:\n{}", out.stdout);
-    for kind in ["site", "routeraccess", "listener", "connector", "accessgrant"] {
+    for kind in [
+        "site",
+        "routeraccess",
+        "listener",
+        "connector",
+        "accessgrant",
+    ] {
         let items = json(&cp, &["get", kind, "-o", "json"]);
         assert_eq!(items["items"], Value::Array(vec![]), "{kind}");
     }
@@ -158,7 +167,10 @@ fn a_mesh_service_port_a_dataplane_names_is_kept_and_cascade_deletes_the_datapla
     );
     // Re-applying it without the port is refused too (bad input, exit 2),
     // at spec.ports, naming the Dataplane.
-    let fewer = MESH.replace("[{port: 80, targetPort: 8080}]", "[{port: 81, targetPort: 8080}]");
+    let fewer = MESH.replace(
+        "[{port: 80, targetPort: 8080}]",
+        "[{port: 81, targetPort: 8080}]",
+    );
     let out = cp.cli_stdin(&["apply", "-f", "-"], Some(&fewer));
     assert_eq!(out.code, 2, "{out:#?}");
     assert_mentions(
@@ -166,11 +178,21 @@ fn a_mesh_service_port_a_dataplane_names_is_kept_and_cascade_deletes_the_datapla
         &["spec.ports: this change takes away what Dataplane/web \
            (spec.networking.outbound[0].backendRef.port = 80) still use"],
     );
-    let ms = json(&cp, &["get", "meshservice", "backend", "-m", "shop", "-o", "json"]);
+    let ms = json(
+        &cp,
+        &["get", "meshservice", "backend", "-m", "shop", "-o", "json"],
+    );
     assert_eq!(ms["spec"]["ports"][0]["port"], 80, "unchanged: {ms}");
 
     let out = cp
-        .cli(&["delete", "meshservice", "backend", "-m", "shop", "--cascade"])
+        .cli(&[
+            "delete",
+            "meshservice",
+            "backend",
+            "-m",
+            "shop",
+            "--cascade",
+        ])
         .success();
     assert_eq!(
         out.stdout,

@@ -133,9 +133,6 @@ fn refusal(reference: &Reference, target: &ObjectId, found: Option<&Resource>) -
         Want::Any if target.kind == Kind::Mesh => {
             format!("mesh {name:?} does not exist; apply the Mesh first")
         }
-        Want::Any => format!(
-            "{} {name:?} does not exist; apply it first",
-            target.kind
-        ),
+        Want::Any => format!("{} {name:?} does not exist; apply it first", target.kind),
     }
 }

@@ -40,7 +40,11 @@ pub(crate) fn in_use(target: &Resource, users: &[User], also: &[ObjectId]) -> Re
     let objects = users.iter().any(|u| matches!(u, User::Object { .. }));
     let mut msg = format!("{what} is in use by {}", name_list(users));
     if !also.is_empty() {
-        msg.push_str(&format!(", which in turn {} used by {}", if users.len() == 1 { "is" } else { "are" }, name_list(also)));
+        msg.push_str(&format!(
+            ", which in turn {} used by {}",
+            if users.len() == 1 { "is" } else { "are" },
+            name_list(also)
+        ));
     }
     if objects {
         msg.push_str(

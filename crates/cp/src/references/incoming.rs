@@ -26,7 +26,7 @@ impl ResourceService {
             Kind::Mesh => Some(target.name.as_str()),
             _ => target.mesh.as_deref(),
         };
-        for &kind in referrer_kinds(target.kind) {
+        for kind in referrer_kinds(target.kind) {
             let scope = mesh.filter(|_| kind.allows_mesh());
             self.for_each(kind, scope, |r| {
                 for reference in outgoing(&r) {

@@ -31,27 +31,16 @@ const SITE_MEMBERS: [Kind; 7] = [
     Kind::Link,
 ];
 
-/// What lives in a Mesh: every mesh-scoped kind and Kuma Secrets.
-const MESH_MEMBERS: [Kind; 8] = [
-    Kind::Dataplane,
-    Kind::MeshTrafficPermission,
-    Kind::Secret,
-    Kind::MeshService,
-    Kind::MeshHTTPRoute,
-    Kind::MeshTCPRoute,
-    Kind::MeshTimeout,
-    Kind::MeshRetry,
-];
-
 /// The kinds whose resources may reference an object of `kind`, in the
 /// order a refusal lists them.
-pub(crate) fn referrer_kinds(kind: Kind) -> &'static [Kind] {
+pub(crate) fn referrer_kinds(kind: Kind) -> Vec<Kind> {
     match kind {
-        Kind::Mesh => &MESH_MEMBERS,
-        Kind::Site => &SITE_MEMBERS,
-        Kind::Secret => &[Kind::Mesh, Kind::RouterAccess, Kind::Link],
-        Kind::MeshService => &[Kind::Dataplane],
-        _ => &[],
+        // What lives in a Mesh: every mesh-scoped kind and Kuma Secrets.
+        Kind::Mesh => Kind::ALL.into_iter().filter(|k| k.allows_mesh()).collect(),
+        Kind::Site => SITE_MEMBERS.to_vec(),
+        Kind::Secret => vec![Kind::Mesh, Kind::RouterAccess, Kind::Link],
+        Kind::MeshService => vec![Kind::Dataplane],
+        _ => Vec::new(),
     }
 }
 
@@ -66,10 +55,22 @@ pub(crate) fn outgoing(r: &Resource) -> Vec<Reference> {
         } else {
             OnApply::Required
         };
-        out.push(membership(Kind::Mesh, None, Some(mesh), "metadata.mesh", on_apply));
+        out.push(membership(
+            Kind::Mesh,
+            None,
+            Some(mesh),
+            "metadata.mesh",
+            on_apply,
+        ));
     }
     if SITE_MEMBERS.contains(&r.kind()) {
-        out.push(membership(Kind::Site, None, None, "the Site", OnApply::Never));
+        out.push(membership(
+            Kind::Site,
+            None,
+            None,
+            "the Site",
+            OnApply::Never,
+        ));
     }
     match &r.spec {
         Spec::Mesh(m) => {

@@ -32,8 +32,11 @@ fn one(yaml: &str, name: &str) -> Resource {
         .unwrap_or_else(|| panic!("no {name}"))
 }
 
-/// (kind, mesh, name, field, on_apply) of each outgoing reference.
-fn summary(r: &Resource) -> Vec<(Kind, Option<String>, Option<String>, String, OnApply)> {
+/// (kind, mesh, name, field, on_apply) of one outgoing reference.
+type Summary = (Kind, Option<String>, Option<String>, String, OnApply);
+
+/// Each outgoing reference of `r`, summarised.
+fn summary(r: &Resource) -> Vec<Summary> {
     outgoing(r)
         .into_iter()
         .map(|x| (x.kind, x.mesh, x.name, x.field, x.on_apply))
@@ -79,7 +82,13 @@ fn each_kind_names_what_it_needs() {
     assert_eq!(
         summary(&dp),
         [
-            (Kind::Mesh, None, s("corp"), "metadata.mesh".into(), Required),
+            (
+                Kind::Mesh,
+                None,
+                s("corp"),
+                "metadata.mesh".into(),
+                Required
+            ),
             (
                 Kind::MeshService,
                 s("corp"),
@@ -100,7 +109,13 @@ fn each_kind_names_what_it_needs() {
         summary(&ra),
         [
             (Kind::Site, None, None, "the Site".into(), Never),
-            (Kind::Secret, None, s("ra-tls"), "spec.tlsCredentials".into(), Never),
+            (
+                Kind::Secret,
+                None,
+                s("ra-tls"),
+                "spec.tlsCredentials".into(),
+                Never
+            ),
         ]
     );
     let link = one(SITE, "to-east");
@@ -148,7 +163,7 @@ fn referrer_kinds_is_outgoing_read_backwards() {
     // Every referrer the table lists is exercised above, except kinds
     // whose samples are not in these documents.
     for target in Kind::ALL {
-        for &from in referrer_kinds(target) {
+        for from in referrer_kinds(target) {
             let sampled = all.iter().any(|r| r.kind() == from);
             assert!(
                 !sampled || seen.contains(&(target, from)),
@@ -166,7 +181,10 @@ fn a_reference_points_at_its_target_and_asks_for_what_it_names() {
     assert!(to_backend.points_at(&ObjectId::of(&backend)));
     assert!(!to_backend.points_at(&id(Kind::MeshService, Some("other"), "backend")));
     assert!(to_backend.satisfied_by(&backend));
-    let without_80 = one(&MESH_CONTENTS.replace("{port: 80, ", "{port: 82, "), "backend");
+    let without_80 = one(
+        &MESH_CONTENTS.replace("{port: 80, ", "{port: 82, "),
+        "backend",
+    );
     assert!(!to_backend.satisfied_by(&without_80));
     // The Site reference matches whatever the Site is called.
     let to_site = &outgoing(&one(SITE, "db"))[0];
@@ -216,10 +234,26 @@ fn a_grant_is_in_use_while_another_site_may_still_redeem_it() {
         Some(User::PendingRedemption { left, allowed, .. }) => assert_eq!((left, allowed), (1, 2)),
         other => panic!("{other:?}"),
     }
-    assert_eq!(pending_redemption(&grant(true, 2, 600), now), None, "used up");
-    assert_eq!(pending_redemption(&grant(true, 0, -5), now), None, "expired");
-    assert_eq!(pending_redemption(&grant(false, 0, 600), now), None, "not Ready");
-    assert_eq!(pending_redemption(&one(SITE, "g"), now), None, "no status yet");
+    assert_eq!(
+        pending_redemption(&grant(true, 2, 600), now),
+        None,
+        "used up"
+    );
+    assert_eq!(
+        pending_redemption(&grant(true, 0, -5), now),
+        None,
+        "expired"
+    );
+    assert_eq!(
+        pending_redemption(&grant(false, 0, 600), now),
+        None,
+        "not Ready"
+    );
+    assert_eq!(
+        pending_redemption(&one(SITE, "g"), now),
+        None,
+        "no status yet"
+    );
 }
 
 async fn service() -> (tempfile::TempDir, ResourceService) {
@@ -255,7 +289,10 @@ async fn users_are_read_from_the_stored_set() {
             "Link/to-east"
         ]
     );
-    let backend = r.get(Kind::MeshService, Some("corp"), "backend").await.unwrap();
+    let backend = r
+        .get(Kind::MeshService, Some("corp"), "backend")
+        .await
+        .unwrap();
     assert_eq!(
         names(&r.users_of(&backend, now).await.unwrap()),
         ["Dataplane/web (spec.networking.outbound[0].backendRef.port)"]
@@ -279,11 +316,11 @@ async fn users_are_read_from_the_stored_set() {
     // Global TLS Secrets, by the users' tlsCredentials (not stored here:
     // who uses a name does not depend on the Secret being there).
     for (secret, user) in [("ra-tls", "RouterAccess/ra"), ("link-tls", "Link/to-east")] {
-        let users = r
-            .referring(&id(Kind::Secret, None, secret))
-            .await
-            .unwrap();
-        let got: Vec<String> = users.iter().map(|(u, x)| format!("{u} {}", x.field)).collect();
+        let users = r.referring(&id(Kind::Secret, None, secret)).await.unwrap();
+        let got: Vec<String> = users
+            .iter()
+            .map(|(u, x)| format!("{u} {}", x.field))
+            .collect();
         assert_eq!(got, [format!("{user} spec.tlsCredentials")]);
     }
     // Nothing uses a Listener; a Kuma Secret in another mesh is not used.
@@ -318,9 +355,17 @@ async fn a_cascade_deletes_users_before_what_they_use_and_cuts_cycles() {
     );
     let pos = |s: &str| shown.iter().position(|x| x == s).unwrap();
     assert!(pos("Dataplane/web") < pos("MeshService/backend"));
-    let site = r.cascade_order(&id(Kind::Site, None, "west")).await.unwrap();
+    let site = r
+        .cascade_order(&id(Kind::Site, None, "west"))
+        .await
+        .unwrap();
     assert_eq!(site.len(), 5);
-    assert!(r.cascade_order(&id(Kind::Listener, None, "db")).await.unwrap().is_empty());
+    assert!(
+        r.cascade_order(&id(Kind::Listener, None, "db"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -352,14 +397,23 @@ async fn deletes_are_refused_naming_users_and_a_cascade_removes_them_in_one_batc
     );
 
     let before = r.store().current_revision().await.unwrap();
-    let (site, cascaded) = r.delete_cascade(Kind::Site, None, "west", None).await.unwrap();
+    let (site, cascaded) = r
+        .delete_cascade(Kind::Site, None, "west", None)
+        .await
+        .unwrap();
     assert_eq!(site.name(), "west");
     assert_eq!(cascaded.len(), 5);
     let feed = r.store().changes_since(before, 100).await.unwrap();
     let kinds: Vec<&str> = feed.iter().map(|c| c.object.key.kind.as_str()).collect();
     assert_eq!(kinds.last(), Some(&"Site"), "users first: {kinds:?}");
     assert_eq!(feed.len(), 6);
-    for k in [Kind::RouterAccess, Kind::Listener, Kind::Connector, Kind::AccessGrant, Kind::Link] {
+    for k in [
+        Kind::RouterAccess,
+        Kind::Listener,
+        Kind::Connector,
+        Kind::AccessGrant,
+        Kind::Link,
+    ] {
         assert!(r.list(k, None, None).await.unwrap().is_empty(), "{k}");
     }
 }
@@ -367,7 +421,10 @@ async fn deletes_are_refused_naming_users_and_a_cascade_removes_them_in_one_batc
 #[tokio::test]
 async fn an_update_may_not_take_away_a_port_a_dataplane_names() {
     let (_dir, r) = service().await;
-    let fewer = one(&MESH_CONTENTS.replace("    - {port: 80, targetPort: 8080}\n", ""), "backend");
+    let fewer = one(
+        &MESH_CONTENTS.replace("    - {port: 80, targetPort: 8080}\n", ""),
+        "backend",
+    );
     let err = r.apply(fewer).await.unwrap_err();
     let msg = err.to_string();
     assert!(
@@ -375,6 +432,9 @@ async fn an_update_may_not_take_away_a_port_a_dataplane_names() {
         "{msg}"
     );
     // Dropping the port nobody names is fine.
-    let fine = one(&MESH_CONTENTS.replace("    - {port: 81, targetPort: 8081}\n", ""), "backend");
+    let fine = one(
+        &MESH_CONTENTS.replace("    - {port: 81, targetPort: 8081}\n", ""),
+        "backend",
+    );
     r.apply(fine).await.unwrap();
 }
