@@ -82,8 +82,10 @@ enum Command {
         /// mesh-scoped Secret (a Secret without it is a global one).
         #[arg(short = 'm', long)]
         mesh: Option<String>,
-        /// For a Mesh: also delete everything in it (Dataplanes,
-        /// MeshTrafficPermissions, Secrets). Without it, a Mesh in use is refused.
+        /// Also delete everything that uses the resource (a Mesh's
+        /// Dataplanes and policies, a Site's RouterAccess, Listeners,
+        /// grants and Links, ...), users first. Without it, a resource in
+        /// use is refused, naming its users.
         #[arg(long)]
         cascade: bool,
     },

@@ -18,7 +18,6 @@
 
 mod ads;
 pub mod api;
-mod backend_ref_check;
 mod coalesced_writes;
 pub mod config;
 pub mod cp_tls;
@@ -28,11 +27,11 @@ pub mod grants;
 mod guarded_http;
 pub mod identity;
 pub mod ready_file;
+mod references;
 pub mod replicas;
 pub mod resources;
 mod router;
 mod secret_check;
-mod secret_refs;
 pub mod site;
 pub mod status;
 mod xds_server;

@@ -1,18 +1,23 @@
 //! The resource service: typed resources on top of the store.
 //!
 //! Owns apply semantics (created / configured / unchanged), optimistic
-//! concurrency, status ownership (users never write status through apply)
-//! and referential checks such as "the mesh exists". The REST API and every
-//! internal controller go through it. It never writes a resource that fails
-//! validation.
+//! concurrency and status ownership (users never write status through
+//! apply). What references what ("the mesh exists", "nothing uses what is
+//! deleted") is decided by [`crate::references`], which apply and delete
+//! consult. The REST API and every internal controller go through it. It
+//! never writes a resource that fails validation.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use meshlink_api::{FieldError, Kind, Resource, Status};
 use meshlink_store::{
-    Change, ChangeType, LabelSelector, ListCursor, ListQuery, ObjectKey, Store, StoreError,
+    BatchWrite, Change, ChangeType, LabelSelector, ListCursor, ListQuery, ObjectKey, Store,
+    StoreError,
 };
+
+use crate::references::ObjectId;
+use crate::references::apply_check::Pending;
 
 /// What `apply` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -44,8 +49,9 @@ pub enum ResourceError {
     /// The request is malformed.
     #[error("{0}")]
     BadRequest(String),
-    /// The resource is still used by others (a Mesh with Dataplanes); the
-    /// message names them and the fix.
+    /// The resource is still used by others (a Mesh with Dataplanes, a
+    /// Site with Listeners, ...; see [`crate::references`]); the message
+    /// names them as `Kind/name` and the fix.
     #[error("{0}")]
     InUse(String),
     /// The store failed; the request may be retried.
@@ -116,47 +122,16 @@ fn stale_version(key: &ObjectKey, expected: u64, actual: u64) -> ResourceError {
     )
 }
 
-fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
+/// `Mesh "shop"`, `Secret "ca" in mesh "corp"`: a resource in messages.
+pub(crate) fn describe(kind: Kind, mesh: Option<&str>, name: &str) -> String {
     match mesh {
         Some(m) => format!("{} {name:?} in mesh {m:?}", kind.as_str()),
         None => format!("{} {name:?}", kind.as_str()),
     }
 }
 
-/// The kinds that live inside a Mesh, deleted by a cascade (Secrets: the
-/// mesh-scoped Kuma ones).
 /// Resources per store page in [`ResourceService::for_each`].
 pub const WALK_PAGE: NonZeroUsize = NonZeroUsize::new(500).expect("500 is not zero");
-
-const MESH_CONTENTS: [Kind; 8] = [
-    Kind::Dataplane,
-    Kind::MeshTrafficPermission,
-    Kind::MeshService,
-    Kind::MeshHTTPRoute,
-    Kind::MeshTCPRoute,
-    Kind::MeshTimeout,
-    Kind::MeshRetry,
-    Kind::Secret,
-];
-
-/// How many names per kind an "in use" error shows.
-const IN_USE_NAMES: usize = 3;
-
-/// `mesh "m" is in use by 2 Dataplanes (a, b) and 1 MeshTrafficPermission (p); ...`
-fn in_use_message(mesh: &str, users: &[(Kind, usize, Vec<String>)]) -> String {
-    let parts: Vec<String> = users
-        .iter()
-        .map(|(k, n, names)| {
-            let more = if *n > names.len() { ", ..." } else { "" };
-            let plural = if *n == 1 { "" } else { "s" };
-            format!("{n} {k}{plural} ({}{more})", names.join(", "))
-        })
-        .collect();
-    format!(
-        "mesh {mesh:?} is in use by {}; delete them first or use --cascade (?cascade=true in the API) to delete the mesh and everything in it",
-        parts.join(" and ")
-    )
-}
 
 /// Parses a `resourceVersion` string.
 pub fn parse_version(v: &str) -> Result<u64, ResourceError> {
@@ -296,29 +271,6 @@ impl ResourceService {
         }
     }
 
-    async fn check_references(
-        &self,
-        r: &Resource,
-        pending_secrets: &crate::secret_refs::PendingSecrets,
-    ) -> Result<(), ResourceError> {
-        crate::secret_refs::check_mesh(self.store.as_ref(), r, pending_secrets).await?;
-        // A Kuma Secret may come before its Mesh (the Mesh may name it), as
-        // a labelled Secret on Kubernetes does.
-        if let Some(mesh) = r.mesh().filter(|_| r.kind() != Kind::Secret)
-            && self
-                .store
-                .get(&key_of(Kind::Mesh, None, mesh))
-                .await?
-                .is_none()
-        {
-            return Err(ResourceError::Invalid(vec![FieldError::new(
-                "metadata.mesh",
-                format!("mesh {mesh:?} does not exist; apply the Mesh first"),
-            )]));
-        }
-        Ok(())
-    }
-
     fn validated(r: &Resource) -> Result<(), ResourceError> {
         Self::check_scope(r.kind(), r.mesh())?;
         let errs = r.validate();
@@ -333,8 +285,7 @@ impl ResourceService {
     pub async fn create(&self, mut r: Resource) -> Result<Resource, ResourceError> {
         Self::validated(&r)?;
         crate::secret_check::check_secret(&r)?;
-        self.check_references(&r, &Default::default()).await?;
-        self.check_backend_refs(&r).await?;
+        self.check_references(&r, None, &Pending::new()).await?;
         r.clear_status();
         let obj = self
             .store
@@ -379,8 +330,8 @@ impl ResourceService {
             if current.same_desired_state(&r) {
                 return Ok((ApplyOutcome::Unchanged, current));
             }
-            crate::secret_refs::check_mesh(self.store.as_ref(), &r, &Default::default()).await?;
-            self.check_backend_refs(&r).await?;
+            self.check_references(&r, Some(&current), &Pending::new())
+                .await?;
             let mut next = r.clone();
             next.copy_status_from(&current);
             match self
@@ -419,15 +370,23 @@ impl ResourceService {
         Self::validated(r)?;
         let expected = r.resource_version().map(parse_version).transpose()?;
         let key = key_of(r.kind(), r.mesh(), r.name());
+        let meshes = pending_meshes.iter().map(|m| ObjectId {
+            kind: Kind::Mesh,
+            mesh: None,
+            name: m.clone(),
+        });
+        let secrets = pending_secrets.iter().map(|(m, n)| ObjectId {
+            kind: Kind::Secret,
+            mesh: Some(m.clone()),
+            name: n.clone(),
+        });
+        let pending: Pending = meshes.chain(secrets).collect();
         let Some(existing) = self.store.get(&key).await? else {
             if let Some(v) = expected {
                 return Err(missing_at_version(r, v));
             }
             crate::secret_check::check_secret(r)?;
-            if !r.mesh().is_some_and(|m| pending_meshes.contains(m)) {
-                self.check_references(r, pending_secrets).await?;
-            }
-            self.check_backend_refs(r).await?;
+            self.check_references(r, None, &pending).await?;
             return Ok(ApplyOutcome::Created);
         };
         if let Some(v) = expected
@@ -439,11 +398,10 @@ impl ResourceService {
         let mut r = r.clone();
         crate::secret_check::restore_redacted_key(&mut r, Some(&current))?;
         crate::secret_check::check_secret(&r)?;
-        self.check_backend_refs(&r).await?;
         Ok(if current.same_desired_state(&r) {
             ApplyOutcome::Unchanged
         } else {
-            crate::secret_refs::check_mesh(self.store.as_ref(), &r, pending_secrets).await?;
+            self.check_references(&r, Some(&current), &pending).await?;
             ApplyOutcome::Configured
         })
     }
@@ -488,9 +446,10 @@ impl ResourceService {
         Self::decode(obj)
     }
 
-    /// Deletes a resource, optionally only at `expected` version. A Mesh
-    /// that still has Dataplanes or MeshTrafficPermissions is refused with
-    /// [`ResourceError::InUse`] naming them; see [`Self::delete_cascade`].
+    /// Deletes a resource, optionally only at `expected` version. A
+    /// resource that others use (see [`crate::references`]) is refused
+    /// with [`ResourceError::InUse`] naming them; see
+    /// [`Self::delete_cascade`].
     pub async fn delete(
         &self,
         kind: Kind,
@@ -499,21 +458,19 @@ impl ResourceService {
         expected: Option<u64>,
     ) -> Result<Resource, ResourceError> {
         Self::check_scope(kind, mesh)?;
-        if kind == Kind::Mesh {
-            let users = self.mesh_users(name).await?;
-            if !users.is_empty() {
-                return Err(ResourceError::InUse(in_use_message(name, &users)));
-            }
-        }
-        if kind == Kind::Secret {
-            crate::secret_refs::check_delete(self, mesh, name).await?;
+        if Self::may_be_used(kind) {
+            let current = self.get(kind, mesh, name).await?;
+            self.refuse_if_used(&current).await?;
         }
         self.delete_one(kind, mesh, name, expected).await
     }
 
-    /// Deletes a resource and, for a Mesh, everything in it first
-    /// (Dataplanes, MeshTrafficPermissions). Returns the deleted resource and
-    /// the resources deleted with it.
+    /// Deletes a resource and everything that uses it, users before what
+    /// they use ([`Self::cascade_order`]), in one store batch: one commit,
+    /// so a watcher sees all of it or none. Returns the deleted resource
+    /// and the resources deleted with it, in that order. A user deleted
+    /// meanwhile by someone else is skipped; `expected` is checked before
+    /// anything is deleted (and again by the batch).
     pub async fn delete_cascade(
         &self,
         kind: Kind,
@@ -522,52 +479,49 @@ impl ResourceService {
         expected: Option<u64>,
     ) -> Result<(Resource, Vec<Resource>), ResourceError> {
         Self::check_scope(kind, mesh)?;
-        let mut cascaded = Vec::new();
-        if kind == Kind::Mesh {
-            // Make sure the Mesh exists (and matches `expected`) before
-            // deleting anything in it.
-            let current = self.get(Kind::Mesh, None, name).await?;
-            if let Some(v) = expected
-                && current.resource_version() != Some(v.to_string().as_str())
-            {
-                return Err(ResourceError::Conflict(format!(
-                    "{} changed: resourceVersion is {}, not {v}",
-                    describe(kind, None, name),
-                    current.resource_version().unwrap_or("?")
-                )));
+        let current = self.get(kind, mesh, name).await?;
+        if let Some(v) = expected
+            && current.resource_version() != Some(v.to_string().as_str())
+        {
+            return Err(ResourceError::Conflict(format!(
+                "{} changed: resourceVersion is {}, not {v}",
+                describe(kind, mesh, name),
+                current.resource_version().unwrap_or("?")
+            )));
+        }
+        let order = if Self::may_be_used(kind) {
+            self.cascade_order(&ObjectId::of(&current)).await?
+        } else {
+            Vec::new()
+        };
+        let mut writes: Vec<BatchWrite> = order
+            .iter()
+            .map(|id| BatchWrite::Delete {
+                key: key_of(id.kind, id.mesh.as_deref(), &id.name),
+                expected_revision: None,
+            })
+            .collect();
+        writes.push(BatchWrite::Delete {
+            key: key_of(kind, mesh, name),
+            expected_revision: expected,
+        });
+        let mut results = self.store.write_batch(&writes).await?;
+        let deleted = match results.pop() {
+            Some(Ok(obj)) => Self::decode(obj)?,
+            Some(Err(StoreError::NotFound(_))) | None => {
+                return Err(ResourceError::NotFound(describe(kind, mesh, name)));
             }
-            for k in MESH_CONTENTS {
-                for r in self.list(k, Some(name), None).await? {
-                    match self.delete_one(k, Some(name), r.name(), None).await {
-                        Ok(gone) => cascaded.push(gone),
-                        Err(ResourceError::NotFound(_)) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
+            Some(Err(e)) => return Err(e.into()),
+        };
+        let mut cascaded = Vec::with_capacity(results.len());
+        for r in results {
+            match r {
+                Ok(obj) => cascaded.push(Self::decode(obj)?),
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        let deleted = self.delete_one(kind, mesh, name, expected).await?;
         Ok((deleted, cascaded))
-    }
-
-    /// What still lives in a mesh: per kind, the count and the first few names.
-    async fn mesh_users(
-        &self,
-        mesh: &str,
-    ) -> Result<Vec<(Kind, usize, Vec<String>)>, ResourceError> {
-        let mut users = Vec::new();
-        for k in MESH_CONTENTS {
-            let items = self.list(k, Some(mesh), None).await?;
-            if !items.is_empty() {
-                let names = items
-                    .iter()
-                    .take(IN_USE_NAMES)
-                    .map(|r| r.name().to_string())
-                    .collect();
-                users.push((k, items.len(), names));
-            }
-        }
-        Ok(users)
     }
 
     async fn delete_one(

@@ -66,6 +66,16 @@ pub enum BatchWrite {
         /// Its body.
         body: serde_json::Value,
     },
+    /// Deletes an existing object; fails with [`StoreError::NotFound`] if
+    /// it is missing and, with `expected_revision`, with
+    /// [`StoreError::Conflict`] unless the stored revision equals it. Its
+    /// feed entry carries the object as it was, as a single delete's does.
+    Delete {
+        /// The object.
+        key: ObjectKey,
+        /// The revision the caller read, for compare-and-swap.
+        expected_revision: Option<u64>,
+    },
 }
 
 impl BatchWrite {
@@ -74,7 +84,8 @@ impl BatchWrite {
         match self {
             BatchWrite::Create { key, .. }
             | BatchWrite::Update { key, .. }
-            | BatchWrite::Put { key, .. } => key,
+            | BatchWrite::Put { key, .. }
+            | BatchWrite::Delete { key, .. } => key,
         }
     }
 
@@ -97,6 +108,11 @@ impl BatchWrite {
                 expected_revision: None,
             },
             BatchWrite::Put { labels, body, .. } => WriteOp::Create { labels, body },
+            BatchWrite::Delete {
+                expected_revision, ..
+            } => WriteOp::Delete {
+                expected_revision: *expected_revision,
+            },
         }
     }
 }
@@ -111,6 +127,13 @@ pub(crate) struct ChangeRowOut {
     pub(crate) create_revision: i64,
 }
 
+impl ChangeRowOut {
+    /// Whether this change removes its object.
+    pub(crate) fn is_delete(&self) -> bool {
+        self.change_type == schema::change_type_name(crate::ChangeType::Deleted)
+    }
+}
+
 /// What a batch stores, decided inside its transaction.
 pub(crate) struct BatchPlan {
     /// One result per item, in item order.
@@ -118,7 +141,8 @@ pub(crate) struct BatchPlan {
     /// Feed entries, in revision order.
     pub(crate) changes: Vec<ChangeRowOut>,
     /// Indexes into `changes` of each touched object's final state, one per
-    /// key (a multi-row upsert must not touch a row twice).
+    /// key (a multi-row upsert must not touch a row twice); a final state
+    /// that is a delete removes the row instead.
     pub(crate) finals: Vec<usize>,
     /// The revision counter after the batch.
     pub(crate) last_revision: i64,
@@ -146,7 +170,11 @@ pub(crate) fn plan_batch(
         match schema::plan(key, op, row, plan.last_revision + 1) {
             Ok(p) => {
                 plan.last_revision = p.revision;
-                current.insert(key.clone(), ObjectRow::planned(key, &p));
+                if p.change_type == crate::ChangeType::Deleted {
+                    current.remove(key);
+                } else {
+                    current.insert(key.clone(), ObjectRow::planned(key, &p));
+                }
                 let at = plan.changes.len();
                 match final_of.get(key) {
                     Some(&slot) => plan.finals[slot] = at,
@@ -207,6 +235,17 @@ pub(crate) fn select_names(binds: Binds, n: usize) -> String {
         "SELECT kind, mesh, name, labels, body, revision, create_revision FROM objects \
          WHERE kind = {kind} AND mesh = {mesh} AND name IN ({names})"
     )
+}
+
+/// Deletes the objects of kind (bind 1) in mesh (bind 2) named any of
+/// the next `n`.
+pub(crate) fn delete_names(binds: Binds, n: usize) -> String {
+    let (kind, mesh) = match binds {
+        Binds::Anonymous => ("?", "?"),
+        Binds::Numbered => ("$1", "$2"),
+    };
+    let names = placeholders(binds, 3, n);
+    format!("DELETE FROM objects WHERE kind = {kind} AND mesh = {mesh} AND name IN ({names})")
 }
 
 /// Inserts or replaces `n` object rows (7 binds each, in `UPSERT_OBJECT` order).
@@ -317,5 +356,35 @@ mod tests {
         assert_eq!(plan.results[2].as_ref().unwrap().create_revision, 11);
         assert_eq!(plan.last_revision, 12);
         assert_eq!(plan.finals, vec![1]);
+    }
+
+    #[test]
+    fn a_delete_in_a_batch_is_seen_by_later_items_and_ends_as_a_delete() {
+        let k = ObjectKey::new("Thing", "m", "a");
+        let body = serde_json::json!({});
+        let writes = vec![
+            BatchWrite::Create {
+                key: k.clone(),
+                labels: BTreeMap::new(),
+                body,
+            },
+            BatchWrite::Delete {
+                key: k.clone(),
+                expected_revision: Some(11),
+            },
+            BatchWrite::Delete {
+                key: k.clone(),
+                expected_revision: None,
+            },
+        ];
+        let plan = plan_batch(&writes, HashMap::new(), 10);
+        assert_eq!(plan.results[1].as_ref().unwrap().revision, 11, "as it was");
+        assert!(matches!(plan.results[2], Err(StoreError::NotFound(_))));
+        assert_eq!(plan.finals, vec![1]);
+        assert!(plan.changes[plan.finals[0]].is_delete());
+        assert_eq!(
+            delete_names(Binds::Numbered, 2),
+            "DELETE FROM objects WHERE kind = $1 AND mesh = $2 AND name IN ($3, $4)"
+        );
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! A batch costs a fixed number of round trips to the database whatever
 //! its size: lock the counter, one select per (kind, mesh) and
-//! [`crate::batch::ROWS_PER_STATEMENT`] keys, one multi-row upsert and one
+//! [`crate::batch::ROWS_PER_STATEMENT`] keys, one multi-row delete per
+//! (kind, mesh) and that many deleted keys, one multi-row upsert and one
 //! multi-row feed insert per that many rows, then move the counter. The
 //! caller begins and commits the transaction.
 //!
@@ -86,7 +87,20 @@ macro_rules! batch_backend {
                 if plan.changes.is_empty() {
                     return Ok(plan);
                 }
-                for chunk in plan.finals.chunks(batch::ROWS_PER_STATEMENT) {
+                let (gone, kept): (Vec<usize>, Vec<usize>) = plan
+                    .finals
+                    .iter()
+                    .partition(|&&i| plan.changes[i].is_delete());
+                let gone: Vec<&ObjectKey> = gone.iter().map(|&i| &plan.changes[i].key).collect();
+                for (kind, mesh, names) in batch::name_chunks(&gone) {
+                    let sql = batch::delete_names(BINDS, names.len());
+                    let mut q = sqlx::query(&sql).persistent(false).bind(kind).bind(mesh);
+                    for n in names {
+                        q = q.bind(n);
+                    }
+                    q.execute(&mut *conn).await?;
+                }
+                for chunk in kept.chunks(batch::ROWS_PER_STATEMENT) {
                     let sql = batch::upsert_objects(BINDS, chunk.len());
                     let mut q = sqlx::query(&sql).persistent(false);
                     for &i in chunk {

@@ -44,9 +44,9 @@ fn deleting_a_mesh_in_use_is_refused_naming_its_users_and_cascade_deletes_all() 
     let out = cp.cli(&["delete", "mesh", "shop"]);
     assert_eq!(out.code, 1, "{out:#?}");
     for expected in [
-        "mesh \"shop\" is in use by 2 Dataplanes (backend-1, web-1)",
-        "1 MeshTrafficPermission (web-to-backend)",
-        "delete them first or use --cascade",
+        "Mesh \"shop\" is in use by Dataplane/backend-1, Dataplane/web-1 and \
+         MeshTrafficPermission/web-to-backend",
+        "delete them first, or use --cascade",
     ] {
         assert!(
             out.stderr.contains(expected),

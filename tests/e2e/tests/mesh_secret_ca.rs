@@ -190,7 +190,10 @@ fn a_provided_ca_from_kuma_secrets_issues_certificates_that_verify_against_it() 
     let out = cp.cli(&["delete", "secret", "corp-ca-key", "-m", "default"]);
     assert_ne!(out.code, 0, "{out:#?}");
     assert!(
-        out.stderr.contains("Mesh \"default\"") && out.stderr.contains("corp-ca"),
+        out.stderr
+            .contains("is in use by Mesh/default (spec.mtls.backends[")
+            && out.stderr.contains("corp-ca-key")
+            && out.stderr.contains("use --cascade"),
         "{out:#?}"
     );
 }

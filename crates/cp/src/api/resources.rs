@@ -19,7 +19,8 @@ use crate::resources::{ResourceService, parse_version};
 pub(super) struct ResourceParams {
     mesh: Option<String>,
     resource_version: Option<String>,
-    /// `DELETE` of a Mesh: also delete everything in it.
+    /// `DELETE`: also delete everything that uses the resource (a Mesh's
+    /// contents, a Site's RouterAccess and Listeners, ...), users first.
     #[serde(default)]
     cascade: bool,
 }

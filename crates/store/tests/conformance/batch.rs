@@ -183,6 +183,55 @@ pub async fn batch_becomes_visible_all_at_once(h: &Harness) {
     );
 }
 
+/// Deletes in a batch remove their objects in the same commit as the
+/// other items, each with its own `Deleted` change carrying the object as
+/// it was; a delete at a stale revision or of a missing object fails
+/// alone; an object created and deleted in one batch is not stored.
+pub async fn batch_deletes_go_with_the_other_items(h: &Harness) {
+    let store = h.open().await;
+    let a = create(&*store, "default", "a").await;
+    create(&*store, "default", "b").await;
+    let del = |k, expected_revision| BatchWrite::Delete {
+        key: k,
+        expected_revision,
+    };
+    let results = store
+        .write_batch(&[
+            del(key("default", "a"), Some(a.revision)),
+            del(key("default", "b"), Some(99)),
+            del(key("default", "missing"), None),
+            create_item(key("default", "c")),
+            del(key("default", "c"), None),
+            put(key("default", "d"), 1),
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(results[0].as_ref().unwrap().body, json!({ "name": "a" }));
+    assert!(matches!(results[1], Err(StoreError::Conflict { .. })));
+    assert!(matches!(results[2], Err(StoreError::NotFound(_))));
+    let feed = assert_feed_is_gap_free(&*store, 6).await;
+    let what: Vec<(ChangeType, String)> = feed[2..]
+        .iter()
+        .map(|c| (c.change_type, c.object.key.to_string()))
+        .collect();
+    assert_eq!(
+        what,
+        [
+            (ChangeType::Deleted, "Thing/default/a".into()),
+            (ChangeType::Created, "Thing/default/c".into()),
+            (ChangeType::Deleted, "Thing/default/c".into()),
+            (ChangeType::Created, "Thing/default/d".into()),
+        ]
+    );
+    assert_eq!(feed[2].object.body, json!({ "name": "a" }));
+    for (name, kept) in [("a", false), ("b", true), ("c", false), ("d", true)] {
+        let got = store.get(&key("default", name)).await.unwrap();
+        assert_eq!(got.is_some(), kept, "{name}");
+    }
+    // A deleted key can be created again afterwards.
+    assert_eq!(create(&*store, "default", "a").await.create_revision, 7);
+}
+
 /// `get_many` answers every key in the order asked, across kinds, meshes
 /// and more keys than one statement holds; missing keys are `None`.
 pub async fn get_many_answers_each_key_in_order(h: &Harness) {

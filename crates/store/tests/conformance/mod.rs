@@ -97,6 +97,7 @@ macro_rules! conformance_suite {
             batch::batch_items_take_consecutive_revisions_in_order,
             batch::batch_item_failures_do_not_lose_the_others,
             batch::batch_becomes_visible_all_at_once,
+            batch::batch_deletes_go_with_the_other_items,
             batch::get_many_answers_each_key_in_order,
             durability::acknowledged_batches_survive_kill9,
             compaction::compaction_drops_history_and_keeps_objects,
