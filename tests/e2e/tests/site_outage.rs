@@ -126,7 +126,11 @@ fn kill9_of_a_router_shows_the_outage_and_flows_resume_after_restart() {
         .find(|l| l.starts_with("out-b"))
         .unwrap_or_default()
         .to_owned();
-    assert!(row.contains("Down") && row.contains("no link from out-b since"), "{}", out.stdout);
+    assert!(
+        row.contains("Down") && row.contains("no link from out-b since"),
+        "{}",
+        out.stdout
+    );
     meshlink_e2e::eventually("A sees no operational link", DEADLINE, || {
         let site = a.site();
         (site["status"]["sitesInNetwork"] == 1 && network_links_up(&a) == 0).then_some(())

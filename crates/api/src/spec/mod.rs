@@ -100,10 +100,9 @@ pub use service::{
     TagRequirement, TagSelector,
 };
 pub use site::{
-    IncomingLink,
-    DEFAULT_ISSUER, EDGE_PORT, Endpoint, INTER_ROUTER_PORT, NetworkLink, NetworkService,
-    NetworkSite, REQUIRE_ROUTER_IDENTITY_LABEL, RouterAccessSpec, RouterAccessStatus, RouterRole,
-    RouterRoleName, SiteSpec, SiteStatus, requires_router_identity,
+    DEFAULT_ISSUER, EDGE_PORT, Endpoint, INTER_ROUTER_PORT, IncomingLink, NetworkLink,
+    NetworkService, NetworkSite, REQUIRE_ROUTER_IDENTITY_LABEL, RouterAccessSpec,
+    RouterAccessStatus, RouterRole, RouterRoleName, SiteSpec, SiteStatus, requires_router_identity,
 };
 pub use tags::Tags;
 pub use target_ref::{InboundTarget, NAMESPACE_LABEL, ProxyType, TargetRef, TargetRefKind};

@@ -78,7 +78,11 @@ mod tests {
             remote_site_id: format!("id-{peer}"),
             remote_site_name: peer.to_owned(),
             cost: 1,
-            message: if up { String::new() } else { "handshake".into() },
+            message: if up {
+                String::new()
+            } else {
+                "handshake".into()
+            },
         }
     }
 
@@ -92,7 +96,10 @@ mod tests {
     #[test]
     fn a_peer_that_goes_away_stays_listed_down_with_since_when() {
         let up = incoming_links(&[], Some(&report(vec![accepted("b", true)])), None, "T1");
-        assert_eq!((up[0].status.as_str(), up[0].message.as_str()), ("Operational", "OK"));
+        assert_eq!(
+            (up[0].status.as_str(), up[0].message.as_str()),
+            ("Operational", "OK")
+        );
         let gone = incoming_links(&up, Some(&report(vec![])), None, "T2");
         assert_eq!(gone[0].status, "Down");
         assert_eq!(gone[0].message, "no link from b since T2");
@@ -114,8 +121,10 @@ mod tests {
         );
         let down = incoming_links(&up, None, Some("this site's router is not reporting"), "T2");
         assert_eq!(down.len(), 2);
-        assert!(down.iter().all(|l| l.status == "Down"
-            && l.message == "this site's router is not reporting"));
+        assert!(
+            down.iter()
+                .all(|l| l.status == "Down" && l.message == "this site's router is not reporting")
+        );
     }
 
     #[test]

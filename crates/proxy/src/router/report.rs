@@ -163,21 +163,21 @@ async fn session(target: &CpTarget, mut state: watch::Receiver<RouterState>) -> 
 pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
     let status = router.status().borrow().clone();
     let link_state = |(name, l): (&String, &meshlink_link::LinkStatus)| {
-            let up = l.state == LinkState::Up;
-            PbLinkState {
-                name: name.clone(),
-                operational: up,
-                remote_site_id: l.peer.clone().unwrap_or_default(),
-                remote_site_name: l.peer_site.clone().unwrap_or_default(),
-                cost: u64::from(l.cost),
-                message: if up {
-                    String::new()
-                } else {
-                    l.last_error
-                        .clone()
-                        .unwrap_or_else(|| format!("{:?}", l.state).to_lowercase())
-                },
-            }
+        let up = l.state == LinkState::Up;
+        PbLinkState {
+            name: name.clone(),
+            operational: up,
+            remote_site_id: l.peer.clone().unwrap_or_default(),
+            remote_site_name: l.peer_site.clone().unwrap_or_default(),
+            cost: u64::from(l.cost),
+            message: if up {
+                String::new()
+            } else {
+                l.last_error
+                    .clone()
+                    .unwrap_or_else(|| format!("{:?}", l.state).to_lowercase())
+            },
+        }
     };
     let (dialled, accepted): (Vec<_>, Vec<_>) = status
         .links
