@@ -20,10 +20,13 @@ function cytoscapeStylePlaceholder() {
 }
 
 const STYLE: any[] = [
-  { selector: "node", style: { label: "data(label)", "background-color": "#2f855a", color: "#1a202c", "text-valign": "bottom", "text-margin-y": 6, "font-size": 13, width: 34, height: 34 } },
+  // Site labels sit beside the node, on a white box drawn above the edges,
+  // so an arrow that arrives from below or above ends at the node, visible,
+  // and never runs through a site's name.
+  { selector: "node", style: { label: "data(label)", "background-color": "#2f855a", color: "#1a202c", "text-valign": "center", "text-halign": "right", "text-margin-x": 8, "font-size": 13, width: 34, height: 34, "text-background-color": "#fff", "text-background-opacity": 1, "text-background-padding": "3px", "z-index": 10 } },
   { selector: "node[?local]", style: { "border-width": 4, "border-color": "#2b6cb0" } },
   { selector: "node[!reachable]", style: { "background-color": "#a0aec0" } },
-  { selector: "edge", style: { label: "data(label)", width: 4, "line-color": "#38a169", "target-arrow-shape": "triangle", "target-arrow-color": "#38a169", "curve-style": "bezier", "font-size": 11, "text-background-color": "#fff", "text-background-opacity": 1 } },
+  { selector: "edge", style: { "z-index": 1, label: "data(label)", width: 4, "line-color": "#38a169", "target-arrow-shape": "triangle", "target-arrow-color": "#38a169", "curve-style": "bezier", "font-size": 11, "text-background-color": "#fff", "text-background-opacity": 1 } },
   { selector: "edge[!up]", style: { "line-color": "#e53e3e", "target-arrow-color": "#e53e3e", "line-style": "dashed" } },
 ];
 
