@@ -12,7 +12,7 @@
 //!    the revision it read;
 //! 3. forgets instance records older than [`RECORD_FORGET`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
 use meshlink_api::{Kind, Resource};
@@ -94,7 +94,8 @@ pub async fn sweep(
         .collect();
     // The store is walked a page at a time and only the Dataplanes to act
     // on are kept (a whole list of 10,000 held them all, every period).
-    let mut offline: Vec<(Resource, String, String)> = Vec::new();
+    // Departed replica → its Dataplanes still marked online, with why.
+    let mut offline: BTreeMap<String, Vec<(Resource, String)>> = BTreeMap::new();
     let mut expired: Vec<Resource> = Vec::new();
     resources
         .for_each(Kind::Dataplane, None, |dp| {
@@ -114,7 +115,7 @@ pub async fn sweep(
                 let last = s.last_connected.as_deref().and_then(parse_time);
                 if let Some(why) = departed(instance, last, &records, now) {
                     let instance = instance.to_owned();
-                    offline.push((dp, instance, why));
+                    offline.entry(instance).or_default().push((dp, why));
                 }
                 return;
             }
@@ -127,15 +128,17 @@ pub async fn sweep(
         })
         .await
         .map_err(|e| e.to_string())?;
-    for (dp, instance, why) in offline {
-        // The departed replica's close, written on its behalf by the
-        // Dataplane status owner's rule.
-        let marked = crate::status::writer::mark_departed(resources, &dp, &instance, &why, now)
+    for (instance, dps) in &offline {
+        // The departed replica's closes, written on its behalf by the
+        // Dataplane status owner's rule, in one batch.
+        let marked = crate::status::writer::mark_departed(resources, instance, dps, now)
             .await
             .map_err(|e| e.to_string())?;
-        if marked {
-            tracing::info!(mesh = ?dp.mesh(), dataplane = dp.name(), %why, "marked a Dataplane offline");
-            swept.marked_offline += 1;
+        for ((dp, why), marked) in dps.iter().zip(marked) {
+            if marked {
+                tracing::info!(mesh = ?dp.mesh(), dataplane = dp.name(), %why, "marked a Dataplane offline");
+                swept.marked_offline += 1;
+            }
         }
     }
     for dp in expired {

@@ -96,7 +96,7 @@ pub(crate) fn site_bound(report: Option<&RouterReport>) -> Option<Condition> {
         .map(|f| {
             let what = if f.name == MESH_INGRESS {
                 "the mesh ingress".to_owned()
-            } else if let Some(mkl) = f.name.strip_prefix("multikeylistener/") {
+            } else if let Some(mkl) = meshlink_xds::router::multi_key_listener_of(&f.name) {
                 format!("multikeylistener {mkl:?}")
             } else {
                 format!("{} {:?}", f.what, f.name)

@@ -193,12 +193,14 @@ async fn flush(
         .map(|c| &c.report);
     let local = local_services(&[&listeners, &multi_key], &connectors);
     let running = running_condition(site.and_then(|s| s.condition("Running")), report.is_some());
+    // Why this site's router is not reporting, if it is not: the cause
+    // every Link, incoming link and Listener names while it lasts.
+    let router_down = (running.status != ConditionStatus::True).then_some(running.message.as_str());
     if let Some(site) = site {
         let network = network(site, report, &links, &local);
         let ingress =
             report.and_then(|r| dialable_ingress(&r.mesh_ingress_address, advertised_host));
         let bound = super::bind_status::site_bound(report);
-        let down = (running.status != ConditionStatus::True).then_some(running.message.as_str());
         let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
         merge(resources, Kind::Site, None, site.name(), |r| {
             let before = r
@@ -207,7 +209,8 @@ async fn flush(
                 .as_site()
                 .map(|d| d.incoming_links.clone())
                 .unwrap_or_default();
-            let incoming = super::incoming_links::incoming_links(&before, report, down, &now);
+            let incoming =
+                super::incoming_links::incoming_links(&before, report, router_down, &now);
             site_status(r, &network, &running, ingress.clone());
             if let StatusDetails::Site(d) = &mut r.status.details {
                 d.incoming_links = incoming;
@@ -226,7 +229,6 @@ async fn flush(
             .await?;
         }
     }
-    let router_down = (running.status != ConditionStatus::True).then_some(running.message.as_str());
     let states: BTreeMap<&str, _> = report
         .map(|r| r.links.iter().map(|l| (l.name.as_str(), l)).collect())
         .unwrap_or_default();

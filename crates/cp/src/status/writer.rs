@@ -185,41 +185,54 @@ pub(crate) async fn merge_dataplanes(
     out
 }
 
-/// Marks a Dataplane offline because the replica `instance` that held its
-/// stream is gone (`why`), on that replica's behalf: the same claim rule
-/// as its own close ([`merge_one`] as `instance`, at the stored
+/// Marks Dataplanes offline because the replica `instance` that held their
+/// streams is gone (each with why), on that replica's behalf: the same
+/// claim rule as its own close ([`merge_one`] as `instance`, at the stored
 /// generation), so a proxy that meanwhile reconnected elsewhere (another
-/// instance or a newer generation) is never touched. Run by the
-/// `dataplane-gc` job (`crate::replicas::presence`). Returns whether the
-/// claim held (the departed replica still held the stream), i.e. the
+/// instance or a newer generation) is never touched. One batch, as the
+/// status task's own flushes. Run by the `dataplane-gc` job
+/// (`crate::replicas::presence`). Returns, per Dataplane in order, whether
+/// the claim held (the departed replica still held the stream), i.e. the
 /// Dataplane is now offline.
 pub(crate) async fn mark_departed(
     resources: &ResourceService,
-    dp: &Resource,
     instance: &str,
-    why: &str,
+    departed: &[(Resource, String)],
     now: std::time::SystemTime,
-) -> Result<bool, StatusError> {
-    let Some(stored) = dp.status.details.as_dataplane() else {
-        return Ok(false);
-    };
-    let mut status = stored.clone();
-    status.online = false;
-    status.last_disconnected = Some(humantime::format_rfc3339_seconds(now).to_string());
-    let update = DataplaneUpdate {
-        key: ProxyKey::new(dp.mesh().unwrap_or_default(), dp.name()),
-        status,
-        ready: super::model::departed_ready(why),
-        presence: Presence::Disconnected(Some(stored.connection_generation)),
-    };
-    let merged = merge_dataplanes(resources, std::slice::from_ref(&update), instance).await;
-    match merged.into_iter().next().expect("one result per update") {
-        Ok(m) => Ok(m.owner),
-        Err(StatusError::Resource(ResourceError::NotFound(_) | ResourceError::Conflict(_))) => {
-            Ok(false)
-        }
-        Err(e) => Err(e),
-    }
+) -> Result<Vec<bool>, StatusError> {
+    let at = humantime::format_rfc3339_seconds(now).to_string();
+    let updates: Vec<DataplaneUpdate> = departed
+        .iter()
+        .map(|(dp, why)| {
+            let stored = dp
+                .status
+                .details
+                .as_dataplane()
+                .cloned()
+                .unwrap_or_default();
+            let generation = stored.connection_generation;
+            let mut status = stored;
+            status.online = false;
+            status.last_disconnected = Some(at.clone());
+            DataplaneUpdate {
+                key: ProxyKey::new(dp.mesh().unwrap_or_default(), dp.name()),
+                status,
+                ready: super::model::departed_ready(why),
+                presence: Presence::Disconnected(Some(generation)),
+            }
+        })
+        .collect();
+    merge_dataplanes(resources, &updates, instance)
+        .await
+        .into_iter()
+        .map(|r| match r {
+            Ok(m) => Ok(m.owner),
+            Err(StatusError::Resource(ResourceError::NotFound(_) | ResourceError::Conflict(_))) => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        })
+        .collect()
 }
 
 /// A batch-wide store failure, reported in every slot it failed.

@@ -24,6 +24,6 @@ pub use hub::{DEBOUNCE, RouterHub, SiteSource};
 pub use mesh_ingress::{IngressNeed, MeshRouterIdentity, ingress_needs};
 pub use translate::{
     RouterConfig, Withheld, ca_secret_name, certificate_secret_name, multi_key_listener_name,
-    translate_router,
+    multi_key_listener_of, translate_router,
 };
 pub use view::{SelectableDataplane, SelectableInbound, SiteChange, SiteView, TlsMaterial};

@@ -40,8 +40,16 @@ pub fn ca_secret_name(secret: &str) -> String {
 /// The router listener name of MultiKeyListener `name`: a resource name
 /// has no `/`, so it never collides with a Listener's.
 pub fn multi_key_listener_name(name: &str) -> String {
-    format!("multikeylistener/{name}")
+    format!("{MULTI_KEY_LISTENER_PREFIX}{name}")
 }
+
+/// The MultiKeyListener a router listener name stands for, if it is one
+/// (the inverse of [`multi_key_listener_name`]).
+pub fn multi_key_listener_of(router_listener: &str) -> Option<&str> {
+    router_listener.strip_prefix(MULTI_KEY_LISTENER_PREFIX)
+}
+
+const MULTI_KEY_LISTENER_PREFIX: &str = "multikeylistener/";
 
 /// A resource the translator did not send, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
