@@ -243,6 +243,7 @@ impl ControlPlane {
             instance: xds.instance.clone(),
             start_revision: start_rev,
             registry: registry.clone(),
+            leadership: leadership.clone(),
         };
         let sd = shutdown.clone();
         tasks.spawn(async move {
@@ -333,7 +334,7 @@ impl ControlPlane {
             replica: replica.clone(),
             leadership,
             addrs: replicas::record::Addresses {
-                api: api_addr.to_string(),
+                api: dialable(api_addr, config.advertised_host.as_deref()),
                 xds: dialable(xds_addr, config.advertised_host.as_deref()),
                 grant: dialable(grant_addr, config.advertised_host.as_deref()),
             },
@@ -357,6 +358,7 @@ impl ControlPlane {
             advertised_host: Arc::from(advertised.as_str()),
             renew_at,
             incarnation: Arc::from(replica.incarnation.as_str()),
+            instance: Arc::from(replica.instance.as_str()),
         };
         let app = hyper_util::service::TowerToHyperService::new(api::router(state));
         let api_server = guarded_http::serve(

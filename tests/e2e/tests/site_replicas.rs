@@ -1,10 +1,10 @@
-//! A site router with two control-plane replicas on one PostgreSQL
-//! database, the router given both (`--cp URL1,URL2`). The router reports
-//! to one replica at a time; only that replica writes router status, so
-//! the Site's `Running` condition never flaps to "not reporting" while the
-//! other replica reconciles configuration changes, nor when the replica
-//! holding the router is killed and the router moves to the other one.
-//! When the router itself stops, the Site says so on both.
+//! A site router with three control-plane replicas on one PostgreSQL
+//! database, the router given every one (`--cp URL1,URL2,URL3`). The
+//! router reports to one replica at a time; only that replica writes
+//! router status, so the Site's `Running` condition never flaps to "not
+//! reporting" while the other replicas reconcile configuration changes,
+//! nor when the replica holding the router is killed and the router moves
+//! to another one. When the router itself stops, the Site says so.
 
 use std::time::Duration;
 
@@ -61,7 +61,7 @@ fn site(cp: &meshlink_e2e::ControlPlane) -> Value {
 #[test]
 fn only_the_replica_holding_the_router_writes_its_status() {
     let url = fresh_postgres_database();
-    let mut r = Replicas::prepare(2, &url, "2s");
+    let mut r = Replicas::prepare(3, &url, "2s");
     r.start_all();
     apply(
         &r.cps[0],
@@ -84,7 +84,7 @@ fn only_the_replica_holding_the_router_writes_its_status() {
     ];
     let mut router = Sidecar::spawn_args("ha", 0, &args);
     router.wait_ready(DEADLINE);
-    eventually("the Site Running on both replicas", DEADLINE, || {
+    eventually("the Site Running on every replica", DEADLINE, || {
         r.cps
             .iter()
             .all(|cp| condition(&site(cp), "Running") == Some(true))
@@ -99,19 +99,19 @@ fn only_the_replica_holding_the_router_writes_its_status() {
     for i in 0..5 {
         let (target, port) = (free_port_on("127.0.0.1"), free_port_on("127.0.0.1"));
         apply(
-            &r.cps[i % 2],
+            &r.cps[i % 3],
             &format!(
                 "apiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata: {{name: c{i}}}\nspec: {{routingKey: k{i}, host: 127.0.0.1, port: {target}}}\n---\napiVersion: skupper.io/v2alpha1\nkind: Listener\nmetadata: {{name: l{i}}}\nspec: {{routingKey: k{i}, host: 127.0.0.1, port: {port}}}\n"
             ),
         );
         eventually(&format!("connector c{i} matched"), DEADLINE, || {
-            let (_, c) = r.cps[(i + 1) % 2].api("GET", &format!("/api/v1/connectors/c{i}"), None);
+            let (_, c) = r.cps[(i + 1) % 3].api("GET", &format!("/api/v1/connectors/c{i}"), None);
             (c["status"]["hasMatchingListener"] == true).then_some(())
         });
     }
 
     // The replica the router is on is killed: the router moves.
-    let on = (0..2)
+    let on = (0..3)
         .find(|&i| {
             let series = format!(
                 "meshlink_proxy_cp_connected{{url=\"https://127.0.0.1:{}\"}}",
@@ -120,15 +120,19 @@ fn only_the_replica_holding_the_router_writes_its_status() {
             router.metric(&series) == 1.0
         })
         .expect("the router is connected to a replica");
-    let other = 1 - on;
     r.cps[on].kill9();
-    eventually("the router on the other replica", DEADLINE, || {
-        let series = format!(
-            "meshlink_proxy_cp_connected{{url=\"https://127.0.0.1:{}\"}}",
-            r.cps[other].xds_port()
-        );
-        (router.metric(&series) == 1.0).then_some(())
+    let other = eventually("the router on another replica", DEADLINE, || {
+        (0..3).filter(|&i| i != on).find(|&i| {
+            let series = format!(
+                "meshlink_proxy_cp_connected{{url=\"https://127.0.0.1:{}\"}}",
+                r.cps[i].xds_port()
+            );
+            router.metric(&series) == 1.0
+        })
     });
+    let third = (0..3)
+        .find(|&i| i != on && i != other)
+        .expect("three replicas");
     // A configuration change after the move is reconciled by the survivor.
     apply(
         &r.cps[other],
@@ -141,6 +145,15 @@ fn only_the_replica_holding_the_router_writes_its_status() {
         let (_, l) = r.cps[other].api("GET", "/api/v1/listeners/after", None);
         (l["status"]["hasMatchingConnector"] == true).then_some(())
     });
+    // The replica without the router agrees, and never wrote otherwise.
+    eventually(
+        "listener after matched on the third replica",
+        DEADLINE,
+        || {
+            let (_, l) = r.cps[third].api("GET", "/api/v1/listeners/after", None);
+            (l["status"]["hasMatchingConnector"] == true).then_some(())
+        },
+    );
     let (history, reached) = site_history(&r.cps[other], "ha", from);
     let flaps: Vec<&Value> = history
         .iter()

@@ -148,6 +148,12 @@ fn summary(r: &Value, now: SystemTime) -> String {
             time(&r["connectedAt"], now)
         );
     }
+    if let Some(asked) = r["forwardedBy"].as_str() {
+        let _ = writeln!(
+            out,
+            "(report from {cp}, which holds the stream; {asked} forwarded the request)"
+        );
+    }
     out.push_str(&certificate(&r["certificate"], &r["dataplaneStatus"], now));
     out.push_str(&other_conditions(&r["dataplaneStatus"]));
     out.push_str(&types_table(&r["types"]));

@@ -17,6 +17,7 @@ mod resources;
 pub(crate) mod tokens;
 mod watch;
 mod xds;
+mod xds_forward;
 
 use std::sync::Arc;
 
@@ -68,6 +69,9 @@ pub struct ApiState {
     pub renew_at: Arc<crate::grants::response::RenewAt>,
     /// This process's incarnation (`get controlplanes` shows it live).
     pub incarnation: Arc<str>,
+    /// This replica's instance name (`inspect` forwards to the replica
+    /// holding a proxy's stream when it is another one).
+    pub instance: Arc<str>,
 }
 
 /// What the API reads about xDS streams.

@@ -1,10 +1,12 @@
 //! `GET /api/v1/dataplanes/{name}/xds?mesh=M[&configDump=true]`: what the
-//! proxy's xDS stream on this control-plane instance looks like (the data
-//! behind `meshlink inspect dataplane`), plus the Dataplane's stored
-//! status under `dataplaneStatus`.
+//! proxy's xDS stream looks like (the data behind `meshlink inspect
+//! dataplane`), plus the Dataplane's stored status under
+//! `dataplaneStatus`. When the stream is on another replica, that replica
+//! answers (`xds_forward`) and the body says `forwardedBy`.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Uri};
 use meshlink_api::Kind;
 use meshlink_xds::dump::config_dump;
 use meshlink_xds::owner::ProxyKey;
@@ -12,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::resources::kind_of;
-use super::{ApiError, ApiState};
+use super::{ApiError, ApiState, xds_forward};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -26,6 +28,8 @@ pub(super) async fn inspect(
     State(st): State<ApiState>,
     Path((plural, name)): Path<(String, String)>,
     Query(q): Query<XdsQuery>,
+    headers: HeaderMap,
+    uri: Uri,
 ) -> Result<Json<Value>, ApiError> {
     if kind_of(&plural)? != Kind::Dataplane {
         return Err(ApiError::not_found("only dataplanes have an /xds endpoint"));
@@ -38,13 +42,53 @@ pub(super) async fn inspect(
         .await?;
     let key = ProxyKey::new(mesh.clone(), name.clone());
     let report = st.xds.inspector.report(&key);
+    let open_here = report.as_ref().is_some_and(|r| r.connected);
+    let status = dataplane.status.details.as_dataplane();
+    let elsewhere = status
+        .filter(|s| s.online)
+        .and_then(|s| s.control_plane_instance.as_deref())
+        .filter(|i| *i != &*st.instance);
+    let mut unreachable = None;
+    if let Some(instance) = elsewhere
+        && !open_here
+        && !headers.contains_key(xds_forward::FORWARDED_BY)
+    {
+        let auth = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let answer = match xds_forward::holder(st.resources.store().as_ref(), instance).await {
+            Ok(h) => xds_forward::get(&h, path, auth, &st.instance)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "control plane {instance} ({}) did not answer: {e}",
+                        h.api_addr
+                    )
+                }),
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(mut body) => {
+                if let Value::Object(map) = &mut body {
+                    map.insert("forwardedBy".to_owned(), json!(&*st.instance));
+                }
+                return Ok(Json(body));
+            }
+            Err(e) => unreachable = Some(e),
+        }
+    }
     let mut body = match report {
         Some(r) => serde_json::to_value(r).unwrap_or(Value::Null),
         None => json!({
             "mesh": mesh,
             "name": name,
             "connected": false,
-            "message": "this proxy has not connected to this control-plane instance since it started",
+            "message": match (elsewhere, &unreachable) {
+                (Some(i), Some(why)) => format!("this proxy's stream is on control plane {i}, which cannot be asked for its report: {why}"),
+                _ => "this proxy has not connected to this control-plane instance since it started".to_owned(),
+            },
         }),
     };
     // The Dataplane's status (connection, certificate however it was

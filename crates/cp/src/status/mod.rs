@@ -29,6 +29,7 @@ mod mesh_service;
 mod mesh_service_protocol;
 mod metrics;
 mod model;
+mod observe;
 pub mod owners;
 mod protocol;
 #[cfg(test)]
@@ -136,6 +137,10 @@ pub struct StatusParts {
     pub start_revision: u64,
     /// Metrics registry.
     pub registry: MetricsRegistry,
+    /// Whether this replica leads: only the leader writes the Mesh's
+    /// `CertificateRotationStalled` (every replica computes the same
+    /// mesh-wide set from the store).
+    pub leadership: crate::replicas::Leadership,
 }
 
 #[derive(Default)]
@@ -150,6 +155,7 @@ struct State {
     resources: ResourceService,
     inspector: Inspector,
     instance: String,
+    leadership: crate::replicas::Leadership,
     metrics: StatusMetrics,
     proxies: HashMap<ProxyKey, Proxy>,
     meshes: HashMap<String, MeshInfo>,
@@ -167,6 +173,7 @@ pub async fn run(parts: StatusParts, inbox: StatusInbox, shutdown: Shutdown) {
         instance,
         start_revision,
         registry,
+        leadership,
     } = parts;
     let mut rx = inbox.rx;
     let mut st = State {
@@ -174,6 +181,7 @@ pub async fn run(parts: StatusParts, inbox: StatusInbox, shutdown: Shutdown) {
         resources,
         inspector,
         instance,
+        leadership,
         proxies: HashMap::new(),
         meshes: HashMap::new(),
         mtps: HashSet::new(),
@@ -331,6 +339,21 @@ impl State {
         }
     }
 
+    /// Folds a Dataplane's stored status (written by any replica) into its
+    /// proxy ([`observe`]).
+    fn observe(&mut self, key: &ProxyKey, stored: &meshlink_api::spec::DataplaneStatus) {
+        let Some(p) = self.proxies.get_mut(key) else {
+            return;
+        };
+        if p.observe_stored(stored) {
+            if p.connected_here() {
+                // Its Ready may have said NoCertificate.
+                p.dirty = true;
+            }
+            self.sync_expiry(key);
+        }
+    }
+
     fn sync_expiry(&self, key: &ProxyKey) {
         let not_after = self
             .proxies
@@ -352,10 +375,13 @@ impl State {
             let key = ProxyKey::new(mesh.as_str(), name.as_str());
             if c.change_type == ChangeType::Deleted {
                 self.protocols.remove(&key);
-            } else if let Ok(r) = Resource::from_json_unvalidated(c.object.body.clone())
-                && let Some(spec) = r.spec.as_dataplane()
-            {
-                self.protocols.upsert(&key, spec);
+            } else if let Ok(r) = Resource::from_json_unvalidated(c.object.body.clone()) {
+                if let Some(spec) = r.spec.as_dataplane() {
+                    self.protocols.upsert(&key, spec);
+                }
+                if let Some(stored) = r.status.details.as_dataplane() {
+                    self.observe(&key, stored);
+                }
             }
         }
         match (kind, c.change_type) {
@@ -376,11 +402,13 @@ impl State {
                     && p.written.is_some_and(|(_, rev)| rev != c.revision)
                 {
                     p.written = None;
-                    // A proxy connected here is re-asserted after anyone
-                    // else's write (an unchanged status costs a read, no
-                    // write), so a stale write of its connection fields
-                    // never stands.
-                    if p.connected_here() {
+                    // A proxy with a stream open here is re-asserted after
+                    // anyone else's write (an unchanged status costs a
+                    // read, no write), so a stale write of its connection
+                    // fields never stands, and a stream standing by takes
+                    // the connection back once the newer one elsewhere
+                    // was written offline.
+                    if p.stream_open_here() {
                         p.dirty = true;
                     }
                 }
@@ -452,7 +480,9 @@ impl State {
             {
                 p.dirty = true;
             }
+            // Logged by the replica holding the stream only.
             if p.stalled(mtls, now)
+                && p.connected_here()
                 && let Some(c) = &p.cert
                 && p.warned_serial.as_ref() != Some(&c.serial)
             {
@@ -517,10 +547,13 @@ impl State {
                         p.written = Some((digest, merged.revision));
                         if merged.owner {
                             p.generation = merged.generation;
-                        } else if p.ours {
+                            p.standby = false;
+                        } else if p.stream_open_here() {
                             // Another replica holds a newer stream: leave
-                            // the connection to it.
-                            tracing::debug!(proxy = %key, "status: the proxy's connection is held by another replica; not overwriting it");
+                            // the connection to it while it lasts.
+                            tracing::debug!(proxy = %key, "status: a newer stream of this proxy on another replica holds its connection; standing by");
+                            p.standby = true;
+                        } else if p.ours {
                             p.ours = false;
                         }
                     }
@@ -564,6 +597,9 @@ impl State {
                 .map(|s| s.iter().cloned().collect())
                 .unwrap_or_default();
             self.metrics.stalled(name, Some(names.len()));
+            if !self.leadership.is_leader() {
+                continue;
+            }
             if info.written.as_ref() != Some(&names) {
                 writes.push((name.clone(), names));
             }

@@ -32,6 +32,11 @@ pub(crate) enum Presence {
     Connected(Option<u64>),
     /// Its stream here closed; the generation that stream recorded.
     Disconnected(Option<u64>),
+    /// Its stream is open here, but a newer stream on another replica took
+    /// the connection over: this instance takes it back only once the
+    /// stored status says the proxy is offline (that newer stream closed
+    /// first).
+    Standby,
     /// Another instance holds (or last held) the stream.
     Observer,
 }
@@ -59,6 +64,22 @@ pub(crate) struct Cert {
 }
 
 impl Cert {
+    /// The certificate a stored status names, if it names one whole.
+    pub(crate) fn from_stored(m: &DataplaneMtlsStatus) -> Option<Cert> {
+        Some(Cert {
+            serial: m.serial.clone()?,
+            spiffe_id: m.spiffe_id.clone().unwrap_or_default(),
+            backend: m.issued_backend.clone(),
+            issued_at: parse_time(m.last_certificate_regeneration.as_deref())?,
+            not_after: parse_time(m.certificate_expiration_time.as_deref())?,
+            delivery: if m.delivery.as_deref() == Some("sds") {
+                Delivery::Sds
+            } else {
+                Delivery::Certify
+            },
+        })
+    }
+
     /// When the proxy counts as stalled if it still holds this certificate.
     pub(crate) fn stall_at(&self) -> SystemTime {
         let life = self
@@ -94,6 +115,9 @@ pub(crate) struct Proxy {
     /// A stream of this instance closed and its outcome is not known yet
     /// (see `meshlink_dataplane_stream_closes_total`).
     pub(crate) pending_close: bool,
+    /// This instance's stream is open but another replica's newer stream
+    /// holds the connection ([`Presence::Standby`]).
+    pub(crate) standby: bool,
     /// Changed since the last successful write.
     pub(crate) dirty: bool,
     /// The Ready reason last written (to notice expiry without an event).
@@ -142,24 +166,7 @@ impl Proxy {
         }
         if let Some(m) = &s.mtls {
             p.regenerations = m.certificate_regenerations;
-            if let (Some(serial), Some(not_after), Some(issued_at)) = (
-                m.serial.clone(),
-                parse_time(m.certificate_expiration_time.as_deref()),
-                parse_time(m.last_certificate_regeneration.as_deref()),
-            ) {
-                p.cert = Some(Cert {
-                    serial,
-                    spiffe_id: m.spiffe_id.clone().unwrap_or_default(),
-                    backend: m.issued_backend.clone(),
-                    issued_at,
-                    not_after,
-                    delivery: if m.delivery.as_deref() == Some("sds") {
-                        Delivery::Sds
-                    } else {
-                        Delivery::Certify
-                    },
-                });
-            }
+            p.cert = Cert::from_stored(m);
         }
         p
     }
@@ -184,6 +191,10 @@ impl Proxy {
         if v.connected && self.stream_at != Some(v.connected_at) {
             self.stream_at = Some(v.connected_at);
             self.generation = None;
+            self.standby = false;
+        }
+        if !v.connected {
+            self.standby = false;
         }
         self.online = v.connected;
         self.control_plane = Some(v.control_plane.clone());
@@ -233,6 +244,7 @@ impl Proxy {
     /// What this instance may claim about the connection when it writes.
     pub(crate) fn presence(&self) -> Presence {
         match (self.ours, self.online) {
+            (true, true) if self.standby => Presence::Standby,
             (true, true) => Presence::Connected(self.generation),
             (true, false) => Presence::Disconnected(self.generation),
             (false, _) => Presence::Observer,
@@ -250,15 +262,23 @@ impl Proxy {
                 .is_some_and(|t| now < t + DISCONNECT_GRACE)
     }
 
-    /// Whether this instance holds the proxy's stream now.
+    /// Whether this instance holds the proxy's connection now (its stream
+    /// is open here and no newer stream elsewhere took over).
     pub(crate) fn connected_here(&self) -> bool {
+        self.ours && self.online && !self.standby
+    }
+
+    /// Whether this instance has a stream of the proxy open, holding the
+    /// connection or standing by.
+    pub(crate) fn stream_open_here(&self) -> bool {
         self.ours && self.online
     }
 
-    /// Whether the proxy is connected here and past [`STALL_FRACTION`] of
-    /// its certificate's lifetime.
+    /// Whether the proxy is connected (here, or to another replica as the
+    /// store says) and past [`STALL_FRACTION`] of its certificate's
+    /// lifetime.
     pub(crate) fn stalled(&self, mtls: bool, now: SystemTime) -> bool {
-        mtls && self.connected_here() && self.cert.as_ref().is_some_and(|c| now >= c.stall_at())
+        mtls && self.online && self.cert.as_ref().is_some_and(|c| now >= c.stall_at())
     }
 
     /// The status fields.

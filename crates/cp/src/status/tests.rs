@@ -67,6 +67,7 @@ async fn a_flush_writes_every_dirty_dataplane_in_one_batch() {
         instance: "cp-test".into(),
         start_revision,
         registry: MetricsRegistry::new(),
+        leadership: crate::replicas::Leadership::always(),
     };
     let shutdown = Shutdown::new();
     let task = tokio::spawn(run(parts, inbox, shutdown.clone()));

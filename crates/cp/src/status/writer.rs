@@ -48,8 +48,11 @@ pub(crate) struct Merged {
 /// Merges `update` into the stored status. The connection fields and
 /// `Ready` change only if this instance owns the connection: a new stream
 /// here takes it over (generation + 1); an update or a close applies only
-/// while the stored generation is the one this instance recorded. Anyone
-/// else merges only a newer certificate.
+/// while the stored generation is the one this instance recorded; a stream
+/// still open here takes the connection back (generation + 1) once the
+/// stored one is offline (a newer stream elsewhere closed first). Anyone
+/// else merges only a newer certificate; every write keeps the newest
+/// certificate, whichever replica issued it.
 fn merge_one(
     update: &DataplaneUpdate,
     stored: &DataplaneStatus,
@@ -59,6 +62,11 @@ fn merge_one(
     let claim = match update.presence {
         Presence::Connected(None) => Some(stored.connection_generation + 1),
         Presence::Connected(Some(g)) if held_here && stored.connection_generation == g => Some(g),
+        // A stream still open here while the stored connection (a newer
+        // stream elsewhere) closed: the proxy is connected here after all.
+        Presence::Connected(Some(_)) | Presence::Standby if !stored.online => {
+            Some(stored.connection_generation + 1)
+        }
         Presence::Disconnected(g)
             if held_here && g.is_none_or(|g| g == stored.connection_generation) =>
         {
@@ -66,22 +74,25 @@ fn merge_one(
         }
         _ => None,
     };
+    let newer = |m: &meshlink_api::spec::DataplaneMtlsStatus| {
+        m.last_certificate_regeneration.clone().unwrap_or_default()
+    };
+    // Whichever replica issued it, the newest certificate stands.
+    let newest_mtls = match (&update.status.mtls, &stored.mtls) {
+        (Some(ours), Some(theirs)) if newer(theirs) > newer(ours) => Some(theirs.clone()),
+        (None, theirs) => theirs.clone(),
+        (ours, _) => ours.clone(),
+    };
     match claim {
         Some(generation) => {
             let mut s = update.status.clone();
             s.connection_generation = generation;
+            s.mtls = newest_mtls;
             (s, Some(update.ready.clone()), Some(generation))
         }
         None => {
             let mut s = stored.clone();
-            let newer = |m: &meshlink_api::spec::DataplaneMtlsStatus| {
-                m.last_certificate_regeneration.clone().unwrap_or_default()
-            };
-            if let Some(ours) = &update.status.mtls
-                && stored.mtls.as_ref().is_none_or(|m| newer(ours) > newer(m))
-            {
-                s.mtls = Some(ours.clone());
-            }
+            s.mtls = newest_mtls;
             // A proxy that never connected anywhere: anyone may say so.
             let never = stored.control_plane_instance.is_none() && !update.status.online;
             (s, never.then(|| update.ready.clone()), None)
@@ -446,6 +457,51 @@ mod tests {
             "cp-1",
         );
         assert_eq!((g, ready.is_none()), (None, true));
+    }
+
+    /// cp-1's older stream is still open while cp-2's newer one held the
+    /// connection (generation 8) and closed first: cp-1 takes it back.
+    #[test]
+    fn a_stream_standing_by_takes_the_connection_back_once_the_newer_one_closed() {
+        for presence in [Presence::Standby, Presence::Connected(Some(7))] {
+            let (_, ready, g) =
+                merge_one(&update(presence, true), &stored("cp-2", 8, true), "cp-1");
+            assert_eq!(
+                (g, ready.is_none()),
+                (None, true),
+                "{presence:?}: cp-2 holds it"
+            );
+            let (s, ready, g) =
+                merge_one(&update(presence, true), &stored("cp-2", 8, false), "cp-1");
+            assert_eq!(g, Some(9), "{presence:?}");
+            assert!(ready.is_some());
+            assert_eq!(
+                (s.online, s.control_plane_instance.as_deref()),
+                (true, Some("cp-1"))
+            );
+        }
+    }
+
+    #[test]
+    fn the_connection_owner_keeps_a_newer_certificate_another_replica_stored() {
+        let mtls = |at: &str, serial: &str| {
+            Some(meshlink_api::spec::DataplaneMtlsStatus {
+                last_certificate_regeneration: Some(at.into()),
+                serial: Some(serial.into()),
+                ..Default::default()
+            })
+        };
+        let mut u = update(Presence::Connected(Some(3)), true);
+        u.status.mtls = mtls("2026-12-01T09:00:00Z", "old");
+        let mut st = stored("cp-1", 3, true);
+        st.mtls = mtls("2026-12-01T10:00:00Z", "new");
+        let (s, ready, g) = merge_one(&u, &st, "cp-1");
+        assert_eq!((g, ready.is_some()), (Some(3), true));
+        assert_eq!(s.mtls.unwrap().serial.as_deref(), Some("new"));
+        // Without a certificate of its own it keeps the stored one too.
+        u.status.mtls = None;
+        let (s, _, _) = merge_one(&u, &st, "cp-1");
+        assert_eq!(s.mtls.unwrap().serial.as_deref(), Some("new"));
     }
 
     #[test]
