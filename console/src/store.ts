@@ -75,6 +75,15 @@ export class Store {
   /** Lists every kind, then follows the watch feed until `stop`. Rejects
    * only when the first lists fail (e.g. 401), so login can say why. */
   async start(): Promise<void> {
+    await this.relist();
+    this.feed = "live";
+    this.changed();
+    void this.follow();
+  }
+
+  /** Lists every kind and replaces what the console holds; the watch
+   * resumes from the oldest list's revision. */
+  private async relist(): Promise<void> {
     const signal = this.abort.signal;
     let from = Infinity;
     const list = async ([kind, plural]: [string, string]) => {
@@ -92,9 +101,6 @@ export class Store {
     }
     this.revision = from;
     this.remember();
-    this.feed = "live";
-    this.changed();
-    void this.follow();
   }
 
   stop() {
@@ -125,6 +131,21 @@ export class Store {
           // The admin token changed under us: back to the login form.
           this.onUnauthorized?.(e.message);
           return;
+        }
+        if (e instanceof ApiError && e.status === 410) {
+          // The console fell behind the change feed's window (compacted):
+          // list everything again, as a Kubernetes client does on 410
+          // Gone, instead of asking for the same revision forever.
+          try {
+            await this.relist();
+            this.feed = "live";
+            this.feedError = "";
+            this.changed();
+            continue;
+          } catch (e2) {
+            if (signal.aborted) return;
+            e = e2;
+          }
         }
         this.feed = "retrying";
         this.feedError = e instanceof ApiError ? e.message : String(e);

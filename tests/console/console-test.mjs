@@ -117,6 +117,14 @@ try {
   await page.waitForSelector(`td[data-from=backend][data-to=web] .pill.ok`);
   await nav("services");
   await page.waitForFunction(() => /console-b/.test(document.querySelector(`tr[data-routing-key=backend] td:last-child`)?.textContent ?? ""));
+  step = "the Services page shows mesh services with health, naming the unhealthy Dataplane";
+  await page.waitForSelector(`#mesh-services tr[data-service=web][data-health=online]`);
+  const backendRow = `#mesh-services tr[data-service=backend][data-health="partially degraded"]`;
+  await page.waitForSelector(backendRow);
+  const healthy = (await page.textContent(`${backendRow} [data-healthy]`)).trim();
+  if (healthy !== "1/2") throw new Error(`backend healthy ${healthy}, expected 1/2`);
+  const why = await page.textContent(`${backendRow} [data-unhealthy=backend-2]`);
+  if (!/never connected/.test(why)) throw new Error(`unexpected reason for backend-2: ${why}`);
   await shot("services");
   step = "the Services page shows backend's MeshHTTPRoute with its 90/10 split and the Kuma defaults";
   const split = `#service-routes [data-service=backend] tr[data-route=backend-split]`;

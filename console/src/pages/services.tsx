@@ -1,7 +1,9 @@
-// Services: Listeners and Connectors by routing key, and where each key
-// resolves (the sites whose router reports a connector for it); then the
-// mesh destinations with their routes and L7 policies (service-routes.tsx).
+// Services: the mesh services with health (mesh-services.tsx); then
+// Listeners and Connectors by routing key, and where each key resolves
+// (the sites whose router reports a connector for it); then the mesh
+// destinations with their routes and L7 policies (service-routes.tsx).
 import { condition, type Resource, type Store } from "../store";
+import { MeshServices } from "./mesh-services";
 import { ServiceRoutes } from "./service-routes";
 
 function names(list: any[] | undefined): string {
@@ -23,6 +25,8 @@ export function Services({ store }: { store: Store }) {
   return (
     <section>
       <h1>Services</h1>
+      <MeshServices store={store} />
+      <h2>Routing keys</h2>
       <p class="muted">Each routing key: the Listeners that accept connections for it in this site, the Connectors that serve it here, and the sites where it resolves.</p>
       <table id="services">
         <thead>

@@ -109,6 +109,13 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
         ports.backend_app
     ));
 
+    // A second backend Dataplane whose proxy never starts: the Services
+    // page shows backend partially degraded, naming it.
+    b.apply(
+        "apiVersion: meshlink.dev/v1alpha1\nkind: Dataplane\nmetadata: {name: backend-2, mesh: default}\n\
+         spec: {networking: {address: 127.0.0.1, inbound: [{port: 10099, servicePort: 8099, tags: {kuma.io/service: backend}}]}}\n",
+    );
+
     // A MeshHTTPRoute splitting backend 90/10 (the Services page's routes).
     b.apply(
         "type: MeshHTTPRoute\nname: backend-split\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  \
