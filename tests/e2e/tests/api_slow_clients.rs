@@ -160,3 +160,65 @@ fn an_idle_kept_alive_connection_is_closed_and_the_cap_closes_extra_connections(
     assert_eq!(closed(&cp, "header_timeout"), 0.0);
     healthz_answers(&cp);
 }
+
+/// Clients in the stalled-body test.
+const STALLED_BODIES: usize = 50;
+
+#[test]
+fn a_request_body_that_stalls_is_answered_400_and_its_connection_closed() {
+    let mut cp = ControlPlane::prepare_on(StoreKind::Sqlite, "127.0.0.1", 0);
+    cp.add_args(&["--http-header-read-timeout", HEADER_TIMEOUT]);
+    cp.restart();
+    let pid = cp.pid().expect("control plane pid");
+    healthz_answers(&cp);
+    let baseline = open_fds(pid);
+    let addr = cp.server().trim_start_matches("http://").to_owned();
+    // A complete header promising 1,000 bytes of body, then one byte.
+    let request = format!(
+        "PUT /api/v1/meshes/stalled HTTP/1.1\r\nHost: meshlink\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/yaml\r\nContent-Length: 1000\r\n\r\nt",
+        cp.token()
+    );
+    let mut clients: Vec<TcpStream> = (0..STALLED_BODIES)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).expect("connect to the REST API");
+            s.write_all(request.as_bytes()).expect("send the header");
+            s.set_nonblocking(true).expect("non-blocking");
+            s
+        })
+        .collect();
+    let mut answers: Vec<Vec<u8>> = vec![Vec::new(); STALLED_BODIES];
+    let mut open: Vec<usize> = (0..STALLED_BODIES).collect();
+    eventually("every stalled body answered and closed", CLOSE_WAIT, || {
+        healthz_answers(&cp);
+        open.retain(|&i| {
+            let mut buf = [0u8; 4096];
+            loop {
+                match clients[i].read(&mut buf) {
+                    Ok(0) => return false,
+                    Ok(n) => answers[i].extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+                    Err(_) => return false,
+                }
+            }
+        });
+        open.is_empty().then_some(())
+    });
+    for a in &answers {
+        let text = String::from_utf8_lossy(a);
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(
+            text.contains("no byte of the request body arrived"),
+            "{text}"
+        );
+    }
+    assert_eq!(closed(&cp, "body_timeout"), STALLED_BODIES as f64);
+    // Nothing was stored, and the control plane holds no descriptor more.
+    let (code, _) = cp.api("GET", "/api/v1/meshes/stalled", None);
+    assert_eq!(code, 404);
+    eventually(
+        "the control plane's descriptors back to the baseline",
+        CLOSE_WAIT,
+        || (open_fds(pid) <= baseline).then_some(()),
+    );
+}

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt as _, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Bytes;
+
+use crate::guarded_http::TimedBody;
 use hyper::{Method, Request, Response, StatusCode};
 use meshlink_runtime::Shutdown;
 use tokio::net::{TcpListener, TcpStream};
@@ -102,7 +104,7 @@ pub(crate) async fn serve(
 /// Reads and discards what is left of a refused body (at most
 /// [`MAX_DRAIN_BYTES`], for at most [`DRAIN_TIMEOUT`]), so a client still
 /// sending it reads the 400 instead of a reset connection.
-async fn drain(body: &mut Incoming) {
+async fn drain(body: &mut TimedBody) {
     let read = async {
         let mut seen = 0usize;
         while let Some(Ok(frame)) = body.frame().await {
@@ -125,7 +127,7 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     r
 }
 
-fn header(req: &Request<Incoming>, name: &str) -> Option<String> {
+fn header(req: &Request<TimedBody>, name: &str) -> Option<String> {
     req.headers()
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -135,7 +137,7 @@ fn header(req: &Request<Incoming>, name: &str) -> Option<String> {
 }
 
 /// One request: the failure table, then the redemption.
-async fn handle(req: Request<Incoming>, redeemer: &Redeemer) -> Response<Full<Bytes>> {
+async fn handle(req: Request<TimedBody>, redeemer: &Redeemer) -> Response<Full<Bytes>> {
     if req.method() != Method::POST {
         return text(StatusCode::METHOD_NOT_ALLOWED, bodies::ONLY_POST);
     }

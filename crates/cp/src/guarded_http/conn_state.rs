@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::timed_body::TimedBody;
 use super::{CloseReason, ConnLimits};
 
 /// Where a connection is in its life.
@@ -179,15 +180,17 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
 
 /// A service that marks each request in flight on its connection until its
 /// response body has been sent (or dropped).
+/// Its requests' bodies are [`TimedBody`]s.
 #[derive(Clone)]
 pub(super) struct Tracked<S> {
     inner: S,
     state: Arc<ConnState>,
+    port: super::Port,
 }
 
 impl<S> Tracked<S> {
-    pub(super) fn new(inner: S, state: Arc<ConnState>) -> Self {
-        Tracked { inner, state }
+    pub(super) fn new(inner: S, state: Arc<ConnState>, port: super::Port) -> Self {
+        Tracked { inner, state, port }
     }
 }
 
@@ -203,7 +206,7 @@ impl Drop for InFlight {
 
 impl<S, B> Service<Request<hyper::body::Incoming>> for Tracked<S>
 where
-    S: Service<Request<hyper::body::Incoming>, Response = Response<B>>,
+    S: Service<Request<TimedBody>, Response = Response<B>>,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     B: Body + Unpin + Send + 'static,
@@ -215,7 +218,9 @@ where
     fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
         self.state.request_began();
         let in_flight = InFlight(self.state.clone());
-        let answer = self.inner.call(req);
+        let answer = self
+            .inner
+            .call(req.map(|body| TimedBody::new(body, &self.port)));
         Box::pin(async move {
             let response = answer.await?;
             Ok(response.map(|inner| TrackedBody {

@@ -19,10 +19,17 @@ pub(crate) enum CloseReason {
     IdleTimeout,
     /// The connection cap was reached.
     OverLimit,
+    /// A request body stalled for the header-read timeout.
+    BodyTimeout,
 }
 
 impl CloseReason {
-    const ALL: [CloseReason; 3] = [Self::HeaderTimeout, Self::IdleTimeout, Self::OverLimit];
+    const ALL: [CloseReason; 4] = [
+        Self::HeaderTimeout,
+        Self::IdleTimeout,
+        Self::OverLimit,
+        Self::BodyTimeout,
+    ];
 
     /// The `reason` label value.
     pub(crate) fn label(self) -> &'static str {
@@ -30,6 +37,7 @@ impl CloseReason {
             Self::HeaderTimeout => "header_timeout",
             Self::IdleTimeout => "idle_timeout",
             Self::OverLimit => "over_limit",
+            Self::BodyTimeout => "body_timeout",
         }
     }
 }
@@ -76,7 +84,7 @@ impl HttpConnMetrics {
             );
             r.register(
                 "closed_connections",
-                "Connections the HTTP ports closed for a limit, by port and reason (header_timeout, idle_timeout, over_limit)",
+                "Connections the HTTP ports closed for a limit, by port and reason (header_timeout, idle_timeout, over_limit, body_timeout)",
                 m.closed.clone(),
             );
         });

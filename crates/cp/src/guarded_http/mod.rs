@@ -7,23 +7,27 @@
 //!   on a kept-alive connection from the first byte of a later request;
 //! - an **idle timeout**: how long a kept-alive connection may wait, with no
 //!   request in flight and nothing sent, for its next request;
-//! - a **connection cap**: a connection over it is closed at once.
+//! - a **connection cap**: a connection over it is closed at once;
+//! - a **body-read timeout**: a request body whose next bytes do not arrive
+//!   within the header-read timeout fails, the handler answers 400 and the
+//!   connection closes (`timed_body.rs`).
 //!
-//! A request in flight (a long-poll watch, a slow handler) is never timed
-//! out here. Every close is counted in `meshlink_http_closed_connections_total`
+//! A request in flight whose body has arrived (a long-poll watch, a slow
+//! handler) is never timed out here. Every close is counted in `meshlink_http_closed_connections_total`
 //! by port and reason; `meshlink_http_connections` shows the open ones.
 //! Shutdown stops accepting, closes idle connections and lets in-flight
 //! requests finish (the control plane's drain timeout bounds the wait).
 
 mod conn_state;
 mod metrics;
+mod timed_body;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use hyper::service::Service;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -36,6 +40,7 @@ use tokio::task::JoinSet;
 pub(crate) use crate::config::HttpLimits as ConnLimits;
 use conn_state::{ConnState, Tracked, Watched};
 pub(crate) use metrics::{CloseReason, HttpConnMetrics};
+pub(crate) use timed_body::TimedBody;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -68,7 +73,7 @@ pub(crate) async fn serve<H, HF, IO, S, B>(
     H: Fn(TcpStream, SocketAddr) -> HF + Clone + Send + 'static,
     HF: Future<Output = Option<IO>> + Send,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S: Service<Request<TimedBody>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Into<BoxError> + Send + 'static,
     B: Body + Unpin + Send + 'static,
@@ -121,7 +126,7 @@ async fn connection<H, HF, IO, S, B>(
     H: Fn(TcpStream, SocketAddr) -> HF,
     HF: Future<Output = Option<IO>>,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S: Service<Request<TimedBody>, Response = Response<B>> + Send + 'static,
     S::Future: Send,
     S::Error: Into<BoxError> + Send + 'static,
     B: Body + Unpin + Send + 'static,
@@ -148,7 +153,7 @@ async fn connection<H, HF, IO, S, B>(
     builder.header_read_timeout(None::<Duration>);
     let conn = builder.serve_connection(
         TokioIo::new(Watched::new(io, state.clone())),
-        Tracked::new(service, state.clone()),
+        Tracked::new(service, state.clone(), port.clone()),
     );
     tokio::pin!(conn);
     let ended = tokio::select! {
