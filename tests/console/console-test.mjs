@@ -116,7 +116,9 @@ try {
   await page.waitForSelector(`td[data-from=web][data-to=backend] .pill.bad`);
   await page.waitForSelector(`td[data-from=backend][data-to=web] .pill.ok`);
   await nav("services");
-  await page.waitForFunction(() => /console-b/.test(document.querySelector(`tr[data-routing-key=backend] td:last-child`)?.textContent ?? ""));
+  await page.waitForFunction(() => /console-b/.test(document.querySelector(`tr[data-routing-key=backend] [data-resolves]`)?.textContent ?? ""));
+  step = "the Services page shows the traffic figures the router reported for the backend key";
+  await page.waitForFunction(() => /^\d+ \/ [1-9]\d*$/.test(document.querySelector(`tr[data-routing-key=backend] [data-flows]`)?.textContent ?? ""));
   step = "the Services page shows mesh services with health, naming the unhealthy Dataplane";
   await page.waitForSelector(`#mesh-services tr[data-service=web][data-health=online]`);
   const backendRow = `#mesh-services tr[data-service=backend][data-health="partially degraded"]`;

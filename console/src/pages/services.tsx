@@ -5,6 +5,7 @@
 import { condition, type Resource, type Store } from "../store";
 import { MeshServices } from "./mesh-services";
 import { ServiceRoutes } from "./service-routes";
+import { bytes, useTraffic } from "../traffic";
 
 function names(list: any[] | undefined): string {
   return (list ?? []).map((x) => (typeof x === "string" ? x : (x.name ?? x.host ?? JSON.stringify(x)))).join(", ");
@@ -21,6 +22,8 @@ export function Services({ store }: { store: Store }) {
   for (const c of store.list("Connector")) entry(c.spec?.routingKey ?? "?").connectors.push(c);
   for (const rec of site?.status?.network ?? [])
     for (const s of rec.services ?? []) if ((s.connectors ?? []).length) entry(s.routingKey).sites.push(`${rec.name}${names(s.connectors) ? ` (${names(s.connectors)})` : ""}`);
+  const traffic = useTraffic();
+  const figures = new Map((traffic?.services ?? []).map((t) => [t.routingKey, t]));
   const sorted = [...keys.entries()].sort(([a], [b]) => a.localeCompare(b));
   return (
     <section>
@@ -35,6 +38,8 @@ export function Services({ store }: { store: Store }) {
             <th>Listeners (this site)</th>
             <th>Connectors (this site)</th>
             <th>Resolves to</th>
+            <th>Flows (open / opened)</th>
+            <th>Bytes to connector / back</th>
           </tr>
         </thead>
         <tbody>
@@ -59,12 +64,19 @@ export function Services({ store }: { store: Store }) {
                   </div>
                 ))}
               </td>
-              <td>{e.sites.length ? e.sites.join("; ") : <span class="warn">nowhere</span>}</td>
+              <td data-resolves>{e.sites.length ? e.sites.join("; ") : <span class="warn">nowhere</span>}</td>
+              <td data-flows>{figures.has(k) ? `${figures.get(k)!.flowsActive} / ${figures.get(k)!.flowsOpened}` : "–"}</td>
+              <td data-bytes>{figures.has(k) ? `${bytes(figures.get(k)!.bytesToConnector)} / ${bytes(figures.get(k)!.bytesToListener)}` : "–"}</td>
             </tr>
           ))}
         </tbody>
       </table>
       {sorted.length === 0 && <p class="muted">No Listeners or Connectors.</p>}
+      <p class="muted" id="traffic-note">
+        {traffic?.reportedAt
+          ? `Traffic at this site's listeners since its router started, as the router reported it at ${new Date(traffic.reportedAt).toLocaleTimeString()} (every 10 s).`
+          : (traffic?.message ?? "Traffic: waiting for the router's report.")}
+      </p>
       <ServiceRoutes store={store} />
     </section>
   );

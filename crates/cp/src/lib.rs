@@ -272,11 +272,13 @@ impl ControlPlane {
             router::status::run(res, router_advertised, cfg, router_inbox, holder, sd).await;
             Ok(())
         });
+        let traffic = router::traffic::TrafficBoard::default();
         let router_rpc = router::rpc::RouterStatusService {
             tokens: tokens.clone(),
             status: router_status,
             shutdown: shutdown.clone(),
             next_stream: std::sync::atomic::AtomicU64::new(0),
+            traffic: traffic.clone(),
         };
         let (xds_addr, xds_serve) = xds_server::start(
             xds_listener,
@@ -359,6 +361,7 @@ impl ControlPlane {
             renew_at,
             incarnation: Arc::from(replica.incarnation.as_str()),
             instance: Arc::from(replica.instance.as_str()),
+            traffic,
         };
         let app = hyper_util::service::TowerToHyperService::new(api::router(state));
         let api_server = guarded_http::serve(

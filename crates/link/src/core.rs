@@ -58,6 +58,8 @@ pub(crate) struct Core {
     pub(crate) mesh_ingress: watch::Sender<Arc<crate::mesh_ingress::Table>>,
     /// Rate limit of the mesh ingress's refusal log.
     pub(crate) mesh_ingress_log: crate::mesh_ingress::RefusalLog,
+    /// Traffic figures by routing key (`traffic.rs`).
+    pub(crate) traffic: crate::traffic::TrafficTable,
     bind_owners: std::sync::Mutex<std::collections::HashMap<(BindKind, String), u64>>,
     next_id: AtomicU64,
     connector_turn: AtomicUsize,
@@ -87,6 +89,7 @@ impl Core {
             require_router_identity: AtomicBool::new(false),
             mesh_ingress: watch::Sender::new(Arc::default()),
             mesh_ingress_log: Default::default(),
+            traffic: Default::default(),
             bind_owners: std::sync::Mutex::new(std::collections::HashMap::new()),
             next_id: AtomicU64::new(1),
             connector_turn: AtomicUsize::new(0),

@@ -44,6 +44,7 @@ pub mod routing;
 pub mod session;
 mod splice;
 pub mod status;
+mod traffic;
 pub mod wire;
 
 pub use config::{
@@ -57,3 +58,4 @@ pub use metrics::LinkMetrics;
 pub use router::{Router, RouterOptions};
 pub use routes::{Destination, RouteTable};
 pub use status::{BindStatus, Direction, LinkState, LinkStatus, RouterStatus};
+pub use traffic::KeyTraffic;

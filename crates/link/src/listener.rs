@@ -223,11 +223,15 @@ pub(crate) fn count_flow(core: &Core, routing_key: &str) -> (ActiveFlow, Counter
             })
             .clone()
     };
-    (
-        ActiveFlow(active),
-        bytes("to_connector"),
-        bytes("to_listener"),
-    )
+    let (to_connector, to_listener) = (bytes("to_connector"), bytes("to_listener"));
+    core.traffic
+        .remember(routing_key, || crate::traffic::KeyCounters {
+            opened: m.flows_opened.get_or_create(&labels).clone(),
+            active: active.clone(),
+            to_connector: to_connector.clone(),
+            to_listener: to_listener.clone(),
+        });
+    (ActiveFlow(active), to_connector, to_listener)
 }
 
 impl Drop for ActiveFlow {

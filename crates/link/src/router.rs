@@ -256,6 +256,12 @@ impl Router {
         self.core.routing.network_view()
     }
 
+    /// Traffic by routing key at this router's listeners and mesh ingress
+    /// since it started.
+    pub fn traffic(&self) -> Vec<crate::KeyTraffic> {
+        self.core.traffic.snapshot()
+    }
+
     /// Stops accepting, closes links and flows, and waits for every task
     /// up to `deadline`. Returns `false` if some were still running then.
     pub async fn shutdown(&self, deadline: Duration) -> bool {

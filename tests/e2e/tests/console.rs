@@ -101,13 +101,29 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
     apply_pair(&b.cp, &ports, "2m");
     let dir = tempfile::tempdir().unwrap();
     let _sidecars = start_pair_sidecars(&b.cp, dir.path(), DEADLINE);
-    // A routing key served and listened for in site B (the Services page).
+    // A routing key served and listened for in site B (the Services page),
+    // served by a real app.
+    let app = meshlink_e2e::app::HttpApp::start("backend-app");
     let listener_port = free_port_on(b.host());
     b.apply(&format!(
         "apiVersion: meshlink.dev/v1alpha1\nkind: Listener\nmetadata: {{name: backend}}\nspec: {{routingKey: backend, host: {}, port: {listener_port}}}\n---\napiVersion: meshlink.dev/v1alpha1\nkind: Connector\nmetadata: {{name: backend}}\nspec: {{routingKey: backend, host: 127.0.0.1, port: {}}}\n",
         b.host(),
-        ports.backend_app
+        app.port()
     ));
+
+    // One flow through site B's backend Listener (the Services page's
+    // traffic figures count it, whatever the connector's target answers).
+    b.wait_listener_matched("backend", DEADLINE);
+    {
+        use std::io::Read;
+        let mut flow = std::net::TcpStream::connect((b.host(), listener_port))
+            .expect("connect to the backend Listener");
+        flow.write_all(b"GET / HTTP/1.0\r\n\r\n")
+            .expect("send through the Listener");
+        flow.set_read_timeout(Some(DEADLINE)).expect("read timeout");
+        let mut answer = Vec::new();
+        let _ = flow.read_to_end(&mut answer);
+    }
 
     // A second backend Dataplane whose proxy never starts: the Services
     // page shows backend partially degraded, naming it.

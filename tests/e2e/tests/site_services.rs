@@ -152,6 +152,22 @@ fn three_sites_in_a_line_reach_a_service_two_links_away() {
         name_via(&a, port)
     });
     assert_eq!(name, "in-c");
+    // A's router reports the traffic at its listener (sampled every 10 s);
+    // A's control plane serves it, never stored.
+    let t = meshlink_e2e::eventually("A's traffic figures for web", DEADLINE, || {
+        let (code, t) = a.cp.api("GET", "/api/v1/traffic", None);
+        assert_eq!(code, 200, "{t}");
+        let web = t["services"]
+            .as_array()?
+            .iter()
+            .find(|k| k["routingKey"] == "web")?
+            .clone();
+        (web["flowsOpened"].as_u64() >= Some(1)).then_some((t, web))
+    });
+    let (all, web) = t;
+    assert_eq!(all["site"], "line-a", "{all}");
+    assert!(web["bytesToConnector"].as_u64() > Some(0), "{web}");
+    assert!(web["bytesToListener"].as_u64() > Some(0), "{web}");
     // Every site sees all three.
     for s in [&a, &b, &c] {
         meshlink_e2e::eventually(&format!("{} sees 3 sites", s.name), DEADLINE, || {

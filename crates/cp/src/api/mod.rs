@@ -15,6 +15,7 @@ mod list;
 mod metrics;
 mod resources;
 pub(crate) mod tokens;
+mod traffic;
 mod watch;
 mod xds;
 mod xds_forward;
@@ -72,6 +73,8 @@ pub struct ApiState {
     /// This replica's instance name (`inspect` forwards to the replica
     /// holding a proxy's stream when it is another one).
     pub instance: Arc<str>,
+    /// The traffic figures the site's router reports, for `/api/v1/traffic`.
+    pub(crate) traffic: crate::router::traffic::TrafficBoard,
 }
 
 /// What the API reads about xDS streams.
@@ -112,6 +115,7 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/api/v1/{plural}/{name}/ca", get(tokens::mesh_ca))
         .route("/api/v1/{plural}/{name}/xds", get(xds::inspect))
+        .route("/api/v1/traffic", get(traffic::traffic))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .merge(api)

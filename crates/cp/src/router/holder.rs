@@ -47,7 +47,8 @@ pub(crate) struct Holder {
     pub(crate) replica: Replica,
 }
 
-fn key(site: &str) -> ObjectKey {
+/// The store key of `site`'s reporter record.
+pub(crate) fn key(site: &str) -> ObjectKey {
     ObjectKey::new(REPORTER_KIND, "", site)
 }
 

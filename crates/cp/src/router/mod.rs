@@ -14,3 +14,4 @@ mod network_status;
 pub(crate) mod rpc;
 pub(crate) mod source;
 pub(crate) mod status;
+pub(crate) mod traffic;

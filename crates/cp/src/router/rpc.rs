@@ -25,17 +25,21 @@ pub(crate) struct RouterStatusService {
     pub(crate) status: RouterStatusHandle,
     pub(crate) shutdown: Shutdown,
     pub(crate) next_stream: AtomicU64,
+    /// Where the reported traffic figures go (never stored).
+    pub(crate) traffic: super::traffic::TrafficBoard,
 }
 
 /// Tells the status task that a stream ended, however it ends (the future
 /// is dropped when the client goes away).
 struct Ended {
     status: RouterStatusHandle,
+    traffic: super::traffic::TrafficBoard,
     stream: u64,
 }
 
 impl Drop for Ended {
     fn drop(&mut self) {
+        self.traffic.ended(self.stream);
         self.status.send(Event::Ended {
             stream: self.stream,
         });
@@ -73,6 +77,7 @@ impl RouterStatus for RouterStatusService {
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed) + 1;
         let _ended = Ended {
             status: self.status.clone(),
+            traffic: self.traffic.clone(),
             stream,
         };
         let mut inbound = request.into_inner();
@@ -85,7 +90,7 @@ impl RouterStatus for RouterStatusService {
                 next = inbound.message() => next,
             };
             match next {
-                Ok(Some(report)) => {
+                Ok(Some(mut report)) => {
                     if !report.site.is_empty() && report.site != site {
                         return Err(Status::invalid_argument(format!(
                             "report.site {:?} is not the token's site {site:?}; the router \
@@ -94,6 +99,8 @@ impl RouterStatus for RouterStatusService {
                         )));
                     }
                     reports += 1;
+                    self.traffic
+                        .reported(stream, &site, std::mem::take(&mut report.traffic));
                     self.status.send(Event::Report {
                         stream,
                         site: site.clone(),

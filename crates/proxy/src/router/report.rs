@@ -14,7 +14,8 @@ use std::time::Duration;
 use meshlink_link::{BindStatus, Direction, LinkState, Router};
 use meshlink_proto::certify::router_status_client::RouterStatusClient;
 use meshlink_proto::certify::{
-    BindFailure, LinkRecord, LinkState as PbLinkState, RouterReport, ServiceRecord, SiteRecord,
+    BindFailure, KeyTraffic, LinkRecord, LinkState as PbLinkState, RouterReport, ServiceRecord,
+    SiteRecord,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -77,6 +78,38 @@ impl Ended {
     }
 }
 
+/// How often the traffic figures in the report are refreshed: counters
+/// move with every byte, and the report is sent when it changes.
+pub const TRAFFIC_EVERY: Duration = Duration::from_secs(10);
+
+/// The traffic figures last sampled, refreshed at most every
+/// [`TRAFFIC_EVERY`].
+#[derive(Default)]
+struct TrafficSample {
+    at: Option<tokio::time::Instant>,
+    figures: Vec<KeyTraffic>,
+}
+
+impl TrafficSample {
+    fn current(&mut self, router: &meshlink_link::Router) -> Vec<KeyTraffic> {
+        if self.at.is_none_or(|t| t.elapsed() >= TRAFFIC_EVERY) {
+            self.at = Some(tokio::time::Instant::now());
+            self.figures = router
+                .traffic()
+                .into_iter()
+                .map(|t| KeyTraffic {
+                    routing_key: t.routing_key,
+                    flows_opened: t.flows_opened,
+                    flows_active: t.flows_active,
+                    bytes_to_connector: t.bytes_to_connector,
+                    bytes_to_listener: t.bytes_to_listener,
+                })
+                .collect();
+        }
+        self.figures.clone()
+    }
+}
+
 /// One report stream, until it ends.
 async fn session(target: &CpTarget, mut state: watch::Receiver<RouterState>) -> Ended {
     // Nothing to report before the router runs.
@@ -104,12 +137,14 @@ async fn session(target: &CpTarget, mut state: watch::Receiver<RouterState>) -> 
         let mut sent = 0u64;
         let mut last: Option<RouterReport> = None;
         let mut status = None;
+        let mut traffic = TrafficSample::default();
         loop {
             let current = state.borrow_and_update().clone();
             if let (Some(router), Some(site)) = (&current.router, &current.site) {
                 let s = status.get_or_insert_with(|| router.status());
                 let _ = s.borrow_and_update();
-                let report = build(site, router);
+                let mut report = build(site, router);
+                report.traffic = traffic.current(router);
                 if last.as_ref() != Some(&report) {
                     if tx.send(report.clone()).await.is_err() {
                         return sent;
@@ -243,5 +278,7 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
         mesh_ingress_address,
         bind_failures,
         accepted_links,
+        // Sampled by the sender (`TrafficSample`), not on every build.
+        traffic: Vec::new(),
     }
 }
