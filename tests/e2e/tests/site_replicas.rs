@@ -90,6 +90,29 @@ fn only_the_replica_holding_the_router_writes_its_status() {
             .all(|cp| condition(&site(cp), "Running") == Some(true))
             .then_some(())
     });
+    // The traffic figures live in the replica holding the router's
+    // stream; every replica answers with them (the others forward).
+    let holders: Vec<String> = r
+        .cps
+        .iter()
+        .map(|cp| {
+            eventually("the router's traffic report", DEADLINE, || {
+                let (code, t) = cp.api("GET", "/api/v1/traffic", None);
+                assert_eq!(code, 200, "{t}");
+                t["reportedTo"].as_str().map(str::to_owned)
+            })
+        })
+        .collect();
+    assert!(
+        holders.windows(2).all(|w| w[0] == w[1]),
+        "every replica names the same holder: {holders:?}"
+    );
+    let forwarded = r
+        .cps
+        .iter()
+        .filter(|cp| cp.api("GET", "/api/v1/traffic", None).1["forwardedBy"].is_string())
+        .count();
+    assert_eq!(forwarded, 2, "the two replicas without the router forward");
     let from: u64 = site(&r.cps[0])["metadata"]["resourceVersion"]
         .as_str()
         .and_then(|v| v.parse().ok())

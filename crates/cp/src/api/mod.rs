@@ -13,12 +13,12 @@ mod health;
 mod link_generate;
 mod list;
 mod metrics;
+mod replica_forward;
 mod resources;
 pub(crate) mod tokens;
 mod traffic;
 mod watch;
 mod xds;
-mod xds_forward;
 
 use std::sync::Arc;
 

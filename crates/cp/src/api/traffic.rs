@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, Uri};
 use meshlink_api::Kind;
 use serde_json::{Value, json};
 
-use super::{ApiError, ApiState, xds_forward};
+use super::{ApiError, ApiState, replica_forward};
 use crate::router::holder::{Reporter, key};
 
 pub(super) async fn traffic(
@@ -59,31 +59,15 @@ pub(super) async fn traffic(
     };
     let mut message = "this site's router is not reporting to any control plane".to_owned();
     if let Some(h) = holder.filter(|h| *h.instance != *st.instance)
-        && !headers.contains_key(xds_forward::FORWARDED_BY)
+        && !replica_forward::forwarded(&headers)
     {
-        let auth = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let path = uri
-            .path_and_query()
-            .map_or("/api/v1/traffic", |p| p.as_str());
-        let answer = match xds_forward::holder(store.as_ref(), &h.instance).await {
-            Ok(replica) => xds_forward::get(&replica, path, auth, &st.instance).await,
-            Err(e) => Err(e),
-        };
-        match answer {
-            Ok(mut body) => {
-                if let Value::Object(map) = &mut body {
-                    map.insert("forwardedBy".to_owned(), json!(&*st.instance));
-                }
-                return Ok(Json(body));
-            }
+        match replica_forward::forward(store.as_ref(), &h.instance, &headers, &uri, &st.instance)
+            .await
+        {
+            Ok(body) => return Ok(Json(body)),
             Err(e) => {
-                message = format!(
-                    "this site's router reports to control plane {}, which cannot be asked: {e}",
-                    h.instance
-                );
+                message =
+                    format!("this site's router reports to a replica that cannot be asked: {e}");
             }
         }
     }

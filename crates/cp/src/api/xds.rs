@@ -2,7 +2,7 @@
 //! proxy's xDS stream looks like (the data behind `meshlink inspect
 //! dataplane`), plus the Dataplane's stored status under
 //! `dataplaneStatus`. When the stream is on another replica, that replica
-//! answers (`xds_forward`) and the body says `forwardedBy`.
+//! answers (`replica_forward`) and the body says `forwardedBy`.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::resources::kind_of;
-use super::{ApiError, ApiState, xds_forward};
+use super::{ApiError, ApiState, replica_forward};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -51,31 +51,12 @@ pub(super) async fn inspect(
     let mut unreachable = None;
     if let Some(instance) = elsewhere
         && !open_here
-        && !headers.contains_key(xds_forward::FORWARDED_BY)
+        && !replica_forward::forwarded(&headers)
     {
-        let auth = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let answer = match xds_forward::holder(st.resources.store().as_ref(), instance).await {
-            Ok(h) => xds_forward::get(&h, path, auth, &st.instance)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "control plane {instance} ({}) did not answer: {e}",
-                        h.api_addr
-                    )
-                }),
-            Err(e) => Err(e),
-        };
-        match answer {
-            Ok(mut body) => {
-                if let Value::Object(map) = &mut body {
-                    map.insert("forwardedBy".to_owned(), json!(&*st.instance));
-                }
-                return Ok(Json(body));
-            }
+        let store = st.resources.store();
+        match replica_forward::forward(store.as_ref(), instance, &headers, &uri, &st.instance).await
+        {
+            Ok(body) => return Ok(Json(body)),
             Err(e) => unreachable = Some(e),
         }
     }

@@ -1,9 +1,11 @@
-//! `inspect` on any replica (issue 35 §4): a proxy's stream report and
-//! config dump live in the replica that holds its stream, so a replica
-//! asked about a proxy connected elsewhere forwards the request, once, to
-//! that replica's REST API (found through its instance record, which
-//! names the address and proves the replica live), with the caller's own
-//! bearer token. The answer says which replica served it.
+//! Asking the replica that holds what a request is about (issue 35 §4): a
+//! proxy's stream report and config dump (`inspect`) live in the replica
+//! holding its stream, a router's traffic figures in the replica holding
+//! its report stream. A replica asked about them forwards the request,
+//! once, to that replica's REST API (found through its instance record,
+//! which names the address and proves the replica live), with the
+//! caller's own bearer token. The answer says which replica forwarded it
+//! (`forwardedBy`).
 //!
 //! A forwarded request carries [`FORWARDED_BY`] and is never forwarded
 //! again, so two replicas that disagree about where a proxy is cannot
@@ -11,19 +13,20 @@
 
 use std::time::{Duration, SystemTime};
 
+use axum::http::{HeaderMap, Uri};
 use http_body_util::BodyExt;
 use meshlink_store::Store;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::replicas::record::{self, InstanceRecord};
 
 /// Marks a request forwarded by another replica (its instance name).
-pub(super) const FORWARDED_BY: &str = "meshlink-forwarded-by";
+const FORWARDED_BY: &str = "meshlink-forwarded-by";
 
 /// The whole forwarded exchange may take this long.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where a proxy's stream is, when it is on another live replica.
+/// A live replica to ask.
 pub(super) struct Holder {
     /// Its REST API address.
     pub(super) api_addr: String,
@@ -31,7 +34,7 @@ pub(super) struct Holder {
 
 /// The live replica `instance`, from its instance record; `Err` says why
 /// it cannot be asked.
-pub(super) async fn holder(store: &dyn Store, instance: &str) -> Result<Holder, String> {
+async fn holder(store: &dyn Store, instance: &str) -> Result<Holder, String> {
     let obj = store
         .get(&record::key(instance))
         .await
@@ -50,9 +53,44 @@ pub(super) async fn holder(store: &dyn Store, instance: &str) -> Result<Holder, 
     })
 }
 
+/// Forwards the GET `uri` (with the caller's `Authorization` from
+/// `headers`) to replica `instance`, as replica `from`; its JSON answer
+/// gains `forwardedBy: from`. `Err` says why it could not be asked, naming
+/// it. Callers check [`forwarded`] first: a forwarded request is never
+/// forwarded again.
+pub(super) async fn forward(
+    store: &dyn Store,
+    instance: &str,
+    headers: &HeaderMap,
+    uri: &Uri,
+    from: &str,
+) -> Result<Value, String> {
+    let auth = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let h = holder(store, instance).await?;
+    let mut body = get(&h, path, auth, from).await.map_err(|e| {
+        format!(
+            "control plane {instance} ({}) did not answer: {e}",
+            h.api_addr
+        )
+    })?;
+    if let Value::Object(map) = &mut body {
+        map.insert("forwardedBy".to_owned(), json!(from));
+    }
+    Ok(body)
+}
+
+/// Whether another replica forwarded this request.
+pub(super) fn forwarded(headers: &HeaderMap) -> bool {
+    headers.contains_key(FORWARDED_BY)
+}
+
 /// GETs `path_and_query` from `holder` with `authorization`, marked as
 /// forwarded by `from`. Returns the JSON body of a 200 answer.
-pub(super) async fn get(
+async fn get(
     holder: &Holder,
     path_and_query: &str,
     authorization: &str,
