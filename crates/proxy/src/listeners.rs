@@ -226,9 +226,8 @@ async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: Cancellation
                 let metrics = ctx.metrics.clone();
                 let drain = ctx.drain.clone();
                 let apps = ctx.apps.clone();
-                ctx.connections.spawn(connection::handle(
-                    stream, peer, live, metrics, drain, apps,
-                ));
+                ctx.connections
+                    .spawn(connection::handle(stream, peer, live, metrics, drain, apps));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

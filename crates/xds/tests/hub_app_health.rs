@@ -57,7 +57,10 @@ async fn recomputes(h: &Harness, update: Update) -> u64 {
 
 fn x_endpoints(h: &Harness) -> Vec<String> {
     let state = h.registry.state(&ProxyKey::new(MESH, "ref-1")).unwrap();
-    let r = state.snapshot.get(ENDPOINT_TYPE, "x").expect("x's endpoints");
+    let r = state
+        .snapshot
+        .get(ENDPOINT_TYPE, "x")
+        .expect("x's endpoints");
     let cla = ClusterLoadAssignment::decode(r.resource.value.as_slice()).unwrap();
     cla.endpoints
         .iter()

@@ -61,16 +61,15 @@ fn client() -> Resource {
 fn view(backends: Vec<Resource>) -> MeshView {
     let mut dps = backends;
     dps.push(client());
-    MeshView::new(mesh(true), dps, Vec::new())
-        .with_mesh_services(vec![resource(json!({
-            "apiVersion": "meshlink.dev/v1alpha1",
-            "kind": "MeshService",
-            "metadata": {"name": "backend-ms", "mesh": MESH},
-            "spec": {
-                "selector": {"dataplaneTags": {"kuma.io/service": "backend"}},
-                "ports": [{"port": 80, "targetPort": 8080}],
-            },
-        }))])
+    MeshView::new(mesh(true), dps, Vec::new()).with_mesh_services(vec![resource(json!({
+        "apiVersion": "meshlink.dev/v1alpha1",
+        "kind": "MeshService",
+        "metadata": {"name": "backend-ms", "mesh": MESH},
+        "spec": {
+            "selector": {"dataplaneTags": {"kuma.io/service": "backend"}},
+            "ports": [{"port": 80, "targetPort": 8080}],
+        },
+    }))])
 }
 
 /// `view` with a MeshTCPRoute sending `backend` to its `version: v1`

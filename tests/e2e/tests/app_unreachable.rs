@@ -98,7 +98,11 @@ fn apply(cp: &ControlPlane, yaml: &str) {
 
 /// The Dataplane as the REST API serves it.
 fn dataplane(cp: &ControlPlane, name: &str) -> Value {
-    let (status, body) = cp.api("GET", &format!("/api/v1/dataplanes/{name}?mesh={MESH}"), None);
+    let (status, body) = cp.api(
+        "GET",
+        &format!("/api/v1/dataplanes/{name}?mesh={MESH}"),
+        None,
+    );
     assert_eq!(status, 200, "{body}");
     body
 }
@@ -173,7 +177,12 @@ fn an_app_that_refuses_connections_is_reported_and_steered_around_until_it_is_ba
     );
     apply(
         &cp,
-        &kuma_backend("backend-2", ports.backend_2_inbound, backend_2_app.port(), ""),
+        &kuma_backend(
+            "backend-2",
+            ports.backend_2_inbound,
+            backend_2_app.port(),
+            "",
+        ),
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let [web, backend_1, _backend_2] = start_sidecars(&cp, dir.path());
@@ -202,7 +211,10 @@ fn an_app_that_refuses_connections_is_reported_and_steered_around_until_it_is_ba
         assert!(message.contains(&part), "{part:?} missing from {message:?}");
     }
     let (ready, ready_reason, _) = condition(&dp, "Ready").expect("Ready");
-    assert_eq!((ready.as_str(), ready_reason.as_str()), ("False", "AppUnreachable"));
+    assert_eq!(
+        (ready.as_str(), ready_reason.as_str()),
+        ("False", "AppUnreachable")
+    );
     let listed = &dp["status"]["unreachableApps"][0];
     assert_eq!(listed["port"], ports.backend_1_inbound, "{dp}");
     assert!(listed["since"].is_string(), "{dp}");
@@ -269,7 +281,12 @@ fn an_inbound_applied_with_health_ready_false_gets_no_traffic_until_it_is_ready(
     apply(&cp, &mesh_and_web(&ports, web_app.port()));
     apply(
         &cp,
-        &kuma_backend("backend-1", ports.backend_1_inbound, backend_1_app.port(), ""),
+        &kuma_backend(
+            "backend-1",
+            ports.backend_1_inbound,
+            backend_1_app.port(),
+            "",
+        ),
     );
     let not_ready = "      health:\n        ready: false\n";
     let backend_2 = |extra| {
@@ -297,9 +314,13 @@ fn an_inbound_applied_with_health_ready_false_gets_no_traffic_until_it_is_ready(
     });
     assert_eq!(web_backend_endpoints(&web), Some(only_1));
     for i in 0..10 {
-        assert_eq!(who_answers(&ports).as_deref(), Some("backend-1"), "request {i}");
+        assert_eq!(
+            who_answers(&ports).as_deref(),
+            Some("backend-1"),
+            "request {i}"
+        );
     }
-    let (ready, reason, message) = eventually("backend-2 Ready=False", WAIT, || {
+    let (ready, _reason, message) = eventually("backend-2 Ready=False", WAIT, || {
         condition(&dataplane(&cp, "backend-2"), "Ready").filter(|c| c.1 == "InboundNotReady")
     });
     assert_eq!(ready, "False");

@@ -100,7 +100,12 @@ impl AppFacts {
     /// Takes a report of `stream` received at `at`; returns whether what
     /// is known changed. An application still unreachable keeps the
     /// `since` it was first reported with.
-    pub(crate) fn apply_report(&mut self, stream: u64, apps: &[ReportedApp], at: SystemTime) -> bool {
+    pub(crate) fn apply_report(
+        &mut self,
+        stream: u64,
+        apps: &[ReportedApp],
+        at: SystemTime,
+    ) -> bool {
         if stream < self.stream {
             return false;
         }
@@ -115,9 +120,7 @@ impl AppFacts {
                     .iter()
                     .find(|b| b.port == a.port && b.address == a.address)
                     .map(|b| b.since.clone())
-                    .unwrap_or_else(|| {
-                        rfc3339(at.checked_sub(a.unreachable_for).unwrap_or(at))
-                    });
+                    .unwrap_or_else(|| rfc3339(at.checked_sub(a.unreachable_for).unwrap_or(at)));
                 UnreachableApp {
                     port: a.port,
                     address: a.address.clone(),
@@ -188,10 +191,7 @@ impl AppFacts {
             return Some(("AppUnreachable", unreachable_message(report)));
         }
         let (port, name) = self.declared.first()?;
-        let name = name
-            .as_ref()
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default();
+        let name = name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
         let more = match self.declared.len() {
             1 => String::new(),
             n => format!(" and {} more inbound(s)", n - 1),
@@ -324,7 +324,10 @@ mod tests {
         assert!(f.condition().is_none(), "no report: nothing to say");
         assert!(f.apply_report(1, &[app(8080, true, 0)], at(0)));
         let c = f.condition().expect("a condition");
-        assert_eq!((c.status, c.reason.as_str()), (ConditionStatus::True, "Reachable"));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (ConditionStatus::True, "Reachable")
+        );
         assert!(f.not_ready().is_none());
 
         assert!(f.apply_report(1, &[app(8080, false, 3)], at(10)));
@@ -333,7 +336,12 @@ mod tests {
             (c.status, c.reason.as_str()),
             (ConditionStatus::False, "AppUnreachable")
         );
-        for part in ["inbound 8080", "127.0.0.1:9080", "os error 111", &rfc3339(at(7))] {
+        for part in [
+            "inbound 8080",
+            "127.0.0.1:9080",
+            "os error 111",
+            &rfc3339(at(7)),
+        ] {
             assert!(c.message.contains(part), "{part} missing: {}", c.message);
         }
         assert_eq!(f.not_ready().map(|r| r.0), Some("AppUnreachable"));
@@ -407,6 +415,9 @@ mod tests {
         }
         let mut m = DataplaneStatus::default();
         assert_eq!(merged(Some(&c), &stored, &mut m, true), Some(c));
-        assert!(m.unreachable_apps.is_empty(), "the report's list is written");
+        assert!(
+            m.unreachable_apps.is_empty(),
+            "the report's list is written"
+        );
     }
 }

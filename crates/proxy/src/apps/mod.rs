@@ -128,7 +128,11 @@ impl AppHealth {
             return;
         };
         let known_down = matches!(
-            self.states.borrow().inbounds.get(listener).map(|a| &a.state),
+            self.states
+                .borrow()
+                .inbounds
+                .get(listener)
+                .map(|a| &a.state),
             Some(AppState::Unreachable { .. })
         );
         if !known_down {
@@ -195,12 +199,12 @@ pub fn targets(config: &ProxyConfig) -> BTreeMap<String, (u16, SocketAddr)> {
                 .flatten()
                 .collect(),
         };
-        let app = clusters.iter().find_map(|c| {
-            match &config.clusters.get(c)?.value.discovery {
+        let app = clusters
+            .iter()
+            .find_map(|c| match &config.clusters.get(c)?.value.discovery {
                 Discovery::Static(list) => list.first().copied(),
                 Discovery::Eds => None,
-            }
-        });
+            });
         if let Some(app) = app {
             out.insert(name.clone(), (spec.address.port(), app));
         }

@@ -187,10 +187,21 @@ mod tests {
         let later = build("default.backend-1", &down, Instant::now());
         assert_eq!(later.node_id, "default.backend-1");
         let i = &later.inbounds[0];
-        assert_eq!((i.port, i.address.as_str(), i.reachable), (15000, "127.0.0.1:9080", false));
+        assert_eq!(
+            (i.port, i.address.as_str(), i.reachable),
+            (15000, "127.0.0.1:9080", false)
+        );
         assert_eq!(i.unreachable_for_ms, 3000);
-        assert_eq!(change_key(&first), change_key(&later), "time alone is no change");
-        let up = build("default.backend-1", &states(AppState::Reachable), Instant::now());
+        assert_eq!(
+            change_key(&first),
+            change_key(&later),
+            "time alone is no change"
+        );
+        let up = build(
+            "default.backend-1",
+            &states(AppState::Reachable),
+            Instant::now(),
+        );
         assert!(up.inbounds[0].reachable && up.inbounds[0].error.is_empty());
         assert_ne!(change_key(&first), change_key(&up));
     }

@@ -65,15 +65,28 @@ fn config(app: SocketAddr) -> ProxyConfig {
         listeners: BTreeMap::from([
             (
                 "inbound:127.0.0.1:15000".to_owned(),
-                listener("inbound:127.0.0.1:15000", 15000, Direction::Inbound, "local"),
+                listener(
+                    "inbound:127.0.0.1:15000",
+                    15000,
+                    Direction::Inbound,
+                    "local",
+                ),
             ),
             (
                 "outbound:127.0.0.1:10001".to_owned(),
-                listener("outbound:127.0.0.1:10001", 10001, Direction::Outbound, "backend"),
+                listener(
+                    "outbound:127.0.0.1:10001",
+                    10001,
+                    Direction::Outbound,
+                    "backend",
+                ),
             ),
         ]),
         clusters: BTreeMap::from([
-            ("local".to_owned(), cluster("local", Discovery::Static(vec![app]))),
+            (
+                "local".to_owned(),
+                cluster("local", Discovery::Static(vec![app])),
+            ),
             ("backend".to_owned(), cluster("backend", Discovery::Eds)),
         ]),
         received: BTreeSet::from([LISTENER.to_owned()]),
