@@ -109,11 +109,10 @@ async fn wait_for(
     what: &str,
     f: impl FnMut(&Arc<AppStates>) -> bool,
 ) -> Arc<AppStates> {
-    let found = match tokio::time::timeout(DEADLINE, rx.wait_for(f)).await {
+    match tokio::time::timeout(DEADLINE, rx.wait_for(f)).await {
         Ok(r) => r.expect("monitor running").clone(),
         Err(_) => panic!("timed out waiting for {what}"),
-    };
-    found
+    }
 }
 
 fn state_of(s: &AppStates) -> Option<&AppState> {
