@@ -1,5 +1,5 @@
 //! Generates the gRPC code for meshlink's own protos (Certify, the router's
-//! resources and RouterStatus) with a vendored `protoc`, so no system
+//! resources, RouterStatus and DataplaneHealth) with a vendored `protoc`, so no system
 //! protobuf compiler is needed. Messages get `prost::Name` with the
 //! `type.googleapis.com` domain, so router resources travel in xDS `Any`s
 //! under `type.googleapis.com/meshlink.v1.<Message>`.
@@ -17,6 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &[
                 "proto/meshlink/v1/certify.proto",
                 "proto/meshlink/v1/router.proto",
+                "proto/meshlink/v1/dataplane_health.proto",
             ],
             &["proto"],
         )?;

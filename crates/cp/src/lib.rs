@@ -291,6 +291,13 @@ impl ControlPlane {
             shutdown.clone(),
             ca.clone(),
             router_rpc,
+            ads::DataplaneHealthService::new(
+                ads::ProxyAuth {
+                    tokens: tokens.clone(),
+                },
+                status_handle.clone(),
+                shutdown.clone(),
+            ),
         )
         .await?;
         let xds = xds.inspect;

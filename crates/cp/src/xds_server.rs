@@ -1,7 +1,7 @@
 //! The gRPC server on `--xds-addr`: TLS with the cp-tls serving certificate,
 //! an optional client certificate (for clients that cannot send a token),
-//! the ADS service (SotW and delta), the Certify service and the routers'
-//! RouterStatus service.
+//! the ADS service (SotW and delta), the Certify service, the routers'
+//! RouterStatus service and the sidecars' DataplaneHealth service.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use meshlink_identity::KeyedRateLimiter;
 use meshlink_runtime::Shutdown;
 use meshlink_xds::ads::{AdsServer, AdsService};
 use meshlink_xds::certify::certify_server::CertifyServer;
+use meshlink_xds::certify::dataplane_health_server::DataplaneHealthServer;
 use meshlink_xds::certify::router_status_server::RouterStatusServer;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
@@ -46,6 +47,7 @@ pub(crate) async fn start(
     shutdown: Shutdown,
     ca: crate::identity::CaHandle,
     router_status: crate::router::rpc::RouterStatusService,
+    dataplane_health: crate::ads::DataplaneHealthService,
 ) -> Result<
     (
         std::net::SocketAddr,
@@ -70,6 +72,7 @@ pub(crate) async fn start(
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
         .add_service(CertifyServer::new(certify))
         .add_service(RouterStatusServer::new(router_status))
+        .add_service(DataplaneHealthServer::new(dataplane_health))
         .add_service(AdsService::new(ads.clone()));
     // Each connection's writes are batched per scheduler pass (see
     // coalesced_writes.rs): one write for many streams' responses.

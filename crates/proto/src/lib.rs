@@ -4,7 +4,7 @@
 //! (`meshlink-proxy`) both depend on this crate, and the proxy depends on
 //! nothing of the control plane's. It owns protocol *facts* only:
 //! - [`certify`]: meshlink's generated protos (Certify, the router's
-//!   resources, RouterStatus);
+//!   resources, RouterStatus, DataplaneHealth);
 //! - [`types`]: every xDS type URL either end names, and the
 //!   make-before-break order (I2);
 //! - [`node`]: the `node.id` grammar (`<mesh>.<dataplane>`, `site.<site>`);
@@ -16,7 +16,8 @@
 //! streams): those stay in their own crates.
 
 /// `meshlink.v1`: the Certify RPC (`proto/meshlink/v1/certify.proto`), the
-/// router's resources and the RouterStatus RPC (`router.proto`), generated.
+/// router's resources and the RouterStatus RPC (`router.proto`), and the
+/// sidecars' DataplaneHealth RPC (`dataplane_health.proto`), generated.
 #[allow(missing_docs, unreachable_pub, clippy::all)]
 pub mod certify {
     tonic::include_proto!("meshlink.v1");

@@ -4,7 +4,10 @@
 //! and clusters from the control plane and every listener is serving
 //! (which needs the identity certificate and trust bundle whenever mTLS is
 //! on). Until then `/ready` answers 503 with a list naming each missing
-//! piece. It never exposes a private key.
+//! piece. A local application that does not accept connections is named
+//! under `apps` (and in `/config_dump`) without making the proxy not
+//! ready: the control plane steers traffic away from it. It never exposes
+//! a private key.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -47,6 +50,8 @@ pub struct AdminState {
     pub metrics: Arc<ProxyMetrics>,
     /// Whether drain has started.
     pub draining: watch::Receiver<bool>,
+    /// The inbounds' local applications.
+    pub apps: crate::apps::AppHealth,
 }
 
 /// The admin router.
@@ -105,8 +110,28 @@ pub fn missing(state: &AdminState) -> Vec<String> {
     out
 }
 
+/// `/ready` of a sidecar: [`ready_response`], plus, while an inbound's
+/// application does not accept connections, `unreachable_apps` with a
+/// line per such inbound (last in the body; it does not make the proxy
+/// not ready: the control plane steers traffic away from the inbound).
 async fn ready(State(state): State<AdminState>) -> Response {
-    ready_response(missing(&state))
+    let missing = missing(&state);
+    let apps = state.apps.states().borrow().clone();
+    let unreachable = apps.unreachable_lines(tokio::time::Instant::now());
+    if unreachable.is_empty() {
+        return ready_response(missing);
+    }
+    let status = if missing.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({
+        "ready": missing.is_empty(),
+        "missing": missing,
+        "unreachable_apps": unreachable,
+    });
+    (status, axum::Json(body)).into_response()
 }
 
 /// `/ready`: 200 `{"missing":[],"ready":true}`, or 503 with what is
@@ -194,7 +219,35 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
         .map(|(name, r)| json!({"name": name, "version": r.version, "spec": r.value.as_ref()}))
         .collect();
     let xds = state.xds.lock().expect("xds status lock").clone();
+    let now = tokio::time::Instant::now();
+    let apps: Vec<Value> = state
+        .apps
+        .states()
+        .borrow()
+        .inbounds
+        .iter()
+        .map(|(name, app)| {
+            let (state, error, down_for) = match &app.state {
+                crate::apps::AppState::Unknown => ("unknown", None, None),
+                crate::apps::AppState::Reachable => ("reachable", None, None),
+                crate::apps::AppState::Unreachable { error, since } => (
+                    "unreachable",
+                    Some(error.clone()),
+                    Some(now.saturating_duration_since(*since).as_secs()),
+                ),
+            };
+            json!({
+                "listener": name,
+                "port": app.port,
+                "address": app.address.to_string(),
+                "state": state,
+                "error": error,
+                "unreachable_for_seconds": down_for,
+            })
+        })
+        .collect();
     let body = json!({
+        "apps": apps,
         "identity": identity,
         "listeners": listeners,
         "clusters": clusters,

@@ -27,6 +27,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use meshlink_runtime::{ErrorKind, ProxyError, Side};
 
+use crate::apps::AppHealth;
 use crate::counted::Counted;
 use crate::dataplane::{ClusterRuntime, Dataplane};
 use crate::drain::{ConnectionDrain, Ended};
@@ -60,6 +61,7 @@ pub async fn handle(
     live: Live,
     metrics: Arc<ProxyMetrics>,
     drain: ConnectionDrain,
+    apps: AppHealth,
 ) {
     let spec = live.spec.borrow().clone();
     let view = live.view.borrow().clone();
@@ -83,7 +85,7 @@ pub async fn handle(
                 http_connection(stream, peer, &spec, &view, live, &metrics, &drain).await
             }
             (ListenerProtocol::Tcp { .. }, Direction::Inbound) => {
-                inbound(stream, &spec, &view, &metrics).await
+                inbound(stream, &spec, &view, &metrics, &apps).await
             }
             (ListenerProtocol::Tcp { .. }, Direction::Outbound) => {
                 outbound(stream, &spec, &view, &metrics).await
@@ -165,12 +167,13 @@ async fn inbound(
     spec: &ListenerSpec,
     view: &Dataplane,
     metrics: &ProxyMetrics,
+    apps: &AppHealth,
 ) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
     let Some(tls) = &spec.tls else {
         let upstream = connect(cluster, spec, metrics)
             .await
-            .inspect_err(|why| app_down(spec, None, why, metrics))?;
+            .inspect_err(|why| app_down(spec, None, why, metrics, apps))?;
         return copy(
             stream,
             upstream,
@@ -184,7 +187,7 @@ async fn inbound(
     authorize_connection(spec, peer_id.as_deref(), metrics)?;
     let upstream = connect(cluster, spec, metrics)
         .await
-        .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics))?;
+        .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics, apps))?;
     copy(
         tls_stream,
         upstream,
@@ -240,8 +243,17 @@ fn authorize_connection(
 /// Logs that the local application refused an inbound connection (the
 /// client sees the same empty reply as for an RBAC denial, so this is
 /// logged at the same level), rate-limited: the first at once, then at most
-/// one line per [`crate::metrics::APP_DOWN_LOG_INTERVAL`] with the count.
-fn app_down(spec: &ListenerSpec, peer: Option<&str>, why: &ProxyError, metrics: &ProxyMetrics) {
+/// one line per [`crate::metrics::APP_DOWN_LOG_INTERVAL`] with the count;
+/// and has the application monitor probe it now ([`AppHealth::refused`]),
+/// which reports it to the control plane.
+fn app_down(
+    spec: &ListenerSpec,
+    peer: Option<&str>,
+    why: &ProxyError,
+    metrics: &ProxyMetrics,
+    apps: &AppHealth,
+) {
+    apps.refused(&spec.name);
     if let Some(count) = metrics.app_down_log.hit() {
         tracing::info!(
             listener = %spec.name,

@@ -8,16 +8,20 @@
 //! configuration over delta ADS ([`xds`]), binds the listeners whose
 //! references have arrived ([`listeners`], I2), and proxies connections
 //! ([`connection`]) with load balancing and outlier ejection ([`lb`]).
-//! [`admin`] serves `/ready`, `/config_dump` and `/metrics`.
+//! [`apps`] probes the local applications behind the inbounds and reports
+//! them to the control plane. [`admin`] serves `/ready`, `/config_dump`
+//! and `/metrics`.
 //!
 //! Tasks (all tied to one cancellation token or the connection tracker):
 //! identity actor, xDS client, listener manager (+ one accept loop per
-//! bound listener), admin server, and one task per connection. State flows
+//! bound listener), application monitor and its reporter, admin server,
+//! and one task per connection. State flows
 //! through `watch` channels: xDS → `ProxyConfig`, identity →
 //! `WorkloadIdentity`, listener manager → `Dataplane` (what connections
 //! read). Nothing is ever read from a lock across an await.
 
 pub mod admin;
+pub mod apps;
 pub mod backoff;
 pub mod connection;
 pub mod counted;
@@ -140,7 +144,20 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
     let xds_status = xds::SharedXdsStatus::default();
     let listener_states = listeners::SharedListenerStates::default();
 
+    let (connection_tx, connection_rx) = watch::channel(None);
+    let app_metrics = apps::AppMetrics::default();
+    registry.register_with("proxy", |r| app_metrics.register(r));
+    let (app_health, app_monitor) =
+        apps::AppMonitor::new(config_rx.clone(), options.app_probe_interval, app_metrics);
+
     let background = TaskTracker::new();
+    background.spawn(app_monitor.run(tasks.clone()));
+    background.spawn(apps::report::run(
+        options.node_id(),
+        connection_rx,
+        app_health.clone(),
+        tasks.clone(),
+    ));
     background.spawn(identity::run(
         options.cp.clone(),
         identity_tx,
@@ -156,6 +173,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
             config: config_tx,
             status: xds_status.clone(),
             metrics: metrics.clone(),
+            connection: Some(connection_tx),
         }
         .run(tasks.clone()),
     );
@@ -167,6 +185,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         connections: connections.clone(),
         drain: drain.clone(),
         metrics: metrics.clone(),
+        apps: app_health.clone(),
     };
     let manager = background.spawn(manager.run(stop_accepting.clone()));
     let admin_state = admin::AdminState {
@@ -179,6 +198,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         registry,
         metrics,
         draining: draining_rx,
+        apps: app_health,
     };
     background.spawn(admin_serve(
         admin_socket,

@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::apps::AppHealth;
 use crate::connection;
 use crate::dataplane::Dataplane;
 use crate::drain::ConnectionDrain;
@@ -62,6 +63,8 @@ pub struct ListenerManager {
     pub drain: ConnectionDrain,
     /// Metrics.
     pub metrics: Arc<ProxyMetrics>,
+    /// Told when an inbound cannot reach its local application.
+    pub apps: AppHealth,
 }
 
 impl ListenerManager {
@@ -147,6 +150,7 @@ impl ListenerManager {
                         connections: self.connections.clone(),
                         drain: self.drain.clone(),
                         metrics: self.metrics.clone(),
+                        apps: self.apps.clone(),
                     };
                     self.connections
                         .spawn(accept_loop(socket, ctx, stop.clone()));
@@ -203,6 +207,8 @@ pub struct AcceptContext {
     pub drain: ConnectionDrain,
     /// Metrics.
     pub metrics: Arc<ProxyMetrics>,
+    /// Told when an inbound cannot reach its local application.
+    pub apps: AppHealth,
 }
 
 async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: CancellationToken) {
@@ -219,8 +225,9 @@ async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: Cancellation
                 };
                 let metrics = ctx.metrics.clone();
                 let drain = ctx.drain.clone();
+                let apps = ctx.apps.clone();
                 ctx.connections
-                    .spawn(connection::handle(stream, peer, live, metrics, drain));
+                    .spawn(connection::handle(stream, peer, live, metrics, drain, apps));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

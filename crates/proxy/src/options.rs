@@ -81,6 +81,13 @@ pub struct RunArgs {
     /// router reports the bound address to the control plane).
     #[arg(long, env = "MESHLINK_PROXY_MESH_PORT", default_value = "15671")]
     pub mesh_port: String,
+    /// Sidecar mode: how often each inbound's local application is probed
+    /// (a TCP connect) while it answers, e.g. 5s; 0 probes only after a
+    /// connection to it failed. An application that does not answer is
+    /// probed with backoff until it does, and reported to the control
+    /// plane, which steers other proxies' traffic away meanwhile.
+    #[arg(long, env = "MESHLINK_PROXY_APP_PROBE_INTERVAL", default_value = "5s")]
+    pub app_probe_interval: String,
 }
 
 /// Validated options.
@@ -106,6 +113,9 @@ pub struct ProxyOptions {
     pub drain_timeout: Duration,
     /// Runtime worker threads (at least 1).
     pub worker_threads: usize,
+    /// Sidecar mode: the period of the local applications' probes (zero:
+    /// only after a failed connection).
+    pub app_probe_interval: Duration,
 }
 
 impl ProxyOptions {
@@ -225,6 +235,15 @@ impl RunArgs {
         if drain_timeout.is_some_and(|d| d.is_zero()) {
             errors.push("--drain-timeout must be positive, e.g. 30s".into());
         }
+        let app_probe_interval = humantime::parse_duration(&self.app_probe_interval)
+            .map_err(|e| {
+                errors.push(format!(
+                    "--app-probe-interval {:?}: {e}; expected a duration, e.g. 5s (0 probes only \
+                     after a failed connection)",
+                    self.app_probe_interval
+                ))
+            })
+            .unwrap_or(crate::apps::DEFAULT_PROBE_INTERVAL);
         match (
             errors.is_empty(),
             cp_urls,
@@ -260,6 +279,7 @@ impl RunArgs {
                 admin_addr_file: self.admin_addr_file,
                 drain_timeout,
                 worker_threads,
+                app_probe_interval,
             }),
             _ => Err(errors),
         }
@@ -395,6 +415,22 @@ mod tests {
         let mut args = base.to_vec();
         args.extend(["--mesh", "m", "--name", "n"]);
         assert_eq!(parse(&args).unwrap().worker_threads, 2);
+    }
+
+    #[test]
+    fn app_probe_interval_is_a_duration_and_zero_turns_periodic_probes_off() {
+        let base = ["--cp-ca", "ca.pem", "--token-file", "t", "--name", "web"];
+        assert_eq!(
+            parse(&base).unwrap().app_probe_interval,
+            Duration::from_secs(5)
+        );
+        let mut args = base.to_vec();
+        args.extend(["--app-probe-interval", "0"]);
+        assert!(parse(&args).unwrap().app_probe_interval.is_zero());
+        let mut args = base.to_vec();
+        args.extend(["--app-probe-interval", "often"]);
+        let text = parse(&args).unwrap_err().join("\n");
+        assert!(text.contains("--app-probe-interval \"often\""), "{text}");
     }
 
     #[test]

@@ -88,6 +88,7 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
             connections: connections.clone(),
             drain: drain.clone(),
             metrics: Arc::new(ProxyMetrics::default()),
+            apps: Default::default(),
         }
         .run(stop_accepting.clone()),
     );

@@ -48,6 +48,7 @@ impl Proxy {
             config: config_tx,
             status: status.clone(),
             metrics: Arc::new(ProxyMetrics::default()),
+            connection: None,
         };
         let task = tokio::spawn(client.run(cancel.clone()));
         Proxy {

@@ -246,6 +246,7 @@ async fn proxy(routes: Vec<RouteSpec>, clusters: &[(&str, SocketAddr)]) -> Proxy
             connections: TaskTracker::new(),
             drain: ConnectionDrain::default(),
             metrics: metrics.clone(),
+            apps: Default::default(),
         };
         let stop = stop.clone();
         async move {

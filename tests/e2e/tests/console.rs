@@ -97,7 +97,13 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
     let a = Site::start("console-a", 2);
     let mut b = Site::start("console-b", 3);
     let link = b.link_to(&a, Some(2));
-    let ports = PairPorts::free();
+    // Both sidecars' apps listen (a sidecar whose app refuses connections
+    // is not Ready; the Services page would show it unhealthy).
+    let (web_app, backend_app) = (
+        meshlink_e2e::app::HttpApp::start("web"),
+        meshlink_e2e::app::HttpApp::start("backend"),
+    );
+    let ports = PairPorts::with_apps(web_app.port(), backend_app.port());
     apply_pair(&b.cp, &ports, "2m");
     let dir = tempfile::tempdir().unwrap();
     let _sidecars = start_pair_sidecars(&b.cp, dir.path(), DEADLINE);

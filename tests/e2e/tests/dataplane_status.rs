@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use meshlink_e2e::ads::*;
+use meshlink_e2e::app::HttpApp;
 use meshlink_e2e::certify::{certify, csr};
 use meshlink_e2e::proxy::{PairPorts, Sidecar, apply_pair};
 use meshlink_e2e::{ControlPlane, StoreKind, eventually};
@@ -61,7 +62,14 @@ fn row(cp: &ControlPlane, name: &str) -> std::collections::HashMap<String, Strin
 #[test]
 fn sidecar_and_sds_client_fill_status_and_the_get_columns() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
-    apply_pair(&cp, &PairPorts::free(), "1h");
+    // web-1's app listens: a sidecar whose app refuses connections is not
+    // Ready (AppUnreachable, see app_unreachable.rs).
+    let web_app = HttpApp::start("web");
+    apply_pair(
+        &cp,
+        &PairPorts::with_apps(web_app.port(), meshlink_e2e::free_port()),
+        "1h",
+    );
     let dir = tempfile::tempdir().expect("tempdir");
 
     // web-1: a real sidecar, certificate through Certify.

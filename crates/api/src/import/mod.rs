@@ -90,7 +90,6 @@ pub const IGNORED_FIELDS: &[IgnoredField] = &[
     f(Kuma, MESH, Spec, "mtls.backends[].dpCert.requestTimeout"),
     f(Kuma, MESH, Spec, "mtls.backends[].conf.caCert.RSAbits"),
     f(Kuma, DP, Spec, "networking.transparentProxying"),
-    f(Kuma, DP, Spec, "networking.inbound[].health"),
     f(Kuma, DP, Spec, "networking.inbound[].serviceProbe"),
     f(Kuma, DP, Spec, "networking.inbound[].state"),
     f(Kuma, DP, Spec, "metrics"),

@@ -88,6 +88,20 @@ pub struct Inbound {
     /// a MeshService selects the inbound (then they may be empty).
     #[serde(default, skip_serializing_if = "Tags::is_empty")]
     pub tags: Tags,
+    /// Kuma's inbound `health`: `ready: false` takes the inbound out of
+    /// every other proxy's endpoints (unset: ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<InboundHealth>,
+}
+
+/// `spec.networking.inbound[].health` (Kuma's `Dataplane.Networking.Inbound.Health`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InboundHealth {
+    /// Whether the inbound takes traffic; `false` removes it from the
+    /// endpoints other proxies get (Kuma: "not ready").
+    #[serde(default)]
+    pub ready: bool,
 }
 
 /// One called service, reachable on a local port.
@@ -143,6 +157,26 @@ pub struct DataplaneStatus {
     /// (Certify CSR or SDS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtls: Option<DataplaneMtlsStatus>,
+    /// Inbounds whose local application the sidecar reports unreachable
+    /// (the `AppReachable` condition); other proxies get no traffic routed
+    /// to them while they are listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable_apps: Vec<UnreachableApp>,
+}
+
+/// One entry of `status.unreachableApps` of a Dataplane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnreachableApp {
+    /// The inbound's port (what other proxies dial).
+    pub port: u16,
+    /// The application address the sidecar could not connect to
+    /// (`serviceAddress:servicePort`).
+    pub address: String,
+    /// The last connect error, as the operating system reported it.
+    pub error: String,
+    /// Since when (RFC 3339).
+    pub since: String,
 }
 
 /// `status.mtls` of a Dataplane: its current identity certificate.
@@ -380,6 +414,12 @@ impl Inbound {
         self.service_address
             .as_deref()
             .unwrap_or(DEFAULT_LOCAL_ADDRESS)
+    }
+
+    /// Whether the inbound takes traffic from other proxies: its
+    /// `health.ready`, ready when unset (as in Kuma).
+    pub fn is_ready(&self) -> bool {
+        self.health.is_none_or(|h| h.ready)
     }
 }
 

@@ -46,8 +46,8 @@ mod traffic_permission;
 mod unknown_field_hint;
 
 pub use dataplane::{
-    DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, Networking,
-    Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, service_from_tags,
+    DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, InboundHealth,
+    Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, UnreachableApp, service_from_tags,
 };
 pub use gateway::{Gateway, GatewayType, builtin_warning};
 pub use grant::{

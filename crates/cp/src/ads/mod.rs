@@ -1,10 +1,12 @@
 //! The control plane's side of xDS: the store-backed [`MeshSource`], proxy
-//! authentication, and the task that feeds the reconciler the changed
-//! objects from the store's change feed.
+//! authentication, the sidecars' DataplaneHealth RPC (`dataplane_health.rs`),
+//! and the task that feeds the reconciler the changed objects from the
+//! store's change feed.
 //!
 //! [`MeshSource`]: meshlink_xds::hub::MeshSource
 
 mod auth;
+mod dataplane_health;
 mod source;
 
 use std::collections::HashMap;
@@ -18,6 +20,7 @@ use meshlink_xds::hub::{Hub, Update};
 use meshlink_xds::router::{RouterHub, SiteChange};
 
 pub(crate) use auth::ProxyAuth;
+pub(crate) use dataplane_health::DataplaneHealthService;
 pub(crate) use source::StoreSource;
 
 use crate::identity::secrets::{MESH_CA, MESH_CA_STATE};

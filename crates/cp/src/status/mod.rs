@@ -12,6 +12,7 @@
 //!   outstanding NACK), queued by [`StatusHandle::stream_observer`];
 //! - issuance events from Certify, queued by
 //!   [`StatusHandle::issuance_observer`];
+//! - the sidecars' DataplaneHealth reports (`app_reachable.rs`);
 //! - the store's change feed (Dataplane created/deleted, Mesh mTLS,
 //!   MeshTrafficPermission changes).
 //!
@@ -25,6 +26,7 @@
 //! metrics, and writes the Mesh's `CertificateRotationStalled` condition
 //! when it changes (merging only that condition, with CAS and retry).
 
+pub(crate) mod app_reachable;
 mod mesh_service;
 mod mesh_service_protocol;
 mod metrics;
@@ -85,6 +87,7 @@ pub enum StatusError {
 enum Event {
     Stream(StreamView),
     Issued(Issuance),
+    App(app_reachable::AppEvent),
 }
 
 /// Queues events for the status task. Cheap to clone.
@@ -276,6 +279,7 @@ impl State {
                 }
                 if let Some(spec) = d.spec.as_dataplane() {
                     protocols.upsert(&key, spec);
+                    p.app.set_declared(spec);
                 }
                 protocols.stored(&key, d.condition(protocol::CONDITION));
                 proxies.entry(key).or_insert(p);
@@ -336,6 +340,9 @@ impl State {
                     .apply_issuance(&e);
                 self.sync_expiry(&key);
             }
+            Event::App(e) => {
+                app_reachable::on_event(&mut self.proxies, e);
+            }
         }
     }
 
@@ -378,6 +385,7 @@ impl State {
             } else if let Ok(r) = Resource::from_json_unvalidated(c.object.body.clone()) {
                 if let Some(spec) = r.spec.as_dataplane() {
                     self.protocols.upsert(&key, spec);
+                    app_reachable::spec_changed(&mut self.proxies, &key, spec);
                 }
                 if let Some(stored) = r.status.details.as_dataplane() {
                     self.observe(&key, stored);
@@ -512,7 +520,8 @@ impl State {
             let ready = p.ready_condition(mtls, now);
             p.written_reason = Some(p.ready(mtls, now).1);
             let status = p.status();
-            let digest = writer::digest(&status, &ready);
+            let app = p.app.condition();
+            let digest = app_reachable::digest(writer::digest(&status, &ready), app.as_ref());
             if p.written.is_some_and(|(d, _)| d == digest) {
                 if std::mem::take(&mut p.pending_close) {
                     self.metrics.close("unchanged");
@@ -526,6 +535,7 @@ impl State {
                     status,
                     ready,
                     presence: p.presence(),
+                    app,
                 },
             ));
         }

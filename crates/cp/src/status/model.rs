@@ -126,6 +126,9 @@ pub(crate) struct Proxy {
     /// ([`super::writer::digest`]); cleared when anyone else writes the
     /// Dataplane, so an unchanged status is skipped without a read.
     pub(crate) written: Option<(u64, u64)>,
+    /// Its inbounds' applications and declared health
+    /// ([`super::app_reachable`]).
+    pub(crate) app: super::app_reachable::AppFacts,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -298,11 +301,14 @@ impl Proxy {
                 spiffe_id: Some(c.spiffe_id.clone()),
                 delivery: Some(c.delivery.as_str().to_owned()),
             }),
+            unreachable_apps: self.app.unreachable(),
         }
     }
 
     /// The Ready condition: connected, holding an unexpired certificate
-    /// (when the mesh has mTLS), and the last configuration ACKed.
+    /// (when the mesh has mTLS), the last configuration ACKed, and every
+    /// inbound taking traffic (its application reachable, its health not
+    /// declared not ready: [`super::app_reachable::AppFacts::not_ready`]).
     pub(crate) fn ready(
         &self,
         mtls: bool,
@@ -350,6 +356,9 @@ impl Proxy {
                 "ConfigRejected",
                 format!("the proxy rejected the latest configuration (NACK): {r}"),
             );
+        }
+        if let Some((reason, message)) = self.app.not_ready() {
+            return (ConditionStatus::False, reason, message);
         }
         let cert = match (&self.cert, mtls) {
             (Some(c), true) => format!(", certificate valid until {}", rfc3339(c.not_after)),

@@ -92,6 +92,7 @@ mod tests {
                 spiffe_id: Some("spiffe://default/web".into()),
                 delivery: Some("certify".into()),
             }),
+            ..Default::default()
         }
     }
 

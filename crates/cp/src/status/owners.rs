@@ -57,7 +57,15 @@ pub const OWNERS: &[StatusOwner] = &[
         task: "the status task of the replica holding the proxy's stream (its connection \
                generation); for a departed replica, the dataplane-gc job by the same rule",
         inputs: "xDS stream opens, closes and ACKs; certificates issued over SDS and Certify; \
-                 replica heartbeats",
+                 replica heartbeats; inbound health (declared, and the sidecar's reports)",
+    },
+    StatusOwner {
+        kind: Kind::Dataplane,
+        parts: &["AppReachable", "unreachableApps"],
+        files: &["status/app_reachable.rs", "status/writer.rs"],
+        task: "the status task of the replica holding the proxy's stream (the same claim as \
+               Ready, written in the same merge)",
+        inputs: "the sidecar's DataplaneHealth reports, sent on the connection of its ADS stream",
     },
     StatusOwner {
         kind: Kind::Dataplane,

@@ -31,6 +31,9 @@ pub(crate) struct DataplaneUpdate {
     pub(crate) ready: Condition,
     /// What this instance may claim about the connection.
     pub(crate) presence: Presence,
+    /// Its `AppReachable` condition; `None`: keep the stored one and
+    /// `unreachableApps` ([`super::app_reachable::merged`]).
+    pub(crate) app: Option<Condition>,
 }
 
 /// The outcome of one merged update.
@@ -151,10 +154,19 @@ pub(crate) async fn merge_dataplanes(
         };
         let before = r.status.clone();
         let stored = before.details.as_dataplane().cloned().unwrap_or_default();
-        let (status, ready, generation) = merge_one(u, &stored, instance);
+        let (mut status, ready, generation) = merge_one(u, &stored, instance);
+        let app = super::app_reachable::merged(
+            u.app.as_ref(),
+            &stored,
+            &mut status,
+            generation.is_some(),
+        );
         r.status.details = StatusDetails::Dataplane(status);
         if let Some(ready) = ready {
             r.set_condition(ready);
+        }
+        if let Some(app) = app {
+            r.set_condition(app);
         }
         let merged = Merged {
             revision,
@@ -230,6 +242,7 @@ pub(crate) async fn mark_departed(
                 status,
                 ready: super::model::departed_ready(why),
                 presence: Presence::Disconnected(Some(generation)),
+                app: None,
             }
         })
         .collect();
@@ -367,6 +380,7 @@ mod tests {
             },
             ready: Condition::now("Ready", ConditionStatus::True, "Ready", "ok"),
             presence,
+            app: None,
         }
     }
 

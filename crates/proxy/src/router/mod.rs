@@ -55,6 +55,7 @@ pub async fn run(
             config: resources_tx,
             status: xds_status.clone(),
             metrics,
+            connection: None,
         }
         .run(tasks.clone()),
     );

@@ -86,6 +86,25 @@ pub struct XdsStatus {
 /// Shared [`XdsStatus`]; written by the client, read by the admin API.
 pub type SharedXdsStatus = Arc<Mutex<XdsStatus>>;
 
+/// The connection of the current healthy xDS stream, for the RPCs that
+/// must reach the control-plane replica holding that stream (the
+/// sidecar's DataplaneHealth reports: that replica owns the Dataplane's
+/// status). Published while the stream is healthy, `None` in between.
+#[derive(Debug, Clone)]
+pub struct CpConnection {
+    /// The HTTP/2 connection the ADS stream runs on (a clone shares it).
+    pub channel: tonic::transport::Channel,
+    /// The `authorization` value the stream was opened with.
+    pub bearer: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
+    /// The control plane, as the rotation names it (for logs).
+    pub cp: String,
+    /// Tells one stream's connection from the next one's.
+    pub session: u64,
+}
+
+/// Numbers [`CpConnection::session`].
+static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The client's inputs and outputs.
 #[derive(Debug)]
 pub struct XdsClient<M: XdsModel> {
@@ -99,6 +118,9 @@ pub struct XdsClient<M: XdsModel> {
     pub status: SharedXdsStatus,
     /// Metrics.
     pub metrics: Arc<ProxyMetrics>,
+    /// Where the connection of the healthy stream is published, if anyone
+    /// needs it ([`CpConnection`]).
+    pub connection: Option<watch::Sender<Option<CpConnection>>>,
 }
 
 impl<M: XdsModel> XdsClient<M> {
@@ -114,6 +136,9 @@ impl<M: XdsModel> XdsClient<M> {
                 r = self.session() => r,
             };
             self.metrics.xds_connected.set(0);
+            if let Some(tx) = &self.connection {
+                tx.send_replace(None);
+            }
             let failure = match healthy {
                 Ok(never) => match never {},
                 Err(f) => f,
@@ -223,7 +248,9 @@ impl<M: XdsModel> XdsClient<M> {
             let _ = tx.try_send(request);
         }
         let mut request = tonic::Request::new(ReceiverStream::new(rx));
+        let bearer = token.bearer.clone();
         request.metadata_mut().insert("authorization", token.bearer);
+        let shared = channel.clone();
         let mut client =
             AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(64 << 20);
         let mut responses = client
@@ -256,6 +283,15 @@ impl<M: XdsModel> XdsClient<M> {
                 s.connected = true;
                 s.url = Some(attempt.url().to_string());
                 s.last_error = None;
+                drop(s);
+                if let Some(tx) = &self.connection {
+                    tx.send_replace(Some(CpConnection {
+                        channel: shared.clone(),
+                        bearer: bearer.clone(),
+                        cp: attempt.to_string(),
+                        session: SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+                    }));
+                }
                 tracing::info!(cp = %attempt, "connected to the control plane");
             }
             let ack = self.handle(&response, &mut rejected);

@@ -6,4 +6,4 @@ pub mod apply;
 pub mod client;
 pub mod validate;
 
-pub use client::{NodeId, SharedXdsStatus, XdsClient, XdsModel, XdsStatus};
+pub use client::{CpConnection, NodeId, SharedXdsStatus, XdsClient, XdsModel, XdsStatus};

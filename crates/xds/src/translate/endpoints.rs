@@ -3,8 +3,10 @@
 //! Owns which dataplanes back a service: every Dataplane of the mesh with
 //! an inbound carrying that service tag, endpoint = dataplane address +
 //! inbound port, sorted; none in a Mesh whose `meshServices.mode` is
-//! `Exclusive`. (MeshService endpoints: `mesh_service.rs`.) It must never filter by health or locality: that
-//! information is not in the view.
+//! `Exclusive`. (MeshService endpoints: `mesh_service.rs`.) An inbound that
+//! is not ready (`health.ready: false`, or its application reported
+//! unreachable: `view::effective_health`) backs nothing. It must never
+//! filter by locality or by anything else the view does not hold.
 
 use envoy_types::pb::envoy::config::core::v3::{
     Address, Locality, SocketAddress, address, socket_address,
@@ -84,8 +86,8 @@ pub(super) fn service_assignment(view: &MeshView, service: &str) -> ClusterLoadA
     assignment(names::service_cluster(service), endpoints)
 }
 
-/// The EDS resource of a `MeshServiceSubset` backend: the inbounds of
-/// `service` whose tags include every one of `tags`, sorted (none in an
+/// The EDS resource of a `MeshServiceSubset` backend: the ready inbounds
+/// of `service` whose tags include every one of `tags`, sorted (none in an
 /// `Exclusive` mesh, as for the whole service).
 pub(super) fn subset_assignment(
     view: &MeshView,
@@ -99,7 +101,7 @@ pub(super) fn subset_assignment(
             dp.networking
                 .inbound
                 .iter()
-                .filter(|i| i.service() == Some(service))
+                .filter(|i| i.service() == Some(service) && i.is_ready())
                 .filter(|i| tags.iter().all(|(k, v)| i.tags.get(k) == Some(v)))
                 .map(|i| {
                     (

@@ -44,9 +44,9 @@ pub fn selected_dataplanes<'a>(
         .map(|r| (r.name(), &r.spec))
 }
 
-/// `(address, inbound port)` of every inbound of a selected Dataplane that
-/// serves port `port` of MeshService `name`, sorted; empty when either
-/// does not exist.
+/// `(address, inbound port)` of every ready inbound of a selected
+/// Dataplane that serves port `port` of MeshService `name`, sorted; empty
+/// when either does not exist.
 pub(super) fn endpoints(view: &MeshView, name: &str, port: u16) -> Vec<(String, u16)> {
     let Some(ms) = view.mesh_service(name) else {
         return Vec::new();
@@ -59,7 +59,7 @@ pub(super) fn endpoints(view: &MeshView, name: &str, port: u16) -> Vec<(String, 
             dp.networking
                 .inbound
                 .iter()
-                .filter(|i| p.targets(i))
+                .filter(|i| p.targets(i) && i.is_ready())
                 .map(|i| {
                     (
                         i.effective_address(&dp.networking.address).to_owned(),

@@ -45,7 +45,10 @@ pub use snapshot::{
     ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,
     SetInterner, Snapshot, TYPE_ORDER, TypeSet, Versioned,
 };
-pub use view::{MeshView, NetworkListeners, RouterIngress, ViewDataplane, endpoint_contributions};
+pub use view::{
+    MeshView, NetworkListeners, RouterIngress, ViewDataplane, effective_health,
+    endpoint_contributions,
+};
 
 pub use meshlink_proto::client_kind::{CLIENT_METADATA_KEY, ClientKind, UnknownClientKind};
 

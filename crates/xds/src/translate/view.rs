@@ -10,7 +10,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use meshlink_api::spec::{DataplaneSpec, MeshServiceSpec, MeshServicesMode, MeshSpec, Spec};
+use meshlink_api::spec::{
+    DataplaneSpec, DataplaneStatus, InboundHealth, MeshServiceSpec, MeshServicesMode, MeshSpec,
+    Spec,
+};
 use meshlink_api::{Kind, Metadata, Resource};
 
 use super::policies::ViewPolicy;
@@ -54,18 +57,43 @@ pub struct MeshView {
 pub struct ViewDataplane {
     /// Name, mesh, labels, version.
     pub metadata: Metadata,
-    /// What the user declared.
+    /// What the user declared, with each inbound's `health` as the mesh
+    /// sees it ([`effective_health`]).
     pub spec: DataplaneSpec,
 }
 
+/// Folds the one status fact translation reads into `spec`: an inbound
+/// whose application the Dataplane's status lists as unreachable
+/// (`status.unreachableApps`, reported by its sidecar) is not ready, as if
+/// it said `health: {ready: false}`. This is what Kuma's health discovery
+/// does to `inbound.health`; here the declared spec stays as written and
+/// only the view's copy changes. Every endpoint rule then reads one
+/// field, [`meshlink_api::spec::Inbound::is_ready`].
+pub fn effective_health(spec: &mut DataplaneSpec, status: Option<&DataplaneStatus>) {
+    let Some(status) = status else {
+        return;
+    };
+    for app in &status.unreachable_apps {
+        for inbound in &mut spec.networking.inbound {
+            if inbound.port.get() == app.port {
+                inbound.health = Some(InboundHealth { ready: false });
+            }
+        }
+    }
+}
+
 impl ViewDataplane {
-    /// `r`'s metadata and spec, if it is a Dataplane.
+    /// `r`'s metadata and spec (with [`effective_health`]), if it is a
+    /// Dataplane.
     fn of(r: Resource) -> Option<Self> {
         match r.spec {
-            Spec::Dataplane(spec) => Some(Self {
-                metadata: r.metadata,
-                spec,
-            }),
+            Spec::Dataplane(mut spec) => {
+                effective_health(&mut spec, r.status.details.as_dataplane());
+                Some(Self {
+                    metadata: r.metadata,
+                    spec,
+                })
+            }
             _ => None,
         }
     }
@@ -111,12 +139,14 @@ pub struct RouterIngress {
 /// (sorted), for Dataplane outbounds with a `routingKey`.
 pub type NetworkListeners = BTreeMap<String, Vec<(String, u16)>>;
 
-/// `(service, address, port)` of every inbound of a Dataplane: what it
-/// contributes to the endpoints of the services it serves.
+/// `(service, address, port)` of every ready inbound of a Dataplane
+/// ([`meshlink_api::spec::Inbound::is_ready`]): what it contributes to
+/// the endpoints of the services it serves.
 pub fn endpoint_contributions(dp: &DataplaneSpec) -> BTreeSet<(String, String, u16)> {
     dp.networking
         .inbound
         .iter()
+        .filter(|i| i.is_ready())
         .filter_map(|i| {
             let service = i.service()?;
             Some((

@@ -1,0 +1,186 @@
+//! The `meshlink.v1.DataplaneHealth/Report` RPC on the xDS port: a sidecar
+//! streams what it sees of its inbounds' applications. Authenticated as
+//! ADS is ([`ProxyAuth`]: a dataplane's proxy token, or the client
+//! certificate of `meshlink token dataplane --cert-dir`), and every report
+//! must name the credential's dataplane in `node_id`, as ADS checks the
+//! first request's `node.id`.
+//!
+//! Each report goes to the status task ([`crate::status::app_reachable`]);
+//! when the stream ends, however it ends, the task is told, so only the
+//! newest stream's reports count. It never writes status itself, and never
+//! accepts a router's credential or a report for another dataplane.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use meshlink_runtime::Shutdown;
+use meshlink_xds::ads::Authenticate;
+use meshlink_xds::certify::dataplane_health_server::DataplaneHealth;
+use meshlink_xds::certify::{DataplaneHealthReport, DataplaneHealthSummary};
+use meshlink_xds::owner::ProxyKey;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::ProxyAuth;
+use crate::status::StatusHandle;
+use crate::status::app_reachable::{AppEvent, ReportedApp};
+
+/// Serves DataplaneHealth.
+pub(crate) struct DataplaneHealthService {
+    auth: ProxyAuth,
+    status: StatusHandle,
+    shutdown: Shutdown,
+    next_stream: AtomicU64,
+}
+
+/// Tells the status task that a stream ended, however it ends (the future
+/// is dropped when the client goes away).
+struct Ended {
+    status: StatusHandle,
+    key: ProxyKey,
+    stream: u64,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.status.app_event(AppEvent::Ended {
+            key: self.key.clone(),
+            stream: self.stream,
+        });
+    }
+}
+
+// === impl DataplaneHealthService ===
+
+impl DataplaneHealthService {
+    /// The service, telling `status` what sidecars report.
+    pub(crate) fn new(auth: ProxyAuth, status: StatusHandle, shutdown: Shutdown) -> Self {
+        DataplaneHealthService {
+            auth,
+            status,
+            shutdown,
+            next_stream: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The report's applications, or why the report is refused.
+fn apps(report: &DataplaneHealthReport, key: &ProxyKey) -> Result<Vec<ReportedApp>, Status> {
+    let expected = key.node_id();
+    if report.node_id != expected {
+        return Err(Status::permission_denied(format!(
+            "report.node_id {:?} does not match the credential's dataplane {expected} \
+             (meshlink-proxy: check --name/--mesh)",
+            report.node_id
+        )));
+    }
+    report
+        .inbounds
+        .iter()
+        .map(|i| {
+            let port = u16::try_from(i.port)
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "inbound port {} is not a port (1-65535)",
+                        i.port
+                    ))
+                })?;
+            Ok(ReportedApp {
+                port,
+                address: i.address.clone(),
+                reachable: i.reachable,
+                error: i.error.clone(),
+                unreachable_for: Duration::from_millis(i.unreachable_for_ms),
+            })
+        })
+        .collect()
+}
+
+#[tonic::async_trait]
+impl DataplaneHealth for DataplaneHealthService {
+    async fn report(
+        &self,
+        request: Request<Streaming<DataplaneHealthReport>>,
+    ) -> Result<Response<DataplaneHealthSummary>, Status> {
+        let certs = request.peer_certs();
+        let credential = self
+            .auth
+            .credential(request.metadata(), certs.as_deref().map(Vec::as_slice))
+            .await?;
+        let key = credential.key;
+        if key.is_router() {
+            return Err(Status::permission_denied(format!(
+                "DataplaneHealth is for dataplanes, but this is the router token of site {}; \
+                 a router reports with RouterStatus",
+                key.name
+            )));
+        }
+        let stream = self.next_stream.fetch_add(1, Ordering::Relaxed) + 1;
+        let _ended = Ended {
+            status: self.status.clone(),
+            key: key.clone(),
+            stream,
+        };
+        let mut inbound = request.into_inner();
+        let mut reports = 0u64;
+        loop {
+            let next = tokio::select! {
+                () = self.shutdown.wait() => {
+                    return Err(Status::unavailable("control plane shutting down; reconnect"));
+                }
+                next = inbound.message() => next,
+            };
+            match next {
+                Ok(Some(report)) => {
+                    let apps = apps(&report, &key)?;
+                    reports += 1;
+                    self.status.app_event(AppEvent::Report {
+                        key: key.clone(),
+                        stream,
+                        apps,
+                        at: SystemTime::now(),
+                    });
+                }
+                Ok(None) => break,
+                Err(status) => {
+                    tracing::debug!(%status, proxy = %key, "dataplane health stream broke");
+                    break;
+                }
+            }
+        }
+        Ok(Response::new(DataplaneHealthSummary { reports }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meshlink_xds::certify::InboundApp;
+
+    #[test]
+    fn a_report_must_name_the_credentials_dataplane_and_real_ports() {
+        let key = ProxyKey::new("default", "backend-1");
+        let inbound = |port| InboundApp {
+            port,
+            address: "127.0.0.1:9080".into(),
+            reachable: false,
+            error: "Connection refused (os error 111)".into(),
+            unreachable_for_ms: 1500,
+        };
+        let report = |node: &str, port| DataplaneHealthReport {
+            node_id: node.into(),
+            inbounds: vec![inbound(port)],
+        };
+        let ok = apps(&report("default.backend-1", 8080), &key).expect("accepted");
+        assert_eq!(ok[0].port, 8080);
+        assert_eq!(ok[0].unreachable_for, Duration::from_millis(1500));
+        let e = apps(&report("default.web-1", 8080), &key).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.message().contains("default.backend-1"), "{}", e.message());
+        for port in [0, 70_000] {
+            let e = apps(&report("default.backend-1", port), &key).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        }
+    }
+}
