@@ -134,6 +134,7 @@ fn report_up() -> RouterReport {
         mesh_ingress_address: "127.0.0.2:15671".into(),
         bind_failures: Vec::new(),
         accepted_links: Vec::new(),
+        ..Default::default()
     }
 }
 
