@@ -222,7 +222,10 @@ mod tests {
         let s = core.status.borrow();
         s.connector_failures
             .iter()
-            .flat_map(|(c, fs)| fs.iter().map(move |(t, f)| (format!("{c} {t}"), f.error.clone())))
+            .flat_map(|(c, fs)| {
+                fs.iter()
+                    .map(move |(t, f)| (format!("{c} {t}"), f.error.clone()))
+            })
             .collect()
     }
 

@@ -44,7 +44,10 @@ async fn wait_failing(r: &Router, addr: SocketAddr) -> String {
 }
 
 async fn wait_healthy(r: &Router) {
-    wait_status(r, "no connector failing", |s| s.connector_failures.is_empty()).await;
+    wait_status(r, "no connector failing", |s| {
+        s.connector_failures.is_empty()
+    })
+    .await;
 }
 
 #[tokio::test]
