@@ -20,6 +20,7 @@ export const KINDS: Record<string, string> = {
   Site: "sites",
   Link: "links",
   Listener: "listeners",
+  MultiKeyListener: "multikeylisteners",
   Connector: "connectors",
   MeshService: "meshservices",
   MeshHTTPRoute: "meshhttproutes",

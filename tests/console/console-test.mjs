@@ -164,6 +164,11 @@ try {
   await page.waitForSelector(`#links tr[data-link="${link}"][data-state=up]`);
   await page.waitForSelector(`#graph[data-edges="${siteB}-${siteA}:up"]`);
 
+  step = "a Connector whose target refuses connections needs attention";
+  await action("unreachable-connector");
+  await nav("overview");
+  await page.waitForFunction(() => /Connector ghost: the site's router cannot connect to \S+: Connection refused/.test(document.querySelector("#attention")?.textContent ?? ""));
+
   step = "a dataplane deleted with the CLI disappears without a reload";
   await nav("dataplanes");
   await page.waitForSelector(`tr[data-dataplane="${toDelete}"]`);

@@ -1,5 +1,6 @@
 // Overview: counts, and everything that needs attention (stalled CA
-// rotation, offline proxies, links down, NACKed configuration).
+// rotation, offline proxies, links down, NACKed configuration, ports the
+// router cannot bind, connector targets it cannot reach).
 import { condition, type Store } from "../store";
 import { networkModel } from "../network-model";
 
@@ -34,9 +35,16 @@ export function attention(store: Store): { what: string; href: string }[] {
       if (l.status !== "Operational") out.push({ what: `Incoming link from ${l.remoteSiteName} is down: ${l.message}`, href: "#/network" });
     }
   }
-  for (const l of store.list("Listener")) {
-    const c = condition(l, "Ready");
-    if (c && !c.ok && c.reason === "BindFailed") out.push({ what: `Listener ${l.metadata.name}: ${c.message}`, href: "#/services" });
+  for (const kind of ["Listener", "MultiKeyListener"] as const) {
+    for (const l of store.list(kind)) {
+      const c = condition(l, "Ready");
+      if (c && !c.ok && c.reason === "BindFailed") out.push({ what: `${kind} ${l.metadata.name}: ${c.message}`, href: "#/services" });
+    }
+  }
+  // A Connector whose target the router cannot connect to (or has none).
+  for (const c of store.list("Connector")) {
+    const r = condition(c, "Ready");
+    if (r && !r.ok && r.reason !== "RouterNotConnected") out.push({ what: `Connector ${c.metadata.name}: ${r.message}`, href: "#/services" });
   }
   return out;
 }

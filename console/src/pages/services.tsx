@@ -11,6 +11,13 @@ function names(list: any[] | undefined): string {
   return (list ?? []).map((x) => (typeof x === "string" ? x : (x.name ?? x.host ?? JSON.stringify(x)))).join(", ");
 }
 
+/** A Connector the router cannot connect to (or that has no target); not
+ * while the router is not reporting (the Site says so). */
+function unreachable(c: Resource): boolean {
+  const r = condition(c, "Ready");
+  return !!r && !r.ok && r.reason !== "RouterNotConnected";
+}
+
 export function Services({ store }: { store: Store }) {
   const site = store.list("Site")[0];
   const keys = new Map<string, { listeners: Resource[]; connectors: Resource[]; sites: string[] }>();
@@ -61,6 +68,11 @@ export function Services({ store }: { store: Store }) {
                   <div>
                     {c.metadata.name} → {c.spec.host ? `${c.spec.host}:${c.spec.port}` : `selector ${c.spec.selector} port ${c.spec.port}`}
                     {(c.status?.selectedPods ?? []).length ? ` (${c.status.selectedPods.map((p: any) => p.name).join(", ")})` : ""}
+                    {unreachable(c) && (
+                      <span class="pill warn" title={condition(c, "Ready")?.message}>
+                        {condition(c, "Ready")?.reason === "NoTargets" ? "no target" : "unreachable"}
+                      </span>
+                    )}
                   </div>
                 ))}
               </td>

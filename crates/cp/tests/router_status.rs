@@ -135,6 +135,7 @@ fn report_up() -> RouterReport {
         bind_failures: Vec::new(),
         accepted_links: Vec::new(),
         traffic: Vec::new(),
+        ..Default::default()
     }
 }
 

@@ -37,7 +37,27 @@ pub(crate) enum BindKind {
 }
 
 /// Local connector targets by routing key.
-pub(crate) type ConnectorTargets = BTreeMap<String, Vec<(String, u16)>>;
+pub(crate) type ConnectorTargets = BTreeMap<String, Vec<LocalTarget>>;
+
+/// One target of one of this router's connectors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LocalTarget {
+    /// The connector's name.
+    pub(crate) connector: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+impl LocalTarget {
+    /// `host:port` (an IPv6 address in brackets), as status names it.
+    pub(crate) fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
 
 pub(crate) struct Core {
     pub(crate) id: String,
@@ -102,7 +122,7 @@ impl Core {
     }
 
     /// The next local target for `routing_key`, round robin.
-    pub(crate) fn connector_target(&self, routing_key: &str) -> Option<(String, u16)> {
+    pub(crate) fn connector_target(&self, routing_key: &str) -> Option<LocalTarget> {
         let targets = self.connectors.borrow();
         let list = targets.get(routing_key)?;
         let turn = self.connector_turn.fetch_add(1, Ordering::Relaxed);

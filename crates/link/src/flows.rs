@@ -20,8 +20,6 @@ use crate::core::Core;
 use crate::mux::{FlowTask, LinkStream, MuxOpener};
 use crate::wire::{FlowReply, StreamHeader, encode_frame, read_frame, write_frame};
 
-/// How long a connector's target may take to accept a connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a flow's destination may take to answer (its connect
 /// included).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -264,20 +262,18 @@ async fn write_early(tcp: &mut TcpStream, early: &[u8]) -> Result<(), FlowError>
     }
 }
 
+/// Connects to the next local target for `routing_key`; the outcome is
+/// recorded as the target's health ([`crate::connector_health`]).
 async fn connect_local(core: &Core, routing_key: &str) -> Result<TcpStream, FlowError> {
-    let (host, port) = core
+    let target = core
         .connector_target(routing_key)
         .ok_or_else(|| FlowError::NoRoute(routing_key.to_owned()))?;
-    let target = format!("{host}:{port}");
-    let failed = |reason: String| FlowError::Connect {
-        target: target.clone(),
-        reason,
-    };
-    let tcp = match timeout(CONNECT_TIMEOUT, TcpStream::connect((host.as_str(), port))).await {
-        Ok(Ok(tcp)) => tcp,
-        Ok(Err(e)) => return Err(failed(e.to_string())),
-        Err(_) => return Err(failed(format!("no answer within {CONNECT_TIMEOUT:?}"))),
-    };
+    let tcp = crate::connector_health::connect(core, &target)
+        .await
+        .map_err(|reason| FlowError::Connect {
+            target: target.addr(),
+            reason,
+        })?;
     let _ = tcp.set_nodelay(true);
     Ok(tcp)
 }

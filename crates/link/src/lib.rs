@@ -9,7 +9,8 @@
 //! flow id), then raw bytes with half-close ([`flows`]). Dialled links
 //! reconnect with jittered backoff; RouterAccess roles accept links; TCP
 //! listeners turn connections into flows; connectors are the local
-//! targets ([`Router::apply`] diffs a [`RouterConfig`]). The
+//! targets, probed while they refuse connections (`connector_health`;
+//! [`Router::apply`] diffs a [`RouterConfig`]). The
 //! [`mesh_ingress`] lets mesh sidecars open flows over mTLS.
 //!
 //! [`routing`] is the link-state routing (LSAs, shortest paths, routing
@@ -23,6 +24,7 @@
 mod accept;
 pub mod config;
 mod connection_end;
+mod connector_health;
 mod core;
 mod cork;
 mod counted;
@@ -57,5 +59,5 @@ pub use flows::{Flow, FlowError};
 pub use metrics::LinkMetrics;
 pub use router::{Router, RouterOptions};
 pub use routes::{Destination, RouteTable};
-pub use status::{BindStatus, Direction, LinkState, LinkStatus, RouterStatus};
+pub use status::{BindStatus, Direction, LinkState, LinkStatus, RouterStatus, TargetFailure};
 pub use traffic::KeyTraffic;

@@ -1,9 +1,9 @@
 //! The router handle: start it, apply configurations, open flows, watch
 //! its status, shut it down.
 //!
-//! `apply` diffs by name: an added role, link or listener starts its own
-//! task, a removed one is cancelled, a changed one is restarted, and the
-//! others are not touched. Credentials are validated first and swapped
+//! `apply` diffs by name: an added role, link, listener or connector (its
+//! probe) starts its own task, a removed one is cancelled, a changed one
+//! is restarted, and the others are not touched. Credentials are validated first and swapped
 //! in place (new handshakes use them; connections up stay up); an invalid
 //! item or credential is reported with its field path and its last good
 //! version keeps running (I3).
@@ -19,9 +19,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::accept;
 use crate::config::{
-    ConfigError, LinkConfig, ListenerConfig, MultiKeyListenerConfig, RoleConfig, RouterConfig,
+    ConfigError, ConnectorConfig, LinkConfig, ListenerConfig, MultiKeyListenerConfig, RoleConfig,
+    RouterConfig,
 };
-use crate::core::{ConnectorTargets, Core};
+use crate::core::{ConnectorTargets, Core, LocalTarget};
 use crate::credentials::{CredentialPem, LinkCredential};
 use crate::dial;
 use crate::flows::{self, Flow, FlowError};
@@ -59,6 +60,8 @@ struct Running {
     links: HashMap<String, Item<LinkConfig>>,
     listeners: HashMap<String, Item<ListenerConfig>>,
     multi_key_listeners: HashMap<String, Item<MultiKeyListenerConfig>>,
+    /// Connectors, each with its probe task.
+    connectors: HashMap<String, Item<ConnectorConfig>>,
     /// The mesh ingress task, by the `(host, port)` it binds.
     mesh_ingress: Option<Item<(String, u16)>>,
 }
@@ -134,10 +137,17 @@ impl Router {
         for (i, c) in config.connectors.iter().enumerate() {
             if !bad.contains(&format!("connectors[{i}]")) && !c.targets.is_empty() {
                 let list = targets.entry(c.routing_key.clone()).or_default();
-                list.extend(c.targets.iter().map(|t| (t.host.clone(), t.port)));
+                list.extend(c.targets.iter().map(|t| LocalTarget {
+                    connector: c.name.clone(),
+                    host: t.host.clone(),
+                    port: t.port,
+                }));
             }
         }
         self.core.connectors.send_replace(Arc::new(targets));
+        // Failures of targets no longer configured go (after the swap, so
+        // a connection that read the old targets cannot bring one back).
+        self.core.forget_unconfigured_targets();
         self.core.routing.set_services(services(config, &bad));
 
         let core = &self.core;
@@ -194,6 +204,18 @@ impl Router {
                     generation,
                     stop,
                 ));
+            },
+            &core.shutdown,
+        );
+        reconcile(
+            &mut running.connectors,
+            &config.connectors,
+            "connectors",
+            &bad,
+            |c| &c.name,
+            |cfg, stop| {
+                core.tasks
+                    .spawn(crate::connector_health::probe(core.clone(), cfg, stop));
             },
             &core.shutdown,
         );

@@ -1,6 +1,7 @@
 //! The router's observable state: links (dialled and accepted), bound
-//! roles and listeners, and the route table, published on one `watch`
-//! channel for status reporting, `/ready` and tests.
+//! roles and listeners, connector targets that refuse connections, and
+//! the route table, published on one `watch` channel for status
+//! reporting, `/ready` and tests.
 //!
 //! Owns the status types. Only the router's own tasks write them.
 
@@ -113,6 +114,24 @@ pub struct RouterStatus {
     /// Credentials refused by validation, by name, with the reason; the
     /// last good version (if any) stays in use.
     pub credential_errors: BTreeMap<String, String>,
+    /// Connector targets the router cannot connect to: connector name →
+    /// target (`host:port`) → the failure. An entry lasts from a failed
+    /// connection (a flow's or a probe's, `connector_health`)
+    /// until one succeeds; connectors without failures are absent.
+    pub connector_failures: BTreeMap<String, BTreeMap<String, TargetFailure>>,
+}
+
+/// A connector target that did not accept the router's last connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetFailure {
+    /// Why the last attempt failed: the OS error (e.g. `Connection
+    /// refused (os error 111)`), a name that does not resolve, or no
+    /// answer within the connect timeout.
+    pub error: String,
+    /// When the first attempt of this run of failures failed (unix
+    /// seconds); kept while it keeps failing.
+    pub since_unix_secs: u64,
 }
 
 impl RouterStatus {

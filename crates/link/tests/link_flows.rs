@@ -136,19 +136,24 @@ async fn a_hundred_concurrent_flows_arrive_byte_for_byte_with_half_close() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_flow_does_not_starve_a_request_response_flow() {
     let mut p = pair().await;
-    // A sink on b's side that reads everything and counts it.
+    // A sink on b's side that reads everything and counts it (from every
+    // connection: the router's probe connects too).
     let sink = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let sink_addr = sink.local_addr().unwrap();
     let received = Arc::new(AtomicU64::new(0));
     let counted = received.clone();
     tokio::spawn(async move {
-        let (mut s, _) = sink.accept().await.unwrap();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match s.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => counted.fetch_add(n as u64, Ordering::Relaxed),
-            };
+        while let Ok((mut s, _)) = sink.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => counted.fetch_add(n as u64, Ordering::Relaxed),
+                    };
+                }
+            });
         }
     });
     p.b_cfg.connectors.push(connector("bulk", sink_addr));

@@ -4,9 +4,10 @@
 //! against two linked sites with two sidecars.
 //!
 //! The browser script asks for what a browser cannot do (delete a Dataplane
-//! with the CLI, stop and restart site B's router) with an `ACTION <name>`
-//! line on its stdout; this test does it and answers `DONE <name>` on its
-//! stdin. Both sides wait for conditions with deadlines, never fixed sleeps.
+//! with the CLI, stop and restart site B's router, apply a Connector to a
+//! closed port) with an `ACTION <name>` line on its stdout; this test does
+//! it and answers `DONE <name>` on its stdin. Both sides wait for
+//! conditions with deadlines, never fixed sleeps.
 //! Screenshots go to docs/img/ (docs/console.md shows them).
 
 use std::io::{BufRead, BufReader, Write};
@@ -190,6 +191,15 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
                      deny: [{spiffeID: {type: Exact, value: 'spiffe://default/web'}}]\n        \
                      allow: [{spiffeID: {type: Prefix, value: 'spiffe://default'}}]\n",
                 );
+            }
+            "unreachable-connector" => {
+                // Nothing listens on a claimed port: the router's probe
+                // is refused.
+                let closed = free_port_on(b.host());
+                b.apply(&format!(
+                    "apiVersion: meshlink.dev/v1alpha1\nkind: Connector\nmetadata: {{name: ghost}}\nspec: {{routingKey: ghost, host: {}, port: {closed}}}\n",
+                    b.host()
+                ));
             }
             "delete-dataplane" => {
                 b.cp.cli(&["delete", "dataplane", "backend-1", "--mesh", "default"])

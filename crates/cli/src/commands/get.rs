@@ -195,7 +195,7 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
             ("STATUS", skupper_status(status)),
             ("REMOTE SITE", s(&status["remoteSiteName"])),
             ("COST", or(s(&spec["cost"]), "1")),
-            ("MESSAGE", link_message(status)),
+            ("MESSAGE", ready_message(status)),
         ],
         Kind::Listener | Kind::Connector => {
             let matched = if kind == Kind::Listener {
@@ -207,8 +207,9 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
                 ("ROUTING KEY", s(&spec["routingKey"])),
                 ("HOST", s(&spec["host"])),
                 ("PORT", s(&spec["port"])),
+                ("STATUS", skupper_status(status)),
                 ("MATCHED", or(s(matched), "false")),
-                ("MESSAGE", skupper_message(status)),
+                ("MESSAGE", ready_message(status)),
             ]
         }
         Kind::MultiKeyListener => vec![
@@ -218,7 +219,7 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
             ("STRATEGY", key_strategy(&spec["strategy"])),
             ("REACHABLE", key_strategy(&status["strategy"])),
             ("HAS DESTINATION", or(s(&status["hasDestination"]), "false")),
-            ("MESSAGE", skupper_message(status)),
+            ("MESSAGE", ready_message(status)),
         ],
         Kind::MeshService => {
             let ports: Vec<String> = spec["ports"]
@@ -273,13 +274,17 @@ fn key_strategy(strategy: &Value) -> String {
 }
 
 /// Skupper's `STATUS` column: `status.status` when the control plane wrote
-/// it, else `Ready` or `Pending` from the `Ready` condition.
+/// it, else from the `Ready` condition: `Ready`, `Error` when the router
+/// cannot bind the port or connect to the target, else `Pending`.
 fn skupper_status(status: &Value) -> String {
     if let Some(v) = status["status"].as_str() {
         return v.to_owned();
     }
-    match condition(status, "Ready").map(|c| c["status"] == "True") {
-        Some(true) => "Ready".into(),
+    match condition(status, "Ready") {
+        Some(c) if c["status"] == "True" => "Ready".into(),
+        Some(c) if c["reason"] == "BindFailed" || c["reason"] == "TargetUnreachable" => {
+            "Error".into()
+        }
         _ => "Pending".into(),
     }
 }
@@ -299,11 +304,12 @@ fn skupper_message(status: &Value) -> String {
     }
 }
 
-/// A Link's `MESSAGE`: while `Ready` is False its message (why the link is
-/// down: the router's last error, a missing Secret, an expired
-/// certificate), else as [`skupper_message`] (e.g. `CredentialsValid`
-/// `Expiring`).
-fn link_message(status: &Value) -> String {
+/// The `MESSAGE` of a Link, Listener, MultiKeyListener or Connector: while
+/// `Ready` is False its message (why a link is down: the router's last
+/// error, a missing Secret, an expired certificate; a port the router
+/// cannot bind; a connector target it cannot connect to), else as
+/// [`skupper_message`] (e.g. a Link's `CredentialsValid` `Expiring`).
+fn ready_message(status: &Value) -> String {
     match condition(status, "Ready") {
         Some(c) if c["status"] == "False" && status["message"].is_null() => s(&c["message"]),
         _ => skupper_message(status),
@@ -507,7 +513,9 @@ mod tests {
             "status": {"hasMatchingConnector": true, "conditions": [{"type": "Ready", "status": "True"}]}});
         let out = table(Kind::Listener, &[listener]);
         assert!(
-            out.starts_with("NAME   ROUTING KEY   HOST   PORT   MATCHED   MESSAGE   VERSION"),
+            out.starts_with(
+                "NAME   ROUTING KEY   HOST   PORT   STATUS   MATCHED   MESSAGE   VERSION"
+            ),
             "{out}"
         );
         assert!(
@@ -525,6 +533,25 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("Ready") && out.contains(" 2 "), "{out}");
+    }
+
+    #[test]
+    fn a_connector_that_cannot_reach_its_target_shows_error_and_why() {
+        let connector = json!({"metadata": {"name": "db", "resourceVersion": "3"},
+            "spec": {"routingKey": "pg", "host": "127.0.0.1", "port": 5432},
+            "status": {"hasMatchingListener": false, "conditions": [
+                {"type": "Matched", "status": "False", "message": "no Listener in the network uses this routing key yet"},
+                {"type": "Ready", "status": "False", "reason": "TargetUnreachable",
+                 "message": "the site's router cannot connect to 127.0.0.1:5432: Connection refused (os error 111)"}]}});
+        let out = table(Kind::Connector, &[connector]);
+        let row = out.lines().nth(1).unwrap();
+        for cell in [
+            "Error",
+            "false",
+            "cannot connect to 127.0.0.1:5432: Connection refused",
+        ] {
+            assert!(row.contains(cell), "{cell} in {out}");
+        }
     }
 
     #[test]

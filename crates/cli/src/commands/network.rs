@@ -39,9 +39,14 @@ pub(crate) async fn status(client: &ApiClient, output: Option<&str>) -> Result<(
         ));
     };
     let links = items(client, "links").await?;
+    let mut services = Vec::new();
+    for plural in ["listeners", "multikeylisteners", "connectors"] {
+        services.extend(items(client, plural).await?);
+    }
+    let not_ready = not_ready(&services);
     match output {
         Some("json") => {
-            let out = serde_json::json!({"site": site, "links": links});
+            let out = serde_json::json!({"site": site, "links": links, "notReady": not_ready});
             println!(
                 "{}",
                 serde_json::to_string_pretty(&out).expect("JSON prints")
@@ -52,13 +57,41 @@ pub(crate) async fn status(client: &ApiClient, output: Option<&str>) -> Result<(
                 "-o {other:?}: network status prints a table, or JSON with -o json"
             )));
         }
-        None => print!("{}", render(site, &links)),
+        None => print!("{}", render(site, &links, &not_ready)),
     }
     Ok(())
 }
 
-/// The three tables: sites, this site's links, services.
-fn render(site: &Value, links: &[Value]) -> String {
+/// This site's Listeners, MultiKeyListeners and Connectors that are not
+/// Ready for a reason of their own (a port the router cannot bind, a
+/// connector target it cannot connect to or none at all), as
+/// `{kind, name, reason, message}`. A router that is not reporting is
+/// the Site's message, not repeated for each.
+fn not_ready(services: &[Value]) -> Vec<Value> {
+    services
+        .iter()
+        .filter_map(|r| {
+            let kind = s(&r["kind"]);
+            let ready = r["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready" && c["status"] == "False")?;
+            let reason = s(&ready["reason"]);
+            let own = match kind.as_str() {
+                "Connector" => reason != "RouterNotConnected",
+                _ => reason == "BindFailed",
+            };
+            own.then(|| {
+                serde_json::json!({"kind": kind, "name": r["metadata"]["name"], "reason": reason,
+                    "message": ready["message"]})
+            })
+        })
+        .collect()
+}
+
+/// The tables: what is not Ready here (if anything), sites, this site's
+/// links, services.
+fn render(site: &Value, links: &[Value], not_ready: &[Value]) -> String {
     let status = &site["status"];
     let network = status["network"].as_array().cloned().unwrap_or_default();
     let state = if s(&status["status"]).is_empty() {
@@ -76,6 +109,22 @@ fn render(site: &Value, links: &[Value]) -> String {
     let why = s(&status["message"]);
     if state != "Ready" && !why.is_empty() {
         out.push_str(&format!("  {why}\n"));
+    }
+    if !not_ready.is_empty() {
+        out.push_str("\nNOT READY (this site)\n");
+        let mut rows = vec![
+            ["KIND", "NAME", "REASON", "MESSAGE"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        for r in not_ready {
+            rows.push(
+                ["kind", "name", "reason", "message"]
+                    .map(|k| s(&r[k]))
+                    .to_vec(),
+            );
+        }
+        out.push_str(&aligned(&rows));
     }
     out.push_str("\nSITES\n");
     let mut rows = vec![vec!["NAME".into(), "ID".into(), "LINKS".into()]];
@@ -212,7 +261,7 @@ mod tests {
                  "services": [{"routingKey": "db", "listeners": [], "connectors": ["pg"]}]}]}});
         let links = vec![json!({"metadata": {"name": "to-west"}, "spec": {"cost": 2},
             "status": {"remoteSiteName": "west", "conditions": [{"type": "Operational", "status": "True"}]}})];
-        let out = render(&site, &links);
+        let out = render(&site, &links, &[]);
         assert!(
             out.starts_with("Site east (e1): Ready, 2 site(s) in the network"),
             "{out}"
@@ -227,11 +276,36 @@ mod tests {
     }
 
     #[test]
+    fn a_connector_the_router_cannot_reach_is_flagged() {
+        let ready = |reason: &str| {
+            json!({"conditions": [{"type": "Ready", "status": "False", "reason": reason,
+                "message": format!("{reason} here")}]})
+        };
+        let services = vec![
+            json!({"kind": "Connector", "metadata": {"name": "db"}, "status": ready("TargetUnreachable")}),
+            // The router is down: the Site says so, once.
+            json!({"kind": "Connector", "metadata": {"name": "web"}, "status": ready("RouterNotConnected")}),
+            json!({"kind": "Listener", "metadata": {"name": "l"}, "status": ready("RouterNotConnected")}),
+            json!({"kind": "MultiKeyListener", "metadata": {"name": "m"}, "status": ready("BindFailed")}),
+        ];
+        let flagged = not_ready(&services);
+        let names: Vec<&str> = flagged.iter().filter_map(|f| f["name"].as_str()).collect();
+        assert_eq!(names, ["db", "m"]);
+        let site = json!({"metadata": {"name": "east"}, "status": {"status": "Ready"}});
+        let out = render(&site, &[], &flagged);
+        assert!(out.contains("NOT READY (this site)"), "{out}");
+        assert!(
+            out.contains("Connector          db     TargetUnreachable   TargetUnreachable here"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn incoming_links_are_listed_with_their_state() {
         let site = json!({"metadata": {"name": "east"}, "status": {"incomingLinks": [
             {"remoteSiteName": "west", "name": "inter-router/w#1", "status": "Down",
              "message": "no link from west since T"}]}});
-        let out = render(&site, &[]);
+        let out = render(&site, &[], &[]);
         assert!(out.contains("LINKS (dialled by other sites)"), "{out}");
         assert!(
             out.contains("west          Down     inter-router/w#1   no link from west since T"),

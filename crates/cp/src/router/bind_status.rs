@@ -1,6 +1,7 @@
 //! What a site's router could not bind, as status: a Listener's `Ready`,
 //! a RouterAccess's `Bound` and the Site's `Bound` (every role, listener
-//! and the mesh ingress together). The router reports each role and
+//! and the mesh ingress together); a MultiKeyListener's failure is looked
+//! up here for its `Ready` ([`super::multi_key_status`]). The router reports each role and
 //! listener it was told to bind but has not bound, with the OS error
 //! (`RouterReport.bind_failures`); the router status task writes these
 //! conditions from it. While the router is not reporting, nothing here is
@@ -22,6 +23,17 @@ fn failure<'a>(report: &'a RouterReport, what: &str, name: &str) -> Option<&'a B
         .bind_failures
         .iter()
         .find(|f| f.what == what && f.name == name)
+}
+
+/// The bind failure reported for MultiKeyListener `name` (the router
+/// binds it as listener `multikeylistener/<name>`), if any.
+pub(crate) fn multi_key_listener_failure<'a>(
+    report: Option<&'a RouterReport>,
+    name: &str,
+) -> Option<&'a BindFailure> {
+    report?.bind_failures.iter().find(|f| {
+        f.what == "listener" && meshlink_xds::router::multi_key_listener_of(&f.name) == Some(name)
+    })
 }
 
 /// A Listener's `Ready`: bound by the site's router, not bound (with why),

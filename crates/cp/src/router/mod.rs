@@ -5,6 +5,7 @@
 //! and Connector status, with each Link's `CredentialsValid` condition.
 
 pub(crate) mod bind_status;
+pub(crate) mod connector_status;
 pub(crate) mod credentials;
 pub(crate) mod holder;
 pub(crate) mod incoming_links;

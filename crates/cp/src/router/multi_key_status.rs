@@ -2,7 +2,9 @@
 //! `hasDestination` and `strategy.{priority,weighted}.routingKeysReachable`
 //! (Skupper's fields), and the Operational and Ready conditions, whose
 //! message names the key new flows go to (priority) or the keys they are
-//! shared among (weighted).
+//! shared among (weighted). Ready is Operational, except while the router
+//! reports that it cannot bind the port: then `BindFailed` with the OS
+//! error, as a Listener's.
 //!
 //! A key is reachable when a Connector for it is in this site or in a site
 //! the router has a route to: exactly what the router's listener checks
@@ -11,16 +13,19 @@
 
 use meshlink_api::spec::{MultiKeyListenerSpec, MultiKeyListenerStatus, StatusDetails};
 use meshlink_api::{Condition, ConditionStatus, Kind, Resource};
+use meshlink_xds::certify::RouterReport;
 
 use crate::resources::ResourceService;
 use crate::status::writer::merge;
 
 /// Writes the status of every MultiKeyListener in `listeners`;
 /// `connectors(key)` counts the Connectors for `key` in the network.
+/// `report` is the router's latest report (its bind failures).
 pub(crate) async fn write(
     resources: &ResourceService,
     listeners: &[Resource],
     connectors: &(dyn Fn(&str) -> u32 + Sync),
+    report: Option<&RouterReport>,
 ) -> Result<(), crate::status::StatusError> {
     for l in listeners {
         let Some(spec) = l.spec.as_multi_key_listener() else {
@@ -32,16 +37,24 @@ pub(crate) async fn write(
             .map(|(k, _)| k)
             .filter(|k| connectors(k) > 0)
             .collect();
+        let unbound = super::bind_status::multi_key_listener_failure(report, l.name())
+            .map(|f| f.message.as_str());
         merge(resources, Kind::MultiKeyListener, None, l.name(), |r| {
-            apply(r, spec, &reachable);
+            apply(r, spec, &reachable, unbound);
         })
         .await?;
     }
     Ok(())
 }
 
-/// Sets the status fields and conditions for the `reachable` keys.
-fn apply(r: &mut Resource, spec: &MultiKeyListenerSpec, reachable: &[String]) {
+/// Sets the status fields and conditions for the `reachable` keys;
+/// `unbound` is why the router could not bind the port, if it could not.
+fn apply(
+    r: &mut Resource,
+    spec: &MultiKeyListenerSpec,
+    reachable: &[String],
+    unbound: Option<&str>,
+) {
     let strategy = spec.strategy_status(reachable);
     r.status.details = StatusDetails::MultiKeyListener(MultiKeyListenerStatus {
         has_destination: Some(!reachable.is_empty()),
@@ -54,7 +67,24 @@ fn apply(r: &mut Resource, spec: &MultiKeyListenerSpec, reachable: &[String]) {
         reason,
         message.clone(),
     ));
-    r.set_condition(Condition::now("Ready", status, reason, message));
+    r.set_condition(match unbound {
+        Some(why) => bind_failed(spec, why),
+        None => Condition::now("Ready", status, reason, message),
+    });
+}
+
+/// `Ready` of a MultiKeyListener whose port the router cannot bind.
+fn bind_failed(spec: &MultiKeyListenerSpec, why: &str) -> Condition {
+    Condition::now(
+        "Ready",
+        ConditionStatus::False,
+        "BindFailed",
+        format!(
+            "port {} on {} is not bound: {why}",
+            spec.port.get(),
+            spec.host
+        ),
+    )
 }
 
 /// The Operational condition: where new flows go.
@@ -107,6 +137,42 @@ mod tests {
             "host": "db", "port": 5432, "strategy": strategy,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_port_the_router_cannot_bind_makes_it_not_ready_whatever_its_keys() {
+        let p = spec(MultiKeyStrategy {
+            priority: Some(PriorityStrategy {
+                routing_keys: vec!["a".into()],
+            }),
+            weighted: None,
+        });
+        let mut r = Resource::from_json(serde_json::json!({
+            "apiVersion": "meshlink.dev/v1alpha1", "kind": "MultiKeyListener",
+            "metadata": {"name": "db"}, "spec": p,
+        }))
+        .unwrap();
+        let why = "binding db:5432: Address already in use (os error 98); retrying every second";
+        apply(&mut r, &p, &["a".into()], Some(why));
+        let ready = r.condition("Ready").unwrap();
+        assert_eq!(
+            (ready.status, ready.reason.as_str(), ready.message.as_str()),
+            (
+                ConditionStatus::False,
+                "BindFailed",
+                "port 5432 on db is not bound: binding db:5432: Address already in use (os error \
+                 98); retrying every second"
+            )
+        );
+        // Where flows would go is still said.
+        let op = r.condition("Operational").unwrap();
+        assert_eq!(op.status, ConditionStatus::True);
+        apply(&mut r, &p, &["a".into()], None);
+        let ready = r.condition("Ready").unwrap();
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::True, "Operational")
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! status (`siteId`, `network`, `sitesInNetwork`, Running, Ready), Listener
 //! `hasMatchingConnector`/`matchingConnectorCount`, MultiKeyListener status
 //! ([`super::multi_key_status`]) and Connector
-//! `hasMatchingListener`/`matchingListenerCount`/`selectedPods`.
+//! `hasMatchingListener`/`matchingListenerCount`/`selectedPods` and `Ready`
+//! ([`super::connector_status`]).
 //!
 //! Inputs: reports from the RouterStatus RPC (the newest stream wins; a
 //! stream's end is compare-and-delete on its id, so an old stream's end
@@ -282,7 +283,7 @@ async fn flush(
         })
         .await?;
     }
-    super::multi_key_status::write(resources, &multi_key, &|key| count(key, true)).await?;
+    super::multi_key_status::write(resources, &multi_key, &|key| count(key, true), report).await?;
     for c in &connectors {
         let Spec::Connector(spec) = &c.spec else {
             continue;
@@ -296,6 +297,13 @@ async fn flush(
                 selected_pods: selected.clone(),
             });
             r.set_condition(matched_condition(n, "Listener"));
+            let targets = if spec.host.is_some() {
+                1
+            } else {
+                selected.len()
+            };
+            let ready = super::connector_status::connector_ready(r, targets, report, router_down);
+            r.set_condition(ready);
         })
         .await?;
     }

@@ -170,7 +170,7 @@ pub const OWNERS: &[StatusOwner] = &[
         parts: &["hasDestination", "strategy", "Operational", "Ready"],
         files: &["router/multi_key_status.rs"],
         task: "the router status task",
-        inputs: "routing keys in the network",
+        inputs: "routing keys in the network, and whether the router bound the port",
     },
     StatusOwner {
         kind: Kind::Connector,
@@ -183,6 +183,14 @@ pub const OWNERS: &[StatusOwner] = &[
         files: &["router/status.rs"],
         task: "the router status task",
         inputs: "routing keys in the network and the Connector's selector",
+    },
+    StatusOwner {
+        kind: Kind::Connector,
+        parts: &["Ready"],
+        files: &["router/status.rs", "router/connector_status.rs"],
+        task: "the router status task",
+        inputs: "the connector targets the site's router reports it cannot connect to (flows \
+                 and its probe), and whether it was given any target",
     },
     StatusOwner {
         kind: Kind::AccessGrant,

@@ -78,7 +78,8 @@ async fn ready(State(admin): State<RouterAdmin>) -> Response {
     crate::admin::ready_response(missing(&admin))
 }
 
-/// Links with state, peer and cost; routes; roles; listeners; connectors.
+/// Links with state, peer and cost; routes; roles; listeners; connectors
+/// and the targets they cannot connect to.
 /// Credentials appear by name only.
 pub fn dump(admin: &RouterAdmin) -> Value {
     let state = admin.state.borrow().clone();
@@ -88,31 +89,40 @@ pub fn dump(admin: &RouterAdmin) -> Value {
         .site
         .as_ref()
         .map(|s| json!({"id": s.id, "name": s.name, "edge": s.edge}));
-    let (links, roles, listeners, credential_errors, routes) = match &state.router {
-        Some(r) => {
-            let status = r.status().borrow().clone();
-            let table = r.routes().borrow().clone();
-            let destinations: serde_json::Map<String, Value> = table
-                .destinations
-                .iter()
-                .map(|(key, ds)| {
-                    let list = ds
-                        .iter()
-                        .map(|d| json!({"router": d.router, "cost": d.cost}))
-                        .collect();
-                    (key.clone(), Value::Array(list))
-                })
-                .collect();
-            (
-                json!(status.links),
-                json!(status.roles),
-                json!(status.listeners),
-                json!(status.credential_errors),
-                json!({"destinations": destinations, "nextHop": table.next_hop}),
-            )
-        }
-        None => (json!({}), json!({}), json!({}), json!({}), json!({})),
-    };
+    let (links, roles, listeners, credential_errors, routes, connector_failures) =
+        match &state.router {
+            Some(r) => {
+                let status = r.status().borrow().clone();
+                let table = r.routes().borrow().clone();
+                let destinations: serde_json::Map<String, Value> = table
+                    .destinations
+                    .iter()
+                    .map(|(key, ds)| {
+                        let list = ds
+                            .iter()
+                            .map(|d| json!({"router": d.router, "cost": d.cost}))
+                            .collect();
+                        (key.clone(), Value::Array(list))
+                    })
+                    .collect();
+                (
+                    json!(status.links),
+                    json!(status.roles),
+                    json!(status.listeners),
+                    json!(status.credential_errors),
+                    json!({"destinations": destinations, "nextHop": table.next_hop}),
+                    json!(status.connector_failures),
+                )
+            }
+            None => (
+                json!({}),
+                json!({}),
+                json!({}),
+                json!({}),
+                json!({}),
+                json!({}),
+            ),
+        };
     let connectors: Vec<Value> = resources
         .connectors
         .values()
@@ -133,6 +143,7 @@ pub fn dump(admin: &RouterAdmin) -> Value {
         "roles": roles,
         "listeners": listeners,
         "connectors": connectors,
+        "connectorFailures": connector_failures,
         "routes": routes,
         "credentials": credentials,
         "credentialErrors": credential_errors,

@@ -14,8 +14,8 @@ use std::time::Duration;
 use meshlink_link::{BindStatus, Direction, LinkState, Router};
 use meshlink_proto::certify::router_status_client::RouterStatusClient;
 use meshlink_proto::certify::{
-    BindFailure, KeyTraffic, LinkRecord, LinkState as PbLinkState, RouterReport, ServiceRecord,
-    SiteRecord,
+    BindFailure, ConnectorFailure, KeyTraffic, LinkRecord, LinkState as PbLinkState, RouterReport,
+    ServiceRecord, SiteRecord,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -271,6 +271,18 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
             })
         })
         .collect();
+    let connector_failures = status
+        .connector_failures
+        .iter()
+        .flat_map(|(name, targets)| {
+            targets.iter().map(move |(target, f)| ConnectorFailure {
+                name: name.clone(),
+                target: target.clone(),
+                message: f.error.clone(),
+                since_unix_seconds: i64::try_from(f.since_unix_secs).unwrap_or(i64::MAX),
+            })
+        })
+        .collect();
     RouterReport {
         site: site.name.clone(),
         links,
@@ -278,6 +290,7 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
         mesh_ingress_address,
         bind_failures,
         accepted_links,
+        connector_failures,
         // Sampled by the sender (`TrafficSample`), not on every build.
         traffic: Vec::new(),
     }
