@@ -334,11 +334,20 @@ impl Holders {
 
     /// Drops holders that stayed away for [`HOLDER_TTL`]; returns the
     /// certificates to show where that changed which one the status shows.
+    /// A Dataplane whose holders all have their stream open (every
+    /// connected proxy, normally) costs one look.
     pub(super) fn expire(&mut self, now: SystemTime) -> Vec<(ProxyKey, Issuance)> {
-        let keys: Vec<ProxyKey> = self.dataplanes.keys().cloned().collect();
-        keys.into_iter()
-            .filter_map(|key| Some((key.clone(), self.settle(&key, now)?)))
-            .collect()
+        let mut shown = Vec::new();
+        self.dataplanes.retain(|key, d| {
+            if !d.filtering && d.holders.values().all(|h| h.open) {
+                return true;
+            }
+            if let Some(e) = d.settle(now) {
+                shown.push((key.clone(), e));
+            }
+            !d.holders.is_empty()
+        });
+        shown
     }
 
     /// [`DataplaneHolders::settle`] for `key`, forgetting a Dataplane left
