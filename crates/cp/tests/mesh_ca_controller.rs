@@ -31,6 +31,7 @@ async fn certify(cp: &TestCp, token: &str, name: &str) -> CertifyResponse {
         dataplane: name.into(),
         service: String::new(),
         csr,
+        ..Default::default()
     };
     CertifyClient::new(cp.xds_channel().await)
         .certify(with_token(req, token))

@@ -45,8 +45,8 @@ mod token_memo;
 
 pub use rate_limit::{KeyedRateLimiter, RateLimitError, RetryAfter};
 pub use renewal::{
-    BackoffPolicy, Credential, RenewalDriver, RenewalError, RetryBackoff, WallClock, random_jitter,
-    renewal_time, renewal_time_from,
+    BackoffPolicy, Credential, RenewalDriver, RenewalError, RetryBackoff, WallClock,
+    lowered_lifetime_delay, outlives_lifetime, random_jitter, renewal_time, renewal_time_from,
 };
 pub use token::{
     DATAPLANE_KIND, ROUTER_KIND, ROUTER_NODE_PREFIX, TokenClaims, TokenError, TokenKeyMaterial,

@@ -9,3 +9,9 @@ pub const RETRY_AFTER_MS: &str = "retry-after-ms";
 /// plane instance drains; clients move to another control plane on seeing
 /// it.
 pub const SHUTTING_DOWN_MESSAGE: &str = "control plane shutting down; reconnect";
+
+/// Words of the `ABORTED` status that ends a stream when a newer stream
+/// for the same proxy took its key over. A meshlink-proxy that reads them
+/// on its own live stream knows another process holds its identity, and
+/// backs off instead of taking the key straight back.
+pub const TAKEN_OVER: &str = "took over from this one";

@@ -9,6 +9,10 @@
 //!   make-before-break order (I2);
 //! - [`node`]: the `node.id` grammar (`<mesh>.<dataplane>`, `site.<site>`);
 //! - [`client_kind`]: the `meshlink.dev/client` node metadata;
+//! - [`instance`]: the `meshlink.dev/instance` node metadata (which
+//!   process a proxy is);
+//! - [`identity_policy`]: the identity policy Secret (the mesh's current
+//!   certificate lifetime) and the client feature that asks for it;
 //! - [`hints`]: what the control plane tells a client in a status (the
 //!   retry-after hint, the drain message).
 //!
@@ -25,6 +29,8 @@ pub mod certify {
 
 pub mod client_kind;
 pub mod hints;
+pub mod identity_policy;
+pub mod instance;
 pub mod node;
 pub mod types;
 

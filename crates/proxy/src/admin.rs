@@ -209,6 +209,10 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
                 crate::model::SecretSpec::TlsCertificate => {
                     json!({"tls_certificate": "ignored; meshlink-proxy uses its own key"})
                 }
+                crate::model::SecretSpec::IdentityPolicy(p) => json!({"identity_policy": {
+                    "mesh": p.mesh,
+                    "certificate_lifetime": humantime::format_duration(p.certificate_lifetime).to_string(),
+                }}),
             };
             json!({"name": name, "version": s.version, "type": kind})
         })

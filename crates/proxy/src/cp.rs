@@ -119,6 +119,16 @@ pub struct CpTarget {
     /// the token as xDS checks `node.id`, and a proxy started with another
     /// dataplane's token is refused on both.
     pub node: (String, String),
+    /// This process's instance id ([`new_instance_id`]), sent as
+    /// `node.metadata["meshlink.dev/instance"]` and in Certify requests, so
+    /// the control plane can tell two processes holding one identity apart.
+    pub instance: String,
+}
+
+/// A fresh instance id for this process: its pid and 32 random bits
+/// (`4242-9f3a01bc`), distinct across hosts and restarts.
+pub fn new_instance_id() -> String {
+    format!("{}-{:08x}", std::process::id(), rand::random::<u32>())
 }
 
 /// A token read from the token file, with its (unverified) claims.
@@ -307,6 +317,7 @@ mod tests {
             ca_file: dir.join("ca.pem"),
             token_file: dir.join("token"),
             node: ("default".into(), "web".into()),
+            instance: new_instance_id(),
         }
     }
 

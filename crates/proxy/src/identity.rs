@@ -7,13 +7,21 @@
 //! still-valid identity published and retries with backoff (the
 //! [`RenewalDriver`]). It never exits because the control plane, the token
 //! or the CA file is missing: it waits and retries.
+//!
+//! Besides the half-life schedule it renews early in two cases: the trust
+//! bundle gains a root (a CA rotation: at once), and the mesh's identity
+//! policy (the lifetime the mesh issues now, an SDS Secret the control
+//! plane sends because this proxy lists the feature) says less than the
+//! current certificate has left (a lowered lifetime: within the first 20%
+//! of the new lifetime, jittered, so a mesh's proxies do not all call
+//! Certify in the same second).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use meshlink_identity::IssuedCert;
-use meshlink_identity::renewal::{BackoffPolicy, Credential, RenewalDriver, WallClock};
+use meshlink_identity::renewal::{BackoffPolicy, Credential, MAX_JITTER, RenewalDriver, WallClock};
+use meshlink_identity::{IssuedCert, lowered_lifetime_delay, outlives_lifetime, random_jitter};
 use meshlink_proto::certify::CertifyRequest;
 use meshlink_proto::certify::certify_client::CertifyClient;
 use rcgen::{CertificateParams, KeyPair, PKCS_ECDSA_P256_SHA256};
@@ -150,6 +158,7 @@ pub async fn certify_once(target: &CpTarget) -> Result<WorkloadIdentity, Certify
         dataplane: target.node.1.clone(),
         service,
         csr,
+        instance: target.instance.clone(),
     });
     request
         .metadata_mut()
@@ -199,6 +208,13 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let clock = WallClock::start();
+    let mut lifetime = LifetimeWatch {
+        config: config.clone(),
+        identity: publish.subscribe(),
+        mesh: target.node.0.clone(),
+        clock,
+        due: None,
+    };
     let mut roots = RootWatch {
         config,
         known: None,
@@ -239,6 +255,9 @@ pub async fn run(
             () = forward => return,
             () = roots.new_root_added() => {
                 tracing::info!("the mesh trust bundle gained a root (CA rotation); renewing the identity certificate now");
+            }
+            () = lifetime.outlived() => {
+                tracing::info!("renewing the identity certificate early: the mesh's certificate lifetime was lowered below what it had left");
             }
         }
         let Some(fresh) = obtain(&target, &status, &cancel).await else {
@@ -331,6 +350,84 @@ fn renewal_issuer(
     }
 }
 
+/// Notices that the current certificate outlives the mesh's certificate
+/// lifetime (it was lowered since the certificate was issued), and when
+/// the early renewal is due.
+struct LifetimeWatch {
+    config: watch::Receiver<Arc<ProxyConfig>>,
+    identity: watch::Receiver<Option<Arc<WorkloadIdentity>>>,
+    mesh: String,
+    clock: WallClock,
+    /// When the early renewal of the certificate with this serial is due.
+    /// Drawn once and kept across unrelated configuration changes, so a
+    /// busy mesh cannot postpone it; drawn again only if the lifetime is
+    /// lowered further below it.
+    due: Option<(tokio::time::Instant, String)>,
+}
+
+impl LifetimeWatch {
+    /// Resolves when the current certificate outlives the mesh's lifetime
+    /// and its jittered delay ([`lowered_lifetime_delay`]) has passed.
+    /// Cancellation-safe: the deadline is kept in `self`.
+    async fn outlived(&mut self) {
+        let mut open = true;
+        loop {
+            self.evaluate();
+            let due = self.due.as_ref().map(|(at, _)| *at);
+            let sleep = async move {
+                match due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = sleep => {
+                    self.due = None;
+                    return;
+                }
+                r = self.config.changed(), if open => open = r.is_ok(),
+                r = self.identity.changed(), if open => open = r.is_ok(),
+            }
+        }
+    }
+
+    /// Sets or clears [`Self::due`] from the current policy and identity.
+    fn evaluate(&mut self) {
+        let lifetime = self
+            .config
+            .borrow_and_update()
+            .identity_policy(&self.mesh)
+            .map(|p| p.certificate_lifetime);
+        let current = self.identity.borrow_and_update().clone();
+        let (Some(lifetime), Some(id)) = (lifetime, current) else {
+            self.due = None;
+            return;
+        };
+        let cert = &id.cert;
+        if !outlives_lifetime(cert.not_before, cert.not_after, self.clock.now(), lifetime) {
+            self.due = None;
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let latest = now + lowered_lifetime_delay(lifetime, MAX_JITTER);
+        if let Some((at, serial)) = &self.due
+            && *serial == cert.serial_hex
+            && *at <= latest
+        {
+            return;
+        }
+        let delay = lowered_lifetime_delay(lifetime, random_jitter());
+        tracing::info!(
+            serial = %cert.serial_hex,
+            expires = %humantime::format_rfc3339_seconds(cert.not_after),
+            lifetime = %humantime::format_duration(lifetime),
+            renew_in = %humantime::format_duration(Duration::from_millis(delay.as_millis() as u64)),
+            "the mesh's certificate lifetime is below what this certificate has left; renewing it early"
+        );
+        self.due = Some((now + delay, cert.serial_hex.clone()));
+    }
+}
+
 /// Notices roots added to the trust bundles the control plane sends.
 struct RootWatch {
     config: watch::Receiver<Arc<ProxyConfig>>,
@@ -351,7 +448,7 @@ impl RootWatch {
                 .values()
                 .filter_map(|s| match s.value.as_ref() {
                     SecretSpec::TrustBundle(b) => Some(b.fingerprints()),
-                    SecretSpec::TlsCertificate => None,
+                    SecretSpec::TlsCertificate | SecretSpec::IdentityPolicy(_) => None,
                 })
                 .flatten()
                 .collect();

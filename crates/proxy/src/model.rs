@@ -279,6 +279,10 @@ pub enum SecretSpec {
     /// A certificate and key sent over SDS (Envoy mode). Accepted and
     /// ignored: meshlink-proxy generates its own key.
     TlsCertificate,
+    /// The mesh's identity policy (`identity_policy:<mesh>`): the lifetime
+    /// of the certificates the mesh issues now. A certificate that outlives
+    /// a lowered lifetime is renewed early (`identity.rs`).
+    IdentityPolicy(meshlink_proto::identity_policy::Policy),
 }
 
 /// One resource as accepted, with the version the control plane gave it.
@@ -312,6 +316,15 @@ impl ProxyConfig {
     pub fn trust_bundle(&self, name: &str) -> Option<&TrustBundle> {
         match self.secrets.get(name).map(|s| s.value.as_ref()) {
             Some(SecretSpec::TrustBundle(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The identity policy of `mesh`, if it has arrived.
+    pub fn identity_policy(&self, mesh: &str) -> Option<&meshlink_proto::identity_policy::Policy> {
+        let name = meshlink_proto::identity_policy::secret_name(mesh);
+        match self.secrets.get(&name).map(|s| s.value.as_ref()) {
+            Some(SecretSpec::IdentityPolicy(p)) => Some(p),
             _ => None,
         }
     }

@@ -272,6 +272,7 @@ impl RunArgs {
                     ca_file,
                     token_file,
                     node: (mesh.clone(), name.clone()),
+                    instance: crate::cp::new_instance_id(),
                 },
                 mesh,
                 name,

@@ -43,6 +43,7 @@ impl Proxy {
                 ca_file: files.ca_file.clone(),
                 token_file: files.token_file.clone(),
                 node: ("default".into(), "web-1".into()),
+                instance: meshlink_proxy::cp::new_instance_id(),
             },
             node_id: NodeId::Fixed("default.web-1".into()),
             config: config_tx,

@@ -46,6 +46,7 @@ impl Authenticate for OneProxy {
         Ok(Credential {
             key: ProxyKey::new(MESH, NAME),
             token_id: Some("jti-0".into()),
+            peer: None,
         })
     }
 }

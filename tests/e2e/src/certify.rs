@@ -57,6 +57,7 @@ pub fn certify(
             dataplane: dataplane.into(),
             service: service.into(),
             csr,
+            ..Default::default()
         });
         if let Some(t) = token {
             req.metadata_mut().insert(

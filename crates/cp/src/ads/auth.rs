@@ -50,6 +50,7 @@ impl Authenticate for ProxyAuth {
             return Ok(Credential {
                 key,
                 token_id: Some(claims.jti),
+                peer: None,
             });
         }
         if let Some(leaf) = peer_certs.and_then(<[_]>::first) {

@@ -11,6 +11,7 @@ use std::time::UNIX_EPOCH;
 use meshlink_api::Kind;
 use meshlink_identity::{CsrError, KeyedRateLimiter, SpiffeId, TokenError, inspect_csr};
 use meshlink_runtime::MetricsRegistry;
+use meshlink_xds::ads::Holder;
 use meshlink_xds::certify::certify_server::Certify;
 use meshlink_xds::certify::{CertifyRequest, CertifyResponse};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -166,6 +167,7 @@ impl CertifyService {
                 retry.0
             )));
         }
+        let peer = request.remote_addr();
         let req = request.into_inner();
         if req.mesh != claims.mesh {
             return Err(Status::permission_denied(format!(
@@ -243,6 +245,10 @@ impl CertifyService {
             issued_at,
             not_after: cert.not_after,
             delivery: Delivery::Certify,
+            holder: Holder {
+                instance: meshlink_proto::instance::sanitize(&req.instance),
+                peer,
+            },
         });
         let secs = |t: std::time::SystemTime| {
             t.duration_since(UNIX_EPOCH)

@@ -49,6 +49,9 @@ pub struct Issuance {
     pub not_after: SystemTime,
     /// How it was delivered.
     pub delivery: Delivery,
+    /// Who asked for it (Certify: the process's instance id and address),
+    /// so two processes holding one Dataplane's identity can be told apart.
+    pub holder: meshlink_xds::ads::Holder,
 }
 
 /// Receives issuance events; must not block.

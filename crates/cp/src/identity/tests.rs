@@ -200,6 +200,7 @@ impl Fixture {
             dataplane: dp.into(),
             service: String::new(),
             csr,
+            ..Default::default()
         });
         req.metadata_mut()
             .insert("authorization", format!("Bearer {token}").parse().unwrap());

@@ -2,7 +2,9 @@
 //! metrics, MeshTrafficPermission `Valid`, MeshService status (the
 //! Dataplanes it selects and its `ProtocolAgreed` condition;
 //! `mesh_service.rs`), the Dataplanes' `ProtocolAgreed` condition for
-//! tag-based services (`protocol.rs`), and eviction of stream reports.
+//! tag-based services (`protocol.rs`), their `DuplicateHolder` condition
+//! (two processes holding one identity, `holders.rs`), and eviction of
+//! stream reports.
 //!
 //! # What it owns
 //!
@@ -27,6 +29,7 @@
 //! when it changes (merging only that condition, with CAS and retry).
 
 pub(crate) mod app_reachable;
+mod holders;
 mod mesh_service;
 mod mesh_service_protocol;
 mod metrics;
@@ -165,6 +168,7 @@ struct State {
     mtps: HashSet<(String, String)>,
     mesh_services: mesh_service::MeshServiceStatuses,
     protocols: protocol::ServiceProtocols,
+    holders: holders::Holders,
     last_evict: tokio::time::Instant,
 }
 
@@ -190,6 +194,7 @@ pub async fn run(parts: StatusParts, inbox: StatusInbox, shutdown: Shutdown) {
         mtps: HashSet::new(),
         mesh_services: Default::default(),
         protocols: Default::default(),
+        holders: Default::default(),
         last_evict: tokio::time::Instant::now(),
     };
     let mut after = start_revision;
@@ -267,8 +272,12 @@ impl State {
         }
         // Page by page: with 10,000 Dataplanes a single list held every
         // row and decoded resource at once (about 100 MiB at start-up).
-        let (instance, proxies, protocols) =
-            (&self.instance, &mut self.proxies, &mut self.protocols);
+        let (instance, proxies, protocols, holders) = (
+            &self.instance,
+            &mut self.proxies,
+            &mut self.protocols,
+            &mut self.holders,
+        );
         self.resources
             .for_each(Kind::Dataplane, None, |d| {
                 let key = ProxyKey::new(d.mesh().unwrap_or_default(), d.name());
@@ -282,6 +291,7 @@ impl State {
                     p.app.set_declared(spec);
                 }
                 protocols.stored(&key, d.condition(protocol::CONDITION));
+                holders.stored(&key, d.condition(holders::DUPLICATE_HOLDER), instance);
                 proxies.entry(key).or_insert(p);
             })
             .await?;
@@ -327,6 +337,9 @@ impl State {
                 if p.apply_view(&v, backend.as_deref(), now) {
                     self.metrics.close("superseded");
                 }
+                if let Some(shown) = self.holders.on_view(&v, now) {
+                    p.apply_issuance(&shown);
+                }
                 if p.online != was_online {
                     self.mesh_services.dataplane_changed(&v.key.mesh);
                 }
@@ -334,10 +347,14 @@ impl State {
             }
             Event::Issued(e) => {
                 let key = ProxyKey::new(e.mesh.clone(), e.dataplane.clone());
-                self.proxies
-                    .entry(key.clone())
-                    .or_default()
-                    .apply_issuance(&e);
+                // While two processes hold the identity, the status keeps
+                // the first one's certificate (holders.rs).
+                if let Some(shown) = self.holders.on_issued(&key, &e, now) {
+                    self.proxies
+                        .entry(key.clone())
+                        .or_default()
+                        .apply_issuance(&shown);
+                }
                 self.sync_expiry(&key);
             }
             Event::App(e) => {
@@ -395,6 +412,7 @@ impl State {
         match (kind, c.change_type) {
             (Some(Kind::Dataplane), ChangeType::Deleted) => {
                 let key = ProxyKey::new(mesh, name);
+                self.holders.remove(&key);
                 self.proxies.remove(&key);
                 self.inspector.forget(&key);
                 self.metrics.expiry(&key.mesh, &key.name, None);
@@ -458,12 +476,20 @@ impl State {
     /// writes.
     async fn flush(&mut self) {
         let now = SystemTime::now();
+        for (key, shown) in self.holders.expire(now) {
+            if let Some(p) = self.proxies.get_mut(&key) {
+                p.apply_issuance(&shown);
+            }
+        }
         self.evaluate(now);
         self.write_dataplanes(now).await;
         self.write_meshes(now).await;
         self.write_mtps().await;
         self.write_mesh_services().await;
         self.write_protocols().await;
+        self.holders
+            .write(&self.resources, &self.instance, now)
+            .await;
         if self.last_evict.elapsed() >= Duration::from_secs(60) {
             self.last_evict = tokio::time::Instant::now();
             let before = now

@@ -401,6 +401,7 @@ mod tests {
             issued_at: at(issued),
             not_after: at(issued + life),
             delivery: Delivery::Certify,
+            holder: Default::default(),
         }
     }
 
@@ -413,6 +414,8 @@ mod tests {
             disconnected_at: (!connected).then(|| at(5)),
             certificate: cert,
             rejected: rejected.map(str::to_owned),
+            holder: Default::default(),
+            taken_over: false,
         }
     }
 

@@ -75,6 +75,14 @@ pub const OWNERS: &[StatusOwner] = &[
         inputs: "the kuma.io/protocol tags of every inbound of a service",
     },
     StatusOwner {
+        kind: Kind::Dataplane,
+        parts: &["DuplicateHolder"],
+        files: &["status/holders.rs"],
+        task: "the status task",
+        inputs: "which process (instance id, address) opened each xDS stream and asked Certify, \
+                 and which streams were taken over",
+    },
+    StatusOwner {
         kind: Kind::MeshService,
         parts: &["dataplaneProxies", "ProtocolsAgree", "ProtocolAgreed"],
         files: &["status/mesh_service.rs", "status/mesh_service_protocol.rs"],

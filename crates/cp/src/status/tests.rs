@@ -35,6 +35,8 @@ fn connected(name: &str) -> StreamView {
         disconnected_at: None,
         certificate: None,
         rejected: None,
+        holder: Default::default(),
+        taken_over: false,
     }
 }
 

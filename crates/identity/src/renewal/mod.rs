@@ -7,6 +7,10 @@
 //! with exponential backoff bounded by both a maximum and a fraction of the
 //! remaining lifetime, so a CA outage never turns into a tight retry loop and
 //! renewals of many certificates issued together do not stampede the CA.
+//! When a mesh's lifetime is lowered below what a certificate still has
+//! left ([`outlives_lifetime`]), renew within the first 20% of the new
+//! lifetime ([`lowered_lifetime_delay`]): the same ±10% spread, so the
+//! proxies of a mesh renew over a fifth of the new lifetime, not at once.
 //!
 //! Must never: read the wall clock or `std::time::Instant` inside a loop (all
 //! waiting goes through `tokio::time`, so paused-time tests cover hours of
@@ -115,6 +119,51 @@ pub fn renewal_time_from(
     renewal_time(obtained_at.max(not_before), not_after, jitter)
 }
 
+/// Slack for the whole seconds certificate times are written in (Certify
+/// sends notBefore and notAfter as unix seconds), so a certificate issued
+/// for exactly the lifetime never looks longer than it.
+const WHOLE_SECONDS_SLACK: Duration = Duration::from_secs(2);
+
+/// Whether a certificate valid from `not_before` to `not_after` outlives
+/// `lifetime`, the lifetime its mesh issues now (lowered since it was
+/// issued): more than `lifetime` of it is left at `now`, and it was issued
+/// for longer than `lifetime`.
+///
+/// The second test reads the certificate alone (its validity less the
+/// issuer's 60 s backdating), not the clock: a proxy whose clock is behind
+/// the control plane's sees more time left on a fresh certificate than it
+/// has, and must not renew it again and again.
+pub fn outlives_lifetime(
+    not_before: SystemTime,
+    not_after: SystemTime,
+    now: SystemTime,
+    lifetime: Duration,
+) -> bool {
+    let left = not_after.duration_since(now).unwrap_or_default();
+    let issued_for = not_after
+        .duration_since(not_before)
+        .unwrap_or_default()
+        .saturating_sub(crate::ca::BACKDATE);
+    left > lifetime && issued_for > lifetime + WHOLE_SECONDS_SLACK
+}
+
+/// How long to wait before renewing a certificate that
+/// [`outlives_lifetime`]: `lifetime × (0.1 + jitter)`, with `jitter`
+/// clamped to `[-0.1, 0.1]` like [`renewal_time`]'s (pass
+/// [`random_jitter`]). Certificates of one mesh are thereby renewed spread
+/// over the first 20% of the new lifetime, the width the half-life rule
+/// spreads certificates issued together over, instead of all in the
+/// second the Mesh changed; each is replaced well before the new lifetime
+/// would have ended had it been issued then.
+pub fn lowered_lifetime_delay(lifetime: Duration, jitter: f64) -> Duration {
+    let jitter = if jitter.is_nan() {
+        0.0
+    } else {
+        jitter.clamp(-MAX_JITTER, MAX_JITTER)
+    };
+    lifetime.mul_f64(MAX_JITTER + jitter)
+}
+
 fn just_before(t: SystemTime) -> SystemTime {
     t.checked_sub(Duration::from_nanos(1)).unwrap_or(t)
 }
@@ -180,6 +229,49 @@ mod tests {
         // Degenerate windows: renew immediately, still before expiry.
         assert!(renewal_time(at(10), at(10), 0.0) < at(10));
         assert!(renewal_time(at(20), at(10), 0.0) < at(10));
+    }
+
+    #[test]
+    fn a_certificate_outlives_a_lowered_lifetime_by_what_is_left_and_what_it_was_issued_for() {
+        let day = Duration::from_secs(86_400);
+        let thirty = Duration::from_secs(30);
+        let issued = at(1_000_000);
+        let nb = issued - Duration::from_secs(60);
+        // A day's certificate, an hour in: lowered to 30 s, it outlives it.
+        let now = issued + Duration::from_secs(3_600);
+        assert!(outlives_lifetime(nb, issued + day, now, thirty));
+        // Not when the lifetime stays (or grows), nor once less is left.
+        assert!(!outlives_lifetime(nb, issued + day, now, day));
+        assert!(!outlives_lifetime(
+            nb,
+            issued + day,
+            issued + day - Duration::from_secs(20),
+            thirty
+        ));
+        // A fresh 30 s certificate (times in whole seconds) does not, even
+        // on a proxy whose clock is an hour behind.
+        let behind = issued - Duration::from_secs(3_600);
+        for (nb, na) in [
+            (nb, issued + thirty),
+            (nb - Duration::from_secs(1), issued + thirty),
+            (nb, issued + thirty + Duration::from_secs(1)),
+        ] {
+            assert!(!outlives_lifetime(nb, na, issued, thirty));
+            assert!(!outlives_lifetime(nb, na, behind, thirty));
+        }
+    }
+
+    #[test]
+    fn a_lowered_lifetime_renews_within_its_first_fifth() {
+        let l = Duration::from_secs(100);
+        assert_eq!(lowered_lifetime_delay(l, -0.1), Duration::ZERO);
+        assert_eq!(lowered_lifetime_delay(l, 0.0), Duration::from_secs(10));
+        assert_eq!(lowered_lifetime_delay(l, 0.1), Duration::from_secs(20));
+        assert_eq!(lowered_lifetime_delay(l, 7.0), Duration::from_secs(20));
+        assert_eq!(lowered_lifetime_delay(l, f64::NAN), Duration::from_secs(10));
+        for _ in 0..1_000 {
+            assert!(lowered_lifetime_delay(l, random_jitter()) <= l / 5);
+        }
     }
 
     #[test]

@@ -185,12 +185,28 @@ impl<M: XdsModel> XdsClient<M> {
         let kind = Value {
             kind: Some(Kind::StringValue(CLIENT_KIND.1.to_owned())),
         };
+        let instance = Value {
+            kind: Some(Kind::StringValue(self.target.instance.clone())),
+        };
         Node {
             id,
             metadata: Some(Struct {
-                fields: [(CLIENT_KIND.0.to_owned(), kind)].into_iter().collect(),
+                fields: [
+                    (CLIENT_KIND.0.to_owned(), kind),
+                    (
+                        meshlink_proto::instance::INSTANCE_METADATA_KEY.to_owned(),
+                        instance,
+                    ),
+                ]
+                .into_iter()
+                .collect(),
             }),
             user_agent_name: "meshlink-proxy".to_owned(),
+            // The mesh's current certificate lifetime, so a lowered one
+            // renews this proxy's certificate early (identity.rs).
+            client_features: vec![
+                meshlink_proto::identity_policy::IDENTITY_POLICY_FEATURE.to_owned(),
+            ],
             ..Default::default()
         }
     }
@@ -231,6 +247,13 @@ impl<M: XdsModel> XdsClient<M> {
             Ok(()) => ended(healthy, FailureKind::Other, "ended the stream".into()),
             Err(s) => {
                 let what = format!("ended the stream: {}", status_text(&s));
+                // Another process with this identity (same token and
+                // name) took the stream over: back off as after a failure
+                // instead of taking it straight back, so two such
+                // processes trade the stream every few seconds, not in a
+                // tight loop. The control plane's Dataplane status names
+                // both (DuplicateHolder).
+                let healthy = healthy && !taken_over(&s);
                 ended(healthy, FailureKind::of_status(&s), what)
             }
         };
@@ -359,6 +382,14 @@ impl<M: XdsModel> XdsClient<M> {
             ..Default::default()
         }
     }
+}
+
+/// Whether `status` says a newer stream for this proxy's key took over
+/// from this one: another process holds the identity, since this process
+/// opens one stream at a time.
+fn taken_over(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Aborted
+        && status.message().contains(meshlink_proto::hints::TAKEN_OVER)
 }
 
 /// Why a session ended.

@@ -529,6 +529,11 @@ pub(crate) fn pem_of(ds: Option<&DataSource>, field: &str) -> Result<String, Inv
 /// Validates a Secret.
 pub fn secret(any: &Any) -> Result<SecretSpec, Invalid> {
     let s: Secret = decode(any, "resource")?;
+    if let Some(policy) = meshlink_proto::identity_policy::from_secret(&s) {
+        return policy
+            .map(SecretSpec::IdentityPolicy)
+            .map_err(|e| invalid("type", e.to_string()));
+    }
     match s.r#type {
         Some(secret::Type::ValidationContext(v)) => {
             let pem = pem_of(v.trusted_ca.as_ref(), "validation_context.trusted_ca")?;
@@ -551,7 +556,8 @@ pub fn secret(any: &Any) -> Result<SecretSpec, Invalid> {
         Some(secret::Type::TlsCertificate(_)) => Ok(SecretSpec::TlsCertificate),
         _ => Err(invalid(
             "type",
-            "only validation_context and tls_certificate secrets are supported",
+            "only validation_context and tls_certificate secrets (and the identity policy's \
+             generic_secret) are supported",
         )),
     }
 }

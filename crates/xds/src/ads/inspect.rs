@@ -60,6 +60,46 @@ pub struct StreamReport {
     pub types: BTreeMap<&'static str, TypeReport>,
     /// The identity certificate last sent over SDS (Envoy clients).
     pub certificate: Option<IdentityInfo>,
+    /// Who holds the stream: its process and its address.
+    pub holder: Holder,
+}
+
+/// Who holds a proxy's stream (or, for Certify, who asked for its
+/// certificate): the process, when the client names one
+/// (`node.metadata["meshlink.dev/instance"]`, Certify's `instance`; every
+/// meshlink-proxy does), and the address the call came from. Two holders of
+/// one Dataplane at once are two processes started with one identity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Holder {
+    /// The process's instance id, if the client sent one.
+    pub instance: Option<String>,
+    /// The address the call came from (`None` in process).
+    pub peer: Option<std::net::SocketAddr>,
+}
+
+impl Holder {
+    /// What tells two holders apart: the instance id, else the peer's IP
+    /// address (a client that names no process is taken to be one process
+    /// per host, since its reconnects come from new ports), else nothing.
+    pub fn identity(&self) -> Option<String> {
+        match (&self.instance, &self.peer) {
+            (Some(i), _) => Some(format!("instance {i}")),
+            (None, Some(p)) => Some(format!("host {}", p.ip())),
+            (None, None) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.peer, &self.instance) {
+            (Some(p), Some(i)) => write!(f, "{p} (process {i})"),
+            (Some(p), None) => write!(f, "{p}"),
+            (None, Some(i)) => write!(f, "process {i}"),
+            (None, None) => f.write_str("an in-process client"),
+        }
+    }
 }
 
 /// What the Dataplane status needs from one proxy's stream report.
@@ -81,6 +121,12 @@ pub struct StreamView {
     /// `"<type>: <detail>"`; `None` when every type's latest version was
     /// ACKed or is still in flight.
     pub rejected: Option<String>,
+    /// Who holds the stream.
+    pub holder: Holder,
+    /// The stream closed because a newer stream for the proxy took its key
+    /// over (its holder may come back), not because its client left or the
+    /// control plane ended it.
+    pub taken_over: bool,
 }
 
 /// Receives every changed [`StreamView`]; must not block.
@@ -140,6 +186,9 @@ struct Slot {
     types: Option<Arc<dyn TypeReports>>,
     /// The outstanding NACK, as the stream last computed it.
     rejected: Option<String>,
+    holder: Holder,
+    /// The stream closed because a newer one took its key over.
+    taken_over: bool,
 }
 
 impl Slot {
@@ -163,6 +212,7 @@ impl Slot {
                 None => self.closed_types.clone(),
             },
             certificate: self.certificate.as_deref().cloned(),
+            holder: self.holder.clone(),
         }
     }
 }
@@ -210,6 +260,8 @@ fn view_of(key: &ProxyKey, slot: &Slot) -> StreamView {
         disconnected_at: slot.disconnected_at.map(at_unix),
         certificate: slot.certificate.as_deref().cloned(),
         rejected: slot.rejected.clone(),
+        holder: slot.holder.clone(),
+        taken_over: slot.taken_over,
     }
 }
 
@@ -286,6 +338,7 @@ impl Inspector {
         id: OwnerId,
         protocol: &'static str,
         control_plane: &str,
+        holder: Holder,
     ) {
         let mut inner = self.lock();
         let control_plane = match &inner.instance {
@@ -310,6 +363,8 @@ impl Inspector {
             certificate: None,
             types: None,
             rejected: None,
+            holder,
+            taken_over: false,
         };
         inner.reports.insert(key.clone(), slot);
         self.observe(&inner, key);
@@ -368,8 +423,17 @@ impl Inspector {
         });
     }
 
-    pub(crate) fn closed(&self, key: &ProxyKey, id: OwnerId, reason: Option<String>) {
+    /// Records that stream `id` closed (`taken_over`: because a newer
+    /// stream took its key over), with its error's message if it failed.
+    pub(crate) fn closed(
+        &self,
+        key: &ProxyKey,
+        id: OwnerId,
+        reason: Option<String>,
+        taken_over: bool,
+    ) {
         self.update(key, id, |s| {
+            s.taken_over = taken_over;
             // Keep what the stream last reported per type; the engine goes.
             if let Some(types) = s.types.take() {
                 s.closed_types = types.type_reports();
@@ -429,7 +493,7 @@ mod tests {
     fn views_follow_open_nack_ack_and_close_and_repeat_nothing() {
         let (insp, seen) = recording();
         let key = ProxyKey::new("default", "web-1");
-        insp.opened(&key, id(1), "sotw", "cp-a");
+        insp.opened(&key, id(1), "sotw", "cp-a", Holder::default());
         let types = Arc::new(FixedTypes::default());
         // A change outside the view (client kind) is not reported.
         insp.attach(&key, id(1), "envoy", types.clone());
@@ -461,8 +525,8 @@ mod tests {
         assert_eq!(report.client, Some("envoy"));
         assert_eq!(report.types["Listener"], fixed);
         // A stale stream cannot close the report.
-        insp.closed(&key, id(0), None);
-        insp.closed(&key, id(1), None);
+        insp.closed(&key, id(0), None, false);
+        insp.closed(&key, id(1), None, false);
         drop(
             types
                 .0
@@ -500,15 +564,15 @@ mod tests {
         let insp = Inspector::default();
         for i in 0..1000u64 {
             let key = ProxyKey::new("default", format!("dp-{i}"));
-            insp.opened(&key, id(i), "delta", "cp");
-            insp.closed(&key, id(i), None);
+            insp.opened(&key, id(i), "delta", "cp", Holder::default());
+            insp.closed(&key, id(i), None, false);
             if i % 2 == 0 {
                 assert!(insp.forget(&key));
             }
         }
         assert_eq!(insp.len(), 500);
         let open = ProxyKey::new("default", "open");
-        insp.opened(&open, id(5000), "delta", "cp");
+        insp.opened(&open, id(5000), "delta", "cp", Holder::default());
         // Reports of disconnected proxies go once the grace period passed;
         // an open stream's report stays.
         let later = SystemTime::now() + Duration::from_secs(5);

@@ -67,7 +67,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 pub use admission::{Admission, AdmissionConfig, RETRY_AFTER_MS, RetryAfter};
 pub use grpc::AdsService;
-pub use inspect::{Inspector, StreamObserver, StreamReport, StreamView};
+pub use inspect::{Holder, Inspector, StreamObserver, StreamReport, StreamView};
 pub use metrics::{AdsMetrics, REJECT_REASONS};
 pub use stream::SHUTTING_DOWN_MESSAGE;
 pub use types::{NackReport, TypeReport, short_type};
@@ -101,6 +101,10 @@ pub struct Credential {
     /// are not bound to a token and end only when the certificate's
     /// dataplane is taken over or the instance drains).
     pub token_id: Option<String>,
+    /// The address the stream came from (the server fills it in from the
+    /// connection; `None` for in-process streams). It names the stream's
+    /// holder in the Dataplane's `DuplicateHolder` condition, nothing more.
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl Credential {
@@ -109,6 +113,7 @@ impl Credential {
         Self {
             key,
             token_id: None,
+            peer: None,
         }
     }
 
@@ -188,13 +193,14 @@ impl Shared {
         key: ProxyKey,
         owner: crate::owner::OwnerId,
         client: crate::translate::ClientKind,
+        identity_policy: bool,
     ) {
         if key.is_router() {
             if let Some(routers) = &self.routers {
                 routers.connected(key, owner);
             }
         } else {
-            self.hub.connected(key, owner, client);
+            self.hub.connected(key, owner, client, identity_policy);
         }
     }
 
@@ -452,10 +458,12 @@ impl AdsServer {
     /// and the peer certificates; the body (which need not be `Sync`) is
     /// not held across that await.
     async fn admit_request<I>(&self, request: Request<I>) -> Result<(Credential, I), Status> {
+        let peer = request.remote_addr();
         let (metadata, extensions, requests) = request.into_parts();
-        let credential = self
+        let mut credential = self
             .admit(&Request::from_parts(metadata, extensions, ()))
             .await?;
+        credential.peer = peer;
         Ok((credential, requests))
     }
 

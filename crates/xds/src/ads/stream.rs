@@ -32,7 +32,7 @@ use tonic::Status;
 use super::delta::DeltaEngine;
 use super::gate::Gated;
 use super::inline_body::{self, InlineBody};
-use super::inspect::{TypeReports, rejected_of};
+use super::inspect::{Holder, TypeReports, rejected_of};
 use super::revocation::TokenBinding;
 use super::sotw::SotwEngine;
 use super::types::{Outcome, TypeReport, TypeStates, short_type};
@@ -302,8 +302,9 @@ fn stopped(
     End::fail(
         "takeover",
         Status::aborted(format!(
-            "a newer stream for proxy {key} took over from this one{this}; \
-             this happens when the proxy reconnects, and the newer stream is served"
+            "a newer stream for proxy {key} {}{this}; \
+             this happens when the proxy reconnects, and the newer stream is served",
+            meshlink_proto::hints::TAKEN_OVER
         )),
     )
 }
@@ -360,12 +361,12 @@ async fn run<E, I, O>(
                 Err(End::Closed)
             }
             Some(Ok(req)) => match first_request(&credential, E::node(&req)) {
-                Ok(client) => Ok((Box::new(req), client)),
+                Ok(facts) => Ok((Box::new(req), facts)),
                 Err(end) => Err(end),
             },
         },
     };
-    let (req, client) = match first {
+    let (req, facts) = match first {
         Ok(first) => first,
         Err(end) => {
             Box::pin(finish(&shared, &key, &registration.0, end, &mut out)).await;
@@ -382,9 +383,13 @@ async fn run<E, I, O>(
         // (released) on the way back, before the inspector saw it.
         return;
     }
+    let holder = Holder {
+        instance: facts.instance,
+        peer: credential.peer,
+    };
     shared
         .inspector
-        .opened(&key, id, E::PROTOCOL, &shared.instance);
+        .opened(&key, id, E::PROTOCOL, &shared.instance, holder);
     let owner = Owner {
         key: &key,
         id,
@@ -392,7 +397,14 @@ async fn run<E, I, O>(
         binding: binding.as_ref(),
     };
     let end = serve(
-        &shared, owner, state_rx, client, engine, req, requests, &mut out,
+        &shared,
+        owner,
+        state_rx,
+        (facts.client, facts.identity_policy),
+        engine,
+        req,
+        requests,
+        &mut out,
     )
     .await;
     Box::pin(finish(&shared, &key, &registration.0, end, &mut out)).await;
@@ -497,7 +509,8 @@ impl Registration {
         let shared = &self.shared;
         if let Some(lease) = self.lease.take() {
             let id = lease.id();
-            shared.inspector.closed(&self.key, id, reason);
+            let taken_over = shared.registry.owner(&self.key).is_some_and(|o| o != id);
+            shared.inspector.closed(&self.key, id, reason, taken_over);
             shared.disconnected(self.key.clone(), id);
             if lease.release() {
                 shared.metrics.certificate(&self.key, None);
@@ -530,7 +543,7 @@ async fn serve<E, I, O>(
     shared: &Arc<Shared>,
     owner: Owner<'_>,
     mut state_rx: tokio::sync::watch::Receiver<Option<Arc<ProxyState>>>,
-    client: ClientKind,
+    (client, identity_policy): (ClientKind, bool),
     engine: Arc<SharedEngine<E>>,
     first: Box<E::Req>,
     requests: I,
@@ -560,7 +573,7 @@ where
         report_certificate(shared, &key, id, state);
         renewal.follow(state);
     }
-    shared.connected(key.clone(), id, client);
+    shared.connected(key.clone(), id, client, identity_policy);
     let mut pending = Some(first);
     loop {
         let responses = if let Some(req) = pending.take() {
@@ -697,11 +710,21 @@ fn report_certificate(shared: &Shared, key: &ProxyKey, id: OwnerId, state: &Prox
         .certificate(key, id, state.identity.clone());
 }
 
+/// What the first request's node says about the client.
+struct NodeFacts {
+    /// `meshlink.dev/client`.
+    client: ClientKind,
+    /// It lists the identity policy client feature.
+    identity_policy: bool,
+    /// `meshlink.dev/instance`: which process it is.
+    instance: Option<String>,
+}
+
 /// Checks the first request's node against the credential's proxy key,
 /// before the stream may take the key over. The message speaks to both raw
 /// xDS clients (node.id) and meshlink-proxy users (its --name/--mesh flags
 /// become node.id).
-fn first_request(credential: &Credential, node: Option<&Node>) -> Result<ClientKind, End> {
+fn first_request(credential: &Credential, node: Option<&Node>) -> Result<NodeFacts, End> {
     let key = &credential.key;
     let expected = key.node_id();
     let form = if key.is_router() {
@@ -723,8 +746,13 @@ fn first_request(credential: &Credential, node: Option<&Node>) -> Result<ClientK
             node_id_mismatch(credential, &node.id),
         ));
     }
-    ClientKind::from_node_metadata(node.metadata.as_ref())
-        .map_err(|e| End::fail("invalid_request", Status::invalid_argument(e.to_string())))
+    let client = ClientKind::from_node_metadata(node.metadata.as_ref())
+        .map_err(|e| End::fail("invalid_request", Status::invalid_argument(e.to_string())))?;
+    Ok(NodeFacts {
+        client,
+        identity_policy: meshlink_proto::identity_policy::wanted_by(node),
+        instance: meshlink_proto::instance::instance_of(node.metadata.as_ref()),
+    })
 }
 
 /// Why `node_id` is refused for `credential`: a router token on a

@@ -43,7 +43,15 @@
 //! Identity certificates (Envoy clients) are cached per proxy key across
 //! reconnects, with their SDS Secret encoded once per issuance, and
 //! re-issued when the CA changed, the SPIFFE ID changed, or the owner's
-//! renewal timer fired (at 50% ± 10% of the lifetime). A cached identity
+//! renewal timer fired (at 50% ± 10% of the lifetime). When the Mesh's
+//! certificate lifetime is lowered below what a cached certificate has
+//! left, its renewal time moves to a point within the first 20% of the new
+//! lifetime (`meshlink_identity::lowered_lifetime_delay`), which the owner's
+//! timer then follows: the mesh's Envoys get certificates of the new
+//! lifetime spread over that window, not all in one hub pass. meshlink-proxy
+//! clients that list the identity policy feature get the lifetime itself
+//! (an SDS Secret shared by the mesh) and renew by the same rule. A cached
+//! identity
 //! (a private key) is dropped when its Dataplane is deleted or its proxy
 //! has been disconnected for [`EVICT_AFTER`]; a mesh's cache is dropped
 //! when no proxy of it is connected and the Mesh was deleted or
@@ -160,6 +168,7 @@ enum Event {
         key: ProxyKey,
         owner: OwnerId,
         client: ClientKind,
+        identity_policy: bool,
     },
     Disconnected {
         key: ProxyKey,
@@ -234,8 +243,22 @@ impl Hub {
     }
 
     /// A stream that owns `key` (as `owner`) received its first request.
-    pub fn connected(&self, key: ProxyKey, owner: OwnerId, client: ClientKind) {
-        let _ = self.tx.send(Event::Connected { key, owner, client });
+    /// `identity_policy`: the client listed the identity policy feature
+    /// (`meshlink_proto::identity_policy`), so a meshlink-proxy is sent the
+    /// mesh's current certificate lifetime.
+    pub fn connected(
+        &self,
+        key: ProxyKey,
+        owner: OwnerId,
+        client: ClientKind,
+        identity_policy: bool,
+    ) {
+        let _ = self.tx.send(Event::Connected {
+            key,
+            owner,
+            client,
+            identity_policy,
+        });
     }
 
     /// A stream that owned `key` ended.

@@ -65,6 +65,9 @@ pub(super) struct MeshCtx {
     pub(super) trust: Option<MeshTrust>,
     /// The trust-bundle Secret, encoded once per bundle.
     pub(super) trust_secret: Option<(String, Arc<Versioned>)>,
+    /// The identity policy Secret and the lifetime it says, encoded once
+    /// per lifetime.
+    policy_secret: Option<(std::time::Duration, (String, Arc<Versioned>))>,
     pub(super) memo: Memo,
     /// Makes the equal load-assignment sets of the mesh's proxies one
     /// shared set, so an endpoint change patches each distinct set once.
@@ -201,6 +204,23 @@ impl MeshCtx {
         for name in names {
             self.index(&name);
         }
+    }
+
+    /// The identity policy Secret of the mesh (its current certificate
+    /// lifetime), encoded once per lifetime; `None` with mTLS off.
+    pub(super) fn identity_policy_secret(
+        &mut self,
+        mesh: &str,
+    ) -> Option<(String, Arc<Versioned>)> {
+        let lifetime = self.view.as_ref()?.certificate_lifetime()?;
+        if self
+            .policy_secret
+            .as_ref()
+            .is_none_or(|(l, _)| *l != lifetime)
+        {
+            self.policy_secret = Some((lifetime, EncodedSecrets::identity_policy(mesh, lifetime)));
+        }
+        self.policy_secret.as_ref().map(|(_, s)| s.clone())
     }
 
     /// The trust-bundle Secret for `trust`, encoded once per bundle.

@@ -10,7 +10,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use meshlink_identity::{WallClock, random_jitter, renewal_time_from};
+use meshlink_identity::renewal::MAX_JITTER;
+use meshlink_identity::{
+    WallClock, lowered_lifetime_delay, outlives_lifetime, random_jitter, renewal_time_from,
+};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -36,6 +39,8 @@ const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 struct Entry {
     owner: OwnerId,
     client: ClientKind,
+    /// The client takes the identity policy Secret.
+    identity_policy: bool,
     last: Option<Arc<ProxyState>>,
 }
 
@@ -46,6 +51,15 @@ struct CachedIdentity {
     renew_at: SystemTime,
     /// The identity Secret, encoded once per issuance.
     secret: (String, Arc<Versioned>),
+}
+
+/// What a proxy's Envoy identity must be: its service, SPIFFE ID, issuing
+/// CA and (with mTLS on) the mesh's current certificate lifetime.
+struct Wanted<'a> {
+    service: &'a str,
+    spiffe_id: &'a str,
+    ca_fingerprint: &'a str,
+    lifetime: Option<std::time::Duration>,
 }
 
 /// Load-assignment sets patched in one flush, by the old set's address:
@@ -138,7 +152,12 @@ impl<S: MeshSource> Reconciler<S> {
 
     async fn handle(&mut self, ev: Event) {
         match ev {
-            Event::Connected { key, owner, client } => self.connect(key, owner, client).await,
+            Event::Connected {
+                key,
+                owner,
+                client,
+                identity_policy,
+            } => self.connect(key, owner, client, identity_policy).await,
             Event::Disconnected { key, owner } => self.disconnect(&key, owner),
             Event::Renew { key, owner } => {
                 let owns = self
@@ -213,7 +232,13 @@ impl<S: MeshSource> Reconciler<S> {
         }
     }
 
-    async fn connect(&mut self, key: ProxyKey, owner: OwnerId, client: ClientKind) {
+    async fn connect(
+        &mut self,
+        key: ProxyKey,
+        owner: OwnerId,
+        client: ClientKind,
+        identity_policy: bool,
+    ) {
         if self.registry.owner(&key) != Some(owner) {
             tracing::debug!(proxy = %key, %owner, "connect from a stream that was taken over; ignored");
             return;
@@ -221,6 +246,7 @@ impl<S: MeshSource> Reconciler<S> {
         let entry = Entry {
             owner,
             client,
+            identity_policy: identity_policy && client == ClientKind::MeshlinkProxy,
             last: None,
         };
         self.proxies
@@ -545,11 +571,18 @@ impl<S: MeshSource> Reconciler<S> {
         let Some(entry) = self.proxies.get(&key.mesh).and_then(|m| m.get(&key.name)) else {
             return;
         };
-        let (owner, client) = (entry.owner, entry.client);
+        let (owner, client, wants_policy) = (entry.owner, entry.client, entry.identity_policy);
         self.metrics.inc_recomputed();
         let mut encoded = EncodedSecrets::default();
         let mut identity = None;
         let mut renew_at = None;
+        let policy = if wants_policy {
+            self.meshes
+                .get_mut(&key.mesh)
+                .and_then(|c| c.identity_policy_secret(&key.mesh))
+        } else {
+            None
+        };
         let ctx = self.meshes.get(&key.mesh);
         let view_and_ca =
             ctx.and_then(|c| Some((c.view.as_ref()?, c.trust.as_ref()?.ca_fingerprint.clone())));
@@ -557,13 +590,20 @@ impl<S: MeshSource> Reconciler<S> {
             if client != ClientKind::Grpc {
                 encoded.trust_bundle = ctx.and_then(|c| c.trust_secret.clone());
             }
+            encoded.identity_policy = policy;
             let service = view
                 .dataplane(&key.name)
                 .and_then(|dp| dp.identity_service(&key.name).map(str::to_owned));
+            let lifetime = view.certificate_lifetime();
             if let (ClientKind::Envoy, Some(service)) = (client, service) {
                 let expected = crate::translate::names::spiffe_id(view.trust_domain(), &service);
-                self.ensure_identity(key, &service, &expected, &ca_fingerprint, renew)
-                    .await;
+                let wanted = Wanted {
+                    service: &service,
+                    spiffe_id: &expected,
+                    ca_fingerprint: &ca_fingerprint,
+                    lifetime,
+                };
+                self.ensure_identity(key, &wanted, renew).await;
                 if let Some(c) = self.identities.get(key) {
                     encoded.identity = Some(c.secret.clone());
                     identity = Some(c.info.clone());
@@ -599,6 +639,7 @@ impl<S: MeshSource> Reconciler<S> {
         if let Some(last) = &entry.last
             && snapshot.share_unchanged(&last.snapshot)
             && last.identity == identity
+            && last.renew_at == renew_at
         {
             return;
         }
@@ -644,24 +685,31 @@ impl<S: MeshSource> Reconciler<S> {
     }
 
     /// Makes sure the cached identity of `key` is current: issued by the
-    /// current CA, for `expected`, and not due for renewal.
-    async fn ensure_identity(
-        &mut self,
-        key: &ProxyKey,
-        service: &str,
-        expected: &str,
-        ca_fingerprint: &str,
-        renew: bool,
-    ) {
+    /// current CA, for the wanted SPIFFE ID, and not due for renewal. One
+    /// that outlives a lowered lifetime is kept, and its renewal moved to a
+    /// jittered point in the first 20% of the new lifetime (once: a later
+    /// recompute does not draw again), which the owner's timer follows.
+    async fn ensure_identity(&mut self, key: &ProxyKey, wanted: &Wanted<'_>, renew: bool) {
         let now = self.clock.now();
         let current = self.identities.get(key).is_some_and(|c| {
-            c.info.ca_fingerprint == ca_fingerprint
-                && c.info.spiffe_id == expected
+            c.info.ca_fingerprint == wanted.ca_fingerprint
+                && c.info.spiffe_id == wanted.spiffe_id
                 && now < c.renew_at
         });
         if current && !renew {
+            if let (Some(lifetime), Some(c)) = (wanted.lifetime, self.identities.get_mut(key))
+                && outlives_lifetime(c.info.not_before, c.info.not_after, now, lifetime)
+                && c.renew_at > now + lowered_lifetime_delay(lifetime, MAX_JITTER)
+            {
+                c.renew_at = now + lowered_lifetime_delay(lifetime, random_jitter());
+                tracing::info!(proxy = %key, serial = %c.info.serial,
+                    lifetime = %humantime::format_duration(lifetime),
+                    renew_at = %humantime::format_rfc3339_seconds(c.renew_at),
+                    "the mesh's certificate lifetime was lowered below what this certificate has left; renewing it early");
+            }
             return;
         }
+        let service = wanted.service;
         match self.source.issue(key, service, now).await {
             Ok(issued) => {
                 let renew_at = renewal_time_from(

@@ -61,6 +61,10 @@ pub struct SecretsInput {
     pub identity: Option<(String, String)>,
     /// The mesh's trust bundle (PEM, possibly several roots).
     pub trust_bundle_pem: Option<String>,
+    /// Whether to send the mesh's identity policy Secret (the current
+    /// certificate lifetime; `meshlink_proto::identity_policy`): for
+    /// meshlink-proxy clients whose node lists its client feature.
+    pub identity_policy: bool,
 }
 
 /// The proxy being translated for.
@@ -85,6 +89,9 @@ pub struct EncodedSecrets {
     pub identity: Option<(String, Arc<Versioned>)>,
     /// The trust-bundle secret, as [`EncodedSecrets::trust_bundle`] builds it.
     pub trust_bundle: Option<(String, Arc<Versioned>)>,
+    /// The identity policy secret, as [`EncodedSecrets::identity_policy`]
+    /// builds it.
+    pub identity_policy: Option<(String, Arc<Versioned>)>,
 }
 
 // === impl EncodedSecrets ===
@@ -105,6 +112,14 @@ impl EncodedSecrets {
             names::mesh_ca_secret(mesh),
             Arc::new(Versioned::encode(&secret)),
         )
+    }
+
+    /// The identity policy secret of `mesh`, whose workload certificates
+    /// live `lifetime` (named as
+    /// [`meshlink_proto::identity_policy::secret_name`]).
+    pub fn identity_policy(mesh: &str, lifetime: std::time::Duration) -> (String, Arc<Versioned>) {
+        let secret = meshlink_proto::identity_policy::to_secret(mesh, lifetime);
+        (secret.name.clone(), Arc::new(Versioned::encode(&secret)))
     }
 }
 
@@ -173,6 +188,9 @@ pub fn translate_shared(
                     snap.insert_shared(name.clone(), secret.clone());
                 }
                 if let Some((name, secret)) = &encoded.trust_bundle {
+                    snap.insert_shared(name.clone(), secret.clone());
+                }
+                if let Some((name, secret)) = &encoded.identity_policy {
                     snap.insert_shared(name.clone(), secret.clone());
                 }
                 tls::secrets(&mut snap, view, dp, &proxy.name, &proxy.secrets);

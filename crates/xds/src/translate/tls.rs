@@ -244,4 +244,10 @@ pub(super) fn secrets(
         let name = names::mesh_ca_secret(view.mesh_name());
         snap.insert(name, &trust_bundle_secret(view.mesh_name(), bundle));
     }
+    if input.identity_policy
+        && let Some(lifetime) = view.certificate_lifetime()
+    {
+        let secret = meshlink_proto::identity_policy::to_secret(view.mesh_name(), lifetime);
+        snap.insert(secret.name.clone(), &secret);
+    }
 }

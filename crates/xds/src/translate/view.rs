@@ -354,6 +354,15 @@ impl MeshView {
             .is_some()
     }
 
+    /// The lifetime of the workload certificates the mesh issues now (its
+    /// enabled backend's `dpCert.rotation.expiration`); `None` with mTLS
+    /// off.
+    pub fn certificate_lifetime(&self) -> Option<std::time::Duration> {
+        self.mesh_spec()
+            .filter(|m| m.enabled_backend().is_some())
+            .map(MeshSpec::dp_cert_lifetime)
+    }
+
     /// The Dataplane named `name`.
     pub fn dataplane(&self, name: &str) -> Option<&DataplaneSpec> {
         Some(&self.dataplane_resource(name)?.spec)

@@ -258,6 +258,7 @@ impl Harness {
         let credential = meshlink_xds::ads::Credential {
             key: ProxyKey::new(MESH, name),
             token_id: token_id.map(str::to_owned),
+            peer: None,
         };
         let (responses, task) = self
             .server

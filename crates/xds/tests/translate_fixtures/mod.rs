@@ -120,6 +120,7 @@ pub fn proxy(name: &str, client: ClientKind) -> ProxyContext {
         secrets: SecretsInput {
             identity: Some(("<web cert chain PEM>".into(), "<web key PEM>".into())),
             trust_bundle_pem: Some("<mesh CA PEM>".into()),
+            identity_policy: false,
         },
     }
 }

@@ -130,6 +130,7 @@ fn snapshot_of(
         secrets: SecretsInput {
             identity: None,
             trust_bundle_pem: Some(ca_pem()),
+            identity_policy: true,
         },
     };
     translate(&proxy, &view_of(mtls, protocol))
@@ -205,6 +206,7 @@ fn a_tcp_route_connect_timeout_and_attempts_are_accepted_as_the_translator_sends
             secrets: SecretsInput {
                 identity: None,
                 trust_bundle_pem: Some(ca_pem()),
+                identity_policy: true,
             },
         };
         let snap = translate(&proxy, &view);
