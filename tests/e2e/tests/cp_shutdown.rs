@@ -182,6 +182,16 @@ fn hold_a_request(cp: &ControlPlane) -> TcpStream {
     conn
 }
 
+/// A control plane whose body-read timeout (the header-read timeout) is
+/// longer than the 10 s drain timeout, so a held request outlasts the
+/// drain.
+fn start_with_a_long_body_timeout() -> ControlPlane {
+    let mut cp = ControlPlane::prepare_on(StoreKind::Sqlite, "127.0.0.1", 0);
+    cp.add_args(&["--http-header-read-timeout", "60s"]);
+    cp.restart();
+    cp
+}
+
 /// Waits until the control plane logged that it started draining.
 fn wait_draining(cp: &mut ControlPlane) {
     eventually("the cp to start draining", READY, || {
@@ -192,7 +202,7 @@ fn wait_draining(cp: &mut ControlPlane) {
 
 #[test]
 fn a_second_signal_during_the_drain_exits_at_once_with_130() {
-    let mut cp = ControlPlane::start(StoreKind::Sqlite);
+    let mut cp = start_with_a_long_body_timeout();
     let _held = hold_a_request(&cp);
     signal(&cp, "-TERM");
     wait_draining(&mut cp);
@@ -206,7 +216,7 @@ fn a_second_signal_during_the_drain_exits_at_once_with_130() {
 
 #[test]
 fn past_the_drain_timeout_the_exit_is_forced_with_1() {
-    let mut cp = ControlPlane::start(StoreKind::Sqlite);
+    let mut cp = start_with_a_long_body_timeout();
     let _held = hold_a_request(&cp);
     signal(&cp, "-TERM");
     wait_draining(&mut cp);
