@@ -107,6 +107,8 @@ mod tests {
                 disconnected_at: None,
                 certificate: None,
                 rejected: None,
+                holder: Default::default(),
+                taken_over: false,
             },
             Some("ca-1"),
             at(0),
