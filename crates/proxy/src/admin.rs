@@ -102,6 +102,15 @@ pub fn missing(state: &AdminState) -> Vec<String> {
         .lock()
         .expect("listener states lock")
         .clone();
+    // A listener the manager has not reconciled yet (the configuration
+    // just arrived) is not bound: not ready until it is.
+    for name in config.listeners.keys() {
+        if !listeners.warming.contains_key(name) {
+            out.push(format!(
+                "listener {name:?}: not bound yet (its configuration just arrived)"
+            ));
+        }
+    }
     for (name, why) in listeners.warming {
         if let Some(why) = why {
             out.push(format!("listener {name:?} warming: {why}"));
