@@ -104,7 +104,7 @@ impl RouterStatus for RouterStatusService {
                     self.status.send(Event::Report {
                         stream,
                         site: site.clone(),
-                        report,
+                        report: Box::new(report),
                     });
                 }
                 Ok(None) => break,

@@ -53,7 +53,8 @@ pub(crate) enum Event {
     Report {
         stream: u64,
         site: String,
-        report: RouterReport,
+        /// Boxed: a report is far larger than the other variant.
+        report: Box<RouterReport>,
     },
     /// Stream `stream` ended.
     Ended { stream: u64 },
@@ -112,7 +113,7 @@ pub(crate) async fn run(
             ev = rx.recv() => match ev {
                 None => return,
                 Some(Event::Report { stream, site, report }) => {
-                    current = Some(Current { stream, site, report });
+                    current = Some(Current { stream, site, report: *report });
                     soon(&mut due);
                 }
                 Some(Event::Ended { stream }) => {
