@@ -1,8 +1,9 @@
-// Traffic figures of this site's router by routing key
-// (`GET /api/v1/traffic`: flows opened and open, bytes each way), polled
-// every 5 s while a page shows them. They are counters the router keeps
-// in memory and reports every 10 s; the control plane never stores them,
-// so they do not come over the watch feed.
+// Traffic figures (`GET /api/v1/traffic`), polled every 5 s while a page
+// shows them: this site's router by routing key (flows opened and open,
+// bytes each way) and by link (bytes each way), and each sidecar by
+// inbound (connections, bytes each way). They are counters the router and
+// the sidecars keep in memory and report every 10 s; the control plane
+// never stores them, so they do not come over the watch feed.
 import { useEffect, useState } from "preact/hooks";
 import { apiGet } from "./api";
 
@@ -14,10 +15,35 @@ export interface KeyTraffic {
   bytesToListener: number;
 }
 
+export interface LinkTraffic {
+  name: string;
+  /** The router (site id) at the other end. */
+  remoteSiteId: string;
+  bytesSent: number;
+  bytesReceived: number;
+}
+
+export interface InboundTraffic {
+  port: number;
+  connectionsOpened: number;
+  connectionsActive: number;
+  bytesReceived: number;
+  bytesSent: number;
+}
+
+export interface DataplaneTraffic {
+  mesh: string;
+  name: string;
+  reportedAt: string;
+  inbounds: InboundTraffic[];
+}
+
 export interface Traffic {
   site?: string;
   reportedAt?: string;
   services: KeyTraffic[];
+  links?: LinkTraffic[];
+  dataplanes?: DataplaneTraffic[];
   message?: string;
 }
 
@@ -45,6 +71,42 @@ export function useTraffic(): Traffic | undefined {
     };
   }, []);
   return traffic;
+}
+
+/** One mesh service's traffic: the sum over its Dataplanes' inbounds. */
+export interface ServiceTraffic {
+  connectionsOpened: number;
+  connectionsActive: number;
+  bytesReceived: number;
+  bytesSent: number;
+  /** Dataplanes whose sidecar reported figures. */
+  reporting: number;
+}
+
+/** Sums `dataplanes`' inbound figures per `mesh/service`, where
+ * `serviceOf(mesh, dataplane, port)` names the service an inbound serves. */
+export function serviceTraffic(
+  dataplanes: DataplaneTraffic[],
+  serviceOf: (mesh: string, dataplane: string, port: number) => string | undefined,
+): Map<string, ServiceTraffic> {
+  const out = new Map<string, ServiceTraffic>();
+  for (const dp of dataplanes) {
+    const counted = new Set<string>();
+    for (const i of dp.inbounds) {
+      const service = serviceOf(dp.mesh, dp.name, i.port);
+      if (!service) continue;
+      const k = `${dp.mesh}/${service}`;
+      const t = out.get(k) ?? { connectionsOpened: 0, connectionsActive: 0, bytesReceived: 0, bytesSent: 0, reporting: 0 };
+      t.connectionsOpened += i.connectionsOpened;
+      t.connectionsActive += i.connectionsActive;
+      t.bytesReceived += i.bytesReceived;
+      t.bytesSent += i.bytesSent;
+      if (!counted.has(k)) t.reporting++;
+      counted.add(k);
+      out.set(k, t);
+    }
+  }
+  return out;
 }
 
 /** `1.2 MB` style size. */

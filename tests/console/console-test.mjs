@@ -119,6 +119,10 @@ try {
   await page.waitForFunction(() => /console-b/.test(document.querySelector(`tr[data-routing-key=backend] [data-resolves]`)?.textContent ?? ""));
   step = "the Services page shows the traffic figures the router reported for the backend key";
   await page.waitForFunction(() => /^\d+ \/ [1-9]\d*$/.test(document.querySelector(`tr[data-routing-key=backend] [data-flows]`)?.textContent ?? ""));
+  step = "the Services page shows the mesh service traffic backend's sidecar reported";
+  await page.waitForFunction(() => /^\d+ \/ [1-9]\d*$/.test(document.querySelector(`#mesh-services tr[data-service=backend] [data-connections]`)?.textContent ?? ""));
+  const serviceBytes = await page.textContent(`#mesh-services tr[data-service=backend] [data-service-bytes]`);
+  if (!/^[1-9][\d.]* k?B \/ [1-9][\d.]* k?B$/.test(serviceBytes.trim())) throw new Error(`unexpected backend bytes: ${serviceBytes}`);
   step = "the Services page shows mesh services with health, naming the unhealthy Dataplane";
   await page.waitForSelector(`#mesh-services tr[data-service=web][data-health=online]`);
   const backendRow = `#mesh-services tr[data-service=backend][data-health="partially degraded"]`;
@@ -145,6 +149,11 @@ try {
   await page.waitForSelector("#graph canvas");
   await page.waitForSelector(`#graph[data-edges="${siteB}-${siteA}:up"]`);
   await page.waitForSelector(`#links tr[data-link="${link}"][data-state=up]`);
+  step = "the Links table shows the bytes this site's router moved on the link";
+  await page.waitForFunction(
+    (link) => /^[1-9][\d.]* [kMG]?B \/ [1-9][\d.]* [kMG]?B$/.test(document.querySelector(`#links tr[data-link="${link}"] [data-link-bytes]`)?.textContent?.trim() ?? ""),
+    link,
+  );
   await shot("network");
 
   step = "the router stops: the link turns down";

@@ -1,13 +1,18 @@
 // The Services page's first table: mesh services with health (the Kuma
 // GUI's Services list), from ../service-health.ts. Each unhealthy
-// Dataplane is named with why, and links to its detail.
+// Dataplane is named with why, and links to its detail. Traffic is the
+// sum of the sidecars' inbound figures (../traffic.ts).
 import type { Store } from "../store";
 import { meshServices, type Health } from "../service-health";
+import { bytes, serviceTraffic, type Traffic } from "../traffic";
 
 const PILL: Record<Health, string> = { online: "ok", "partially degraded": "warn", offline: "bad" };
 
-export function MeshServices({ store }: { store: Store }) {
+export function MeshServices({ store, traffic }: { store: Store; traffic?: Traffic }) {
   const services = meshServices(store);
+  const serviceOf = (mesh: string, dataplane: string, port: number) =>
+    (store.get("Dataplane", dataplane, mesh)?.spec?.networking?.inbound ?? []).find((i: any) => i.port === port)?.tags?.["kuma.io/service"];
+  const figures = serviceTraffic(traffic?.dataplanes ?? [], serviceOf);
   return (
     <div>
       <h2>Mesh services</h2>
@@ -22,6 +27,8 @@ export function MeshServices({ store }: { store: Store }) {
             <th>Status</th>
             <th>Healthy Dataplanes</th>
             <th>Not healthy</th>
+            <th>Connections (open / accepted)</th>
+            <th>Bytes in / out</th>
           </tr>
         </thead>
         <tbody>
@@ -47,11 +54,23 @@ export function MeshServices({ store }: { store: Store }) {
                     </div>
                   ))}
               </td>
+              {(() => {
+                const t = figures.get(`${s.mesh}/${s.name}`);
+                return (
+                  <>
+                    <td data-connections title={t ? `${t.reporting} sidecar(s) reporting` : undefined}>
+                      {t ? `${t.connectionsActive} / ${t.connectionsOpened}` : "–"}
+                    </td>
+                    <td data-service-bytes>{t ? `${bytes(t.bytesReceived)} / ${bytes(t.bytesSent)}` : "–"}</td>
+                  </>
+                );
+              })()}
             </tr>
           ))}
         </tbody>
       </table>
       {services.length === 0 && <p class="muted">No Dataplane inbounds or MeshServices.</p>}
+      <p class="muted">Traffic: what the services' sidecars accepted on their inbounds since each started (bytes on the wire, TLS included), reported every 10 s.</p>
     </div>
   );
 }

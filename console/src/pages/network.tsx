@@ -5,7 +5,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Core } from "cytoscape";
 import type { Store } from "../store";
-import { networkModel } from "../network-model";
+import { networkModel, type LinkEdge } from "../network-model";
+import { bytes, useTraffic } from "../traffic";
 
 // Cytoscape adds a <style> element unless one with this id exists; the CSP
 // forbids inline styles, so the rule lives in style.css and a placeholder
@@ -35,6 +36,18 @@ export function Network({ store }: { store: Store }) {
   const cy = useRef<Core | null>(null);
   const [err, setErr] = useState("");
   const model = networkModel(store);
+  const traffic = useTraffic();
+  const local = model.nodes.find((n) => n.local)?.id;
+  // Bytes this site's router moved on its links to the edge's other end
+  // (every connection to that site, dialled or accepted).
+  const linkBytes = (e: LinkEdge) => {
+    const other = e.from === local ? e.to : e.to === local ? e.from : undefined;
+    const links = (traffic?.links ?? []).filter((l) => other !== undefined && l.remoteSiteId === other);
+    if (links.length === 0) return "–";
+    const sent = links.reduce((n, l) => n + l.bytesSent, 0);
+    const received = links.reduce((n, l) => n + l.bytesReceived, 0);
+    return `${bytes(sent)} / ${bytes(received)}`;
+  };
 
   useEffect(() => {
     let dead = false;
@@ -72,6 +85,7 @@ export function Network({ store }: { store: Store }) {
             <th>To</th>
             <th>State</th>
             <th>Cost</th>
+            <th>Bytes sent / received (this site)</th>
           </tr>
         </thead>
         <tbody>
@@ -84,6 +98,7 @@ export function Network({ store }: { store: Store }) {
                 <span class={`pill ${e.up ? "ok" : "bad"}`}>{e.up ? "up" : "down"}</span>
               </td>
               <td>{e.cost}</td>
+              <td data-link-bytes>{linkBytes(e)}</td>
             </tr>
           ))}
         </tbody>

@@ -35,7 +35,7 @@ export function Services({ store }: { store: Store }) {
   return (
     <section>
       <h1>Services</h1>
-      <MeshServices store={store} />
+      <MeshServices store={store} traffic={traffic} />
       <h2>Routing keys</h2>
       <p class="muted">Each routing key: the Listeners that accept connections for it in this site, the Connectors that serve it here, and the sites where it resolves.</p>
       <table id="services">

@@ -34,6 +34,7 @@ mod router;
 mod secret_check;
 pub mod site;
 pub mod status;
+mod traffic;
 mod xds_server;
 
 use std::net::SocketAddr;
@@ -272,7 +273,7 @@ impl ControlPlane {
             router::status::run(res, router_advertised, cfg, router_inbox, holder, sd).await;
             Ok(())
         });
-        let traffic = router::traffic::TrafficBoard::default();
+        let traffic = traffic::TrafficBoard::default();
         let router_rpc = router::rpc::RouterStatusService {
             tokens: tokens.clone(),
             status: router_status,
@@ -296,6 +297,7 @@ impl ControlPlane {
                     tokens: tokens.clone(),
                 },
                 status_handle.clone(),
+                traffic.clone(),
                 shutdown.clone(),
             ),
         )

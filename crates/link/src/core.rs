@@ -80,6 +80,8 @@ pub(crate) struct Core {
     pub(crate) mesh_ingress_log: crate::mesh_ingress::RefusalLog,
     /// Traffic figures by routing key (`traffic.rs`).
     pub(crate) traffic: crate::traffic::TrafficTable,
+    /// Bytes by link (`traffic.rs`).
+    pub(crate) link_traffic: crate::traffic::LinkTrafficTable,
     bind_owners: std::sync::Mutex<std::collections::HashMap<(BindKind, String), u64>>,
     next_id: AtomicU64,
     connector_turn: AtomicUsize,
@@ -110,6 +112,7 @@ impl Core {
             mesh_ingress: watch::Sender::new(Arc::default()),
             mesh_ingress_log: Default::default(),
             traffic: Default::default(),
+            link_traffic: Default::default(),
             bind_owners: std::sync::Mutex::new(std::collections::HashMap::new()),
             next_id: AtomicU64::new(1),
             connector_turn: AtomicUsize::new(0),

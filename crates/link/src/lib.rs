@@ -60,4 +60,4 @@ pub use metrics::LinkMetrics;
 pub use router::{Router, RouterOptions};
 pub use routes::{Destination, RouteTable};
 pub use status::{BindStatus, Direction, LinkState, LinkStatus, RouterStatus, TargetFailure};
-pub use traffic::KeyTraffic;
+pub use traffic::{KeyTraffic, LinkTraffic};

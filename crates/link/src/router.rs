@@ -284,6 +284,11 @@ impl Router {
         self.core.traffic.snapshot()
     }
 
+    /// Bytes each link carried (both directions) since the router started.
+    pub fn link_traffic(&self) -> Vec<crate::LinkTraffic> {
+        self.core.link_traffic.snapshot()
+    }
+
     /// Stops accepting, closes links and flows, and waits for every task
     /// up to `deadline`. Returns `false` if some were still running then.
     pub async fn shutdown(&self, deadline: Duration) -> bool {

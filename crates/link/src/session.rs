@@ -23,12 +23,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection_end::{ConnectionEnd, DriverError, SessionEnd};
 use crate::core::Core;
+use crate::counted::Counted;
 use crate::flows;
 use crate::identity;
 use crate::link_state::PeerConn;
 use crate::metrics::IdentityLabels;
 use crate::mux::{self, LinkStream};
 use crate::routing::LinkDirection;
+use crate::traffic::ConnectionBytes;
 use crate::wire::{ControlMessage, StreamHeader, read_frame, write_frame};
 
 /// How often each side sends a hello.
@@ -73,6 +75,11 @@ where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let close = stop.child_token();
+    // Every byte of the link's connection counts towards the link's
+    // traffic once the peer's hello names the link.
+    let bytes = ConnectionBytes::default();
+    let io = Counted::new(io, bytes.received.clone(), bytes.sent.clone());
+    let mut counted_as: Option<String> = None;
     let flow_core = core.clone();
     let mut end = ConnectionEnd::Other;
     let mut mux = mux::start(io, info.dialer, close.clone(), move |stream| {
@@ -193,6 +200,8 @@ where
                         };
                         let cost = if info.dialer { info.cost } else { link_cost.unwrap_or(info.cost) };
                         let name = if info.dialer { info.name.clone() } else { format!("{}/{router_id}", info.name) };
+                        core.link_traffic.attach(&name, &router_id, conn, bytes.clone());
+                        counted_as = Some(name.clone());
                         let up = core.routing.peer_up(PeerConn {
                             conn,
                             router: router_id.clone(),
@@ -242,6 +251,9 @@ where
         // Removed or shutting down: give the graceful close a chance.
         close.cancel();
         let _ = timeout(Duration::from_secs(2), &mut mux.driver).await;
+    }
+    if let Some(name) = counted_as {
+        core.link_traffic.detach(&name, conn);
     }
     reason.ended(end)
 }

@@ -31,7 +31,7 @@ use crate::apps::AppHealth;
 use crate::counted::Counted;
 use crate::dataplane::{ClusterRuntime, Dataplane};
 use crate::drain::{ConnectionDrain, Ended};
-use crate::metrics::{ClusterLabels, ListenerLabels, ProxyMetrics};
+use crate::metrics::{ClusterLabels, ListenerLabels, NameLabels, ProxyMetrics};
 use crate::model::{Authorization, Direction, ListenerProtocol, ListenerSpec, authorize};
 use crate::tcp_copy::{self, CopyEnd, TcpTimeouts};
 
@@ -53,6 +53,9 @@ pub struct Live {
     /// The current data-path view.
     pub view: watch::Receiver<Arc<Dataplane>>,
 }
+
+/// An accepted connection, its bytes counted for its listener.
+type Downstream = Counted<TcpStream>;
 
 /// Handles one accepted connection to completion.
 pub async fn handle(
@@ -79,6 +82,19 @@ pub async fn handle(
         .get_or_create(&ProxyMetrics::direction(direction))
         .clone();
     active.inc();
+    let listener = NameLabels {
+        listener: spec.name.clone(),
+    };
+    let listener_active = metrics
+        .listener_connections_active
+        .get_or_create(&listener)
+        .clone();
+    listener_active.inc();
+    let stream = Counted::new(
+        stream,
+        metrics.listener_rx_bytes.get_or_create(&listener).clone(),
+        metrics.listener_tx_bytes.get_or_create(&listener).clone(),
+    );
     let work = async {
         match (&spec.protocol, direction) {
             (ListenerProtocol::Http(_), _) => {
@@ -100,6 +116,7 @@ pub async fn handle(
         )),
     };
     active.dec();
+    listener_active.dec();
     if let Err(why) = result {
         tracing::debug!(listener = %spec.name, %peer, retryable = why.retryable(), "connection ended: {why}");
     }
@@ -108,7 +125,7 @@ pub async fn handle(
 /// An HTTP listener's connection: mTLS first inbound (the peer's SPIFFE
 /// ID is what authorization reads), then HTTP until the connection ends.
 async fn http_connection(
-    stream: TcpStream,
+    stream: Downstream,
     peer: SocketAddr,
     spec: &ListenerSpec,
     view: &Dataplane,
@@ -163,7 +180,7 @@ fn cluster<'a>(
 }
 
 async fn inbound(
-    stream: TcpStream,
+    stream: Downstream,
     spec: &ListenerSpec,
     view: &Dataplane,
     metrics: &ProxyMetrics,
@@ -200,12 +217,12 @@ async fn inbound(
 
 /// The server side of an inbound mTLS handshake, and the peer's SPIFFE ID.
 async fn accept_mtls(
-    stream: TcpStream,
+    stream: Downstream,
     spec: &ListenerSpec,
     tls: &crate::model::DownstreamTls,
     view: &Dataplane,
     metrics: &ProxyMetrics,
-) -> Result<(tokio_rustls::server::TlsStream<TcpStream>, Option<String>), ProxyError> {
+) -> Result<(tokio_rustls::server::TlsStream<Downstream>, Option<String>), ProxyError> {
     let server = view.servers.get(&tls.server_key()).ok_or_else(|| {
         ProxyError::internal(
             ErrorKind::NotReady,
@@ -265,7 +282,7 @@ fn app_down(
 }
 
 async fn outbound(
-    stream: TcpStream,
+    stream: Downstream,
     spec: &ListenerSpec,
     view: &Dataplane,
     metrics: &ProxyMetrics,

@@ -156,6 +156,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         options.node_id(),
         connection_rx,
         app_health.clone(),
+        metrics.clone(),
         tasks.clone(),
     ));
     background.spawn(identity::run(

@@ -83,6 +83,14 @@ pub struct ProxyMetrics {
     pub connections_active: Family<DirectionLabels, Gauge>,
     /// Bytes proxied (both ways).
     pub bytes: Family<DirectionLabels, Counter>,
+    /// Connections open now, per listener.
+    pub listener_connections_active: Family<NameLabels, Gauge>,
+    /// Bytes received on accepted (downstream) connections, TLS included,
+    /// per listener (Envoy's `downstream_cx_rx_bytes_total`).
+    pub listener_rx_bytes: Family<NameLabels, Counter>,
+    /// Bytes sent on accepted (downstream) connections, TLS included, per
+    /// listener (Envoy's `downstream_cx_tx_bytes_total`).
+    pub listener_tx_bytes: Family<NameLabels, Counter>,
     /// TLS handshakes that failed, by reason.
     pub handshake_failures: Family<FailureLabels, Counter>,
     /// TCP connections closed by their idle or half-closed bound.
@@ -119,6 +127,9 @@ impl Default for ProxyMetrics {
             connections: Family::default(),
             connections_active: Family::default(),
             bytes: Family::default(),
+            listener_connections_active: Family::default(),
+            listener_rx_bytes: Family::default(),
+            listener_tx_bytes: Family::default(),
             handshake_failures: Family::default(),
             tcp_timeouts: Family::default(),
             rbac_denied: Family::default(),
@@ -157,6 +168,21 @@ impl ProxyMetrics {
             "bytes",
             "Bytes proxied, both directions",
             self.bytes.clone(),
+        );
+        registry.register(
+            "listener_connections_active",
+            "Connections open now, per listener",
+            self.listener_connections_active.clone(),
+        );
+        registry.register(
+            "listener_rx_bytes",
+            "Bytes received on accepted connections (TLS included), per listener",
+            self.listener_rx_bytes.clone(),
+        );
+        registry.register(
+            "listener_tx_bytes",
+            "Bytes sent on accepted connections (TLS included), per listener",
+            self.listener_tx_bytes.clone(),
         );
         registry.register(
             "handshake_failures",

@@ -83,6 +83,18 @@ fn the_console_is_served_with_a_strict_csp_nosniff_and_no_framing() {
     assert_eq!(res.status(), 401);
 }
 
+/// One HTTP/1.0 GET of `/name` (the app answers its name) through the
+/// local port `port`; the whole answer.
+fn http_get_through(port: u16) -> String {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    c.set_read_timeout(Some(DEADLINE)).expect("read timeout");
+    c.write_all(b"GET /name HTTP/1.0\r\n\r\n").expect("send");
+    let mut answer = Vec::new();
+    let _ = c.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -108,6 +120,10 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
     apply_pair(&b.cp, &ports, "2m");
     let dir = tempfile::tempdir().unwrap();
     let _sidecars = start_pair_sidecars(&b.cp, dir.path(), DEADLINE);
+    // One request from web through the mesh to backend (the Services
+    // page's mesh service traffic counts it at backend-1's inbound).
+    let answer = http_get_through(ports.web_outbound);
+    assert!(answer.contains("backend"), "web reached backend: {answer}");
     // A routing key served and listened for in site B (the Services page),
     // served by a real app.
     let app = meshlink_e2e::app::HttpApp::start("backend-app");

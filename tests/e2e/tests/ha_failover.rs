@@ -92,6 +92,27 @@ fn killing_the_replica_under_two_sidecars_moves_them_without_a_failed_request() 
     eventually("traffic flowing", READY, || {
         (to_backend.snapshot().ok > 20 && to_web.snapshot().ok > 20).then_some(())
     });
+    // The sidecars' traffic figures live on cp-1, which holds their
+    // streams; cp-2 asks it and answers with them.
+    eventually("backend-1's inbound traffic, asked of cp-2", READY, || {
+        let (code, t) = r.cps[1].api("GET", "/api/v1/traffic", None);
+        assert_eq!(code, 200, "{t}");
+        let dp = t["dataplanes"]
+            .as_array()?
+            .iter()
+            .find(|d| d["name"] == "backend-1")?
+            .clone();
+        assert_eq!(dp["reportedTo"], "cp-1", "{t}");
+        let inbound = dp["inbounds"]
+            .as_array()?
+            .iter()
+            .find(|i| i["port"] == ports.backend_inbound)?
+            .clone();
+        (inbound["connectionsOpened"].as_u64() > Some(0)
+            && inbound["bytesReceived"].as_u64() > Some(0)
+            && inbound["bytesSent"].as_u64() > Some(0))
+        .then_some(())
+    });
 
     r.cps[0].kill9();
     let killed = Instant::now();

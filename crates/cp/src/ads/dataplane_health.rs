@@ -5,9 +5,11 @@
 //! must name the credential's dataplane in `node_id`, as ADS checks the
 //! first request's `node.id`.
 //!
-//! Each report goes to the status task ([`crate::status::app_reachable`]);
-//! when the stream ends, however it ends, the task is told, so only the
-//! newest stream's reports count. It never writes status itself, and never
+//! Each report's applications go to the status task
+//! ([`crate::status::app_reachable`]) when they changed, and its traffic
+//! figures to the traffic board ([`TrafficBoard`], memory only); when the
+//! stream ends, however it ends, both are told, so only the newest
+//! stream's reports count. It never writes status itself, and never
 //! accepts a router's credential or a report for another dataplane.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,11 +25,13 @@ use tonic::{Request, Response, Status, Streaming};
 use super::ProxyAuth;
 use crate::status::StatusHandle;
 use crate::status::app_reachable::{AppEvent, ReportedApp};
+use crate::traffic::{InboundTraffic, TrafficBoard};
 
 /// Serves DataplaneHealth.
 pub(crate) struct DataplaneHealthService {
     auth: ProxyAuth,
     status: StatusHandle,
+    traffic: TrafficBoard,
     shutdown: Shutdown,
     next_stream: AtomicU64,
 }
@@ -36,12 +40,14 @@ pub(crate) struct DataplaneHealthService {
 /// is dropped when the client goes away).
 struct Ended {
     status: StatusHandle,
+    traffic: TrafficBoard,
     key: ProxyKey,
     stream: u64,
 }
 
 impl Drop for Ended {
     fn drop(&mut self) {
+        self.traffic.dataplane_ended(&self.key, self.stream);
         self.status.app_event(AppEvent::Ended {
             key: self.key.clone(),
             stream: self.stream,
@@ -52,11 +58,17 @@ impl Drop for Ended {
 // === impl DataplaneHealthService ===
 
 impl DataplaneHealthService {
-    /// The service, telling `status` what sidecars report.
-    pub(crate) fn new(auth: ProxyAuth, status: StatusHandle, shutdown: Shutdown) -> Self {
+    /// The service, telling `status` and `traffic` what sidecars report.
+    pub(crate) fn new(
+        auth: ProxyAuth,
+        status: StatusHandle,
+        traffic: TrafficBoard,
+        shutdown: Shutdown,
+    ) -> Self {
         DataplaneHealthService {
             auth,
             status,
+            traffic,
             shutdown,
             next_stream: AtomicU64::new(0),
         }
@@ -97,6 +109,29 @@ fn apps(report: &DataplaneHealthReport, key: &ProxyKey) -> Result<Vec<ReportedAp
         .collect()
 }
 
+/// The report's traffic figures, by inbound (ports checked by [`apps`]).
+fn traffic(report: &DataplaneHealthReport) -> Vec<InboundTraffic> {
+    report
+        .inbounds
+        .iter()
+        .map(|i| InboundTraffic {
+            port: u16::try_from(i.port).unwrap_or_default(),
+            connections_opened: i.connections_opened,
+            connections_active: i.connections_active,
+            bytes_received: i.bytes_received,
+            bytes_sent: i.bytes_sent,
+        })
+        .collect()
+}
+
+/// What tells one report's applications from the last: their states,
+/// never the durations (the status task keeps when an outage began).
+fn app_key(apps: &[ReportedApp]) -> Vec<(u16, &str, bool, &str)> {
+    apps.iter()
+        .map(|a| (a.port, a.address.as_str(), a.reachable, a.error.as_str()))
+        .collect()
+}
+
 #[tonic::async_trait]
 impl DataplaneHealth for DataplaneHealthService {
     async fn report(
@@ -119,11 +154,13 @@ impl DataplaneHealth for DataplaneHealthService {
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed) + 1;
         let _ended = Ended {
             status: self.status.clone(),
+            traffic: self.traffic.clone(),
             key: key.clone(),
             stream,
         };
         let mut inbound = request.into_inner();
         let mut reports = 0u64;
+        let mut last_apps: Option<Vec<ReportedApp>> = None;
         loop {
             let next = tokio::select! {
                 () = self.shutdown.wait() => {
@@ -135,6 +172,13 @@ impl DataplaneHealth for DataplaneHealthService {
                 Ok(Some(report)) => {
                     let apps = apps(&report, &key)?;
                     reports += 1;
+                    self.traffic
+                        .dataplane_reported(&key, stream, traffic(&report));
+                    // A report whose figures alone moved changes no status.
+                    if last_apps.as_deref().map(app_key) == Some(app_key(&apps)) {
+                        continue;
+                    }
+                    last_apps = Some(apps.clone());
                     self.status.app_event(AppEvent::Report {
                         key: key.clone(),
                         stream,
@@ -167,6 +211,7 @@ mod tests {
             reachable: false,
             error: "Connection refused (os error 111)".into(),
             unreachable_for_ms: 1500,
+            ..Default::default()
         };
         let report = |node: &str, port| DataplaneHealthReport {
             node_id: node.into(),

@@ -74,7 +74,7 @@ pub struct ApiState {
     /// holding a proxy's stream when it is another one).
     pub instance: Arc<str>,
     /// The traffic figures the site's router reports, for `/api/v1/traffic`.
-    pub(crate) traffic: crate::router::traffic::TrafficBoard,
+    pub(crate) traffic: crate::traffic::TrafficBoard,
 }
 
 /// What the API reads about xDS streams.

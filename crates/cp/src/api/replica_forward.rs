@@ -1,7 +1,7 @@
 //! Asking the replica that holds what a request is about (issue 35 §4): a
 //! proxy's stream report and config dump (`inspect`) live in the replica
-//! holding its stream, a router's traffic figures in the replica holding
-//! its report stream. A replica asked about them forwards the request,
+//! holding its stream, traffic figures in the replica holding each report
+//! stream (the traffic API asks every live replica). A replica asked about them forwards the request,
 //! once, to that replica's REST API (found through its instance record,
 //! which names the address and proves the replica live), with the
 //! caller's own bearer token. The answer says which replica forwarded it
@@ -81,6 +81,18 @@ pub(super) async fn forward(
         map.insert("forwardedBy".to_owned(), json!(from));
     }
     Ok(body)
+}
+
+/// Every other replica whose instance record is fresh, by instance name.
+pub(super) async fn live_others(store: &dyn Store, me: &str) -> Vec<String> {
+    let now = SystemTime::now();
+    record::list(store)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(r, _)| r.instance != me && !r.is_stale(now))
+        .map(|(r, _)| r.instance)
+        .collect()
 }
 
 /// Whether another replica forwarded this request.

@@ -15,4 +15,3 @@ mod network_status;
 pub(crate) mod rpc;
 pub(crate) mod source;
 pub(crate) mod status;
-pub(crate) mod traffic;

@@ -26,14 +26,14 @@ pub(crate) struct RouterStatusService {
     pub(crate) shutdown: Shutdown,
     pub(crate) next_stream: AtomicU64,
     /// Where the reported traffic figures go (never stored).
-    pub(crate) traffic: super::traffic::TrafficBoard,
+    pub(crate) traffic: crate::traffic::TrafficBoard,
 }
 
 /// Tells the status task that a stream ended, however it ends (the future
 /// is dropped when the client goes away).
 struct Ended {
     status: RouterStatusHandle,
-    traffic: super::traffic::TrafficBoard,
+    traffic: crate::traffic::TrafficBoard,
     stream: u64,
 }
 
@@ -99,8 +99,12 @@ impl RouterStatus for RouterStatusService {
                         )));
                     }
                     reports += 1;
-                    self.traffic
-                        .reported(stream, &site, std::mem::take(&mut report.traffic));
+                    self.traffic.reported(
+                        stream,
+                        &site,
+                        std::mem::take(&mut report.traffic),
+                        std::mem::take(&mut report.link_traffic),
+                    );
                     self.status.send(Event::Report {
                         stream,
                         site: site.clone(),

@@ -9,8 +9,12 @@
 //! stream follows it at once. A report is the complete current view, sent
 //! once the states are settled (every inbound probed) and then whenever a
 //! state changes; the control plane keeps the time an outage started, so
-//! only states, addresses and errors count as changes.
+//! only states, addresses and errors count as changes. Each report also
+//! carries every inbound's traffic (connections and bytes, from the
+//! listener's counters), sampled every [`TRAFFIC_EVERY`]: moved figures
+//! send a report, so traffic alone sends at most one per interval.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::{AppHealth, AppState, AppStates};
 use crate::backoff::Backoff;
 use crate::log_limit::LogLimiter;
+use crate::metrics::{ListenerLabels, NameLabels, ProxyMetrics};
 use crate::xds::CpConnection;
 
 /// How a report stream ended.
@@ -34,11 +39,52 @@ enum Ended {
     Failed(String),
 }
 
+/// How often the inbounds' traffic figures are sampled.
+pub const TRAFFIC_EVERY: Duration = Duration::from_secs(10);
+
+/// One inbound's traffic since the sidecar started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboundTraffic {
+    /// Connections accepted.
+    pub opened: u64,
+    /// Connections open now.
+    pub active: u64,
+    /// Bytes received from downstream (TLS included).
+    pub received: u64,
+    /// Bytes sent downstream (TLS included).
+    pub sent: u64,
+}
+
+/// The traffic of inbound listener `listener`, from its counters.
+fn inbound_traffic(metrics: &ProxyMetrics, listener: &str) -> InboundTraffic {
+    let name = NameLabels {
+        listener: listener.to_owned(),
+    };
+    let opened = metrics
+        .connections
+        .get_or_create(&ListenerLabels {
+            listener: listener.to_owned(),
+            direction: crate::model::Direction::Inbound.as_str().to_owned(),
+        })
+        .get();
+    let active = metrics
+        .listener_connections_active
+        .get_or_create(&name)
+        .get();
+    InboundTraffic {
+        opened,
+        active: u64::try_from(active).unwrap_or(0),
+        received: metrics.listener_rx_bytes.get_or_create(&name).get(),
+        sent: metrics.listener_tx_bytes.get_or_create(&name).get(),
+    }
+}
+
 /// Runs report streams for `node_id` until `cancel` fires.
 pub async fn run(
     node_id: String,
     mut connection: watch::Receiver<Option<CpConnection>>,
     apps: AppHealth,
+    metrics: Arc<ProxyMetrics>,
     cancel: CancellationToken,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(15));
@@ -53,7 +99,7 @@ pub async fn run(
         };
         let ended = tokio::select! {
             () = cancel.cancelled() => return,
-            e = session(&node_id, &conn, apps.states(), connection.clone()) => e,
+            e = session(&node_id, &conn, apps.states(), &metrics, connection.clone()) => e,
         };
         let why = match ended {
             Ended::Moved => {
@@ -82,6 +128,7 @@ async fn session(
     node_id: &str,
     conn: &CpConnection,
     mut states: watch::Receiver<Arc<AppStates>>,
+    metrics: &ProxyMetrics,
     mut connection: watch::Receiver<Option<CpConnection>>,
 ) -> Ended {
     let (tx, rx) = mpsc::channel(4);
@@ -93,10 +140,18 @@ async fn session(
     let call = client.report(request);
     let sender = async {
         let mut last = None;
+        let mut traffic = BTreeMap::new();
+        let mut sampled = false;
+        let mut tick = tokio::time::interval_at(Instant::now() + TRAFFIC_EVERY, TRAFFIC_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let current = states.borrow_and_update().clone();
             if current.settled {
-                let report = build(node_id, &current, Instant::now());
+                if !sampled {
+                    traffic = sample(metrics, &current);
+                    sampled = true;
+                }
+                let report = build(node_id, &current, &traffic, Instant::now());
                 let key = change_key(&report);
                 if last.as_ref() != Some(&key) {
                     if tx.send(report).await.is_err() {
@@ -105,8 +160,11 @@ async fn session(
                     last = Some(key);
                 }
             }
-            if states.changed().await.is_err() {
-                return;
+            tokio::select! {
+                changed = states.changed() => if changed.is_err() {
+                    return;
+                },
+                _ = tick.tick() => sampled = false,
             }
         }
     };
@@ -122,24 +180,44 @@ async fn session(
     }
 }
 
-/// The report of `states` at `now`.
-pub fn build(node_id: &str, states: &AppStates, now: Instant) -> DataplaneHealthReport {
+/// Every inbound's traffic now, by inbound listener name.
+fn sample(metrics: &ProxyMetrics, states: &AppStates) -> BTreeMap<String, InboundTraffic> {
+    states
+        .inbounds
+        .keys()
+        .map(|name| (name.clone(), inbound_traffic(metrics, name)))
+        .collect()
+}
+
+/// The report of `states` and `traffic` (by inbound listener name) at
+/// `now`.
+pub fn build(
+    node_id: &str,
+    states: &AppStates,
+    traffic: &BTreeMap<String, InboundTraffic>,
+    now: Instant,
+) -> DataplaneHealthReport {
     let inbounds = states
         .inbounds
-        .values()
-        .map(|app| {
+        .iter()
+        .map(|(name, app)| {
             let (reachable, error, down_for) = match &app.state {
                 AppState::Unreachable { error, since } => {
                     (false, error.clone(), now.saturating_duration_since(*since))
                 }
                 AppState::Reachable | AppState::Unknown => (true, String::new(), Duration::ZERO),
             };
+            let t = traffic.get(name).copied().unwrap_or_default();
             PbInboundApp {
                 port: u32::from(app.port),
                 address: app.address.to_string(),
                 reachable,
                 error,
                 unreachable_for_ms: u64::try_from(down_for.as_millis()).unwrap_or(u64::MAX),
+                connections_opened: t.opened,
+                connections_active: t.active,
+                bytes_received: t.received,
+                bytes_sent: t.sent,
             }
         })
         .collect();
@@ -149,12 +227,28 @@ pub fn build(node_id: &str, states: &AppStates, now: Instant) -> DataplaneHealth
     }
 }
 
+/// What an inbound's report entry is compared by.
+type InboundKey = (u32, String, bool, String, [u64; 4]);
+
 /// What tells one report from the next: everything but the durations.
-fn change_key(report: &DataplaneHealthReport) -> Vec<(u32, String, bool, String)> {
+fn change_key(report: &DataplaneHealthReport) -> Vec<InboundKey> {
     report
         .inbounds
         .iter()
-        .map(|i| (i.port, i.address.clone(), i.reachable, i.error.clone()))
+        .map(|i| {
+            (
+                i.port,
+                i.address.clone(),
+                i.reachable,
+                i.error.clone(),
+                [
+                    i.connections_opened,
+                    i.connections_active,
+                    i.bytes_received,
+                    i.bytes_sent,
+                ],
+            )
+        })
         .collect()
 }
 
@@ -182,9 +276,10 @@ mod tests {
             error: "Connection refused (os error 111)".into(),
             since,
         });
-        let first = build("default.backend-1", &down, since);
+        let none = BTreeMap::new();
+        let first = build("default.backend-1", &down, &none, since);
         tokio::time::advance(Duration::from_secs(3)).await;
-        let later = build("default.backend-1", &down, Instant::now());
+        let later = build("default.backend-1", &down, &none, Instant::now());
         assert_eq!(later.node_id, "default.backend-1");
         let i = &later.inbounds[0];
         assert_eq!(
@@ -200,9 +295,77 @@ mod tests {
         let up = build(
             "default.backend-1",
             &states(AppState::Reachable),
+            &none,
             Instant::now(),
         );
         assert!(up.inbounds[0].reachable && up.inbounds[0].error.is_empty());
         assert_ne!(change_key(&first), change_key(&up));
+    }
+
+    #[test]
+    fn a_report_carries_each_inbounds_traffic_from_its_listener_counters() {
+        let metrics = ProxyMetrics::default();
+        let name = "inbound:10.0.0.1:15000";
+        let states = AppStates {
+            settled: true,
+            inbounds: [(
+                name.to_owned(),
+                InboundApp {
+                    port: 15000,
+                    address: "127.0.0.1:9080".parse().unwrap(),
+                    state: AppState::Reachable,
+                },
+            )]
+            .into(),
+        };
+        let before = build(
+            "default.backend-1",
+            &states,
+            &sample(&metrics, &states),
+            Instant::now(),
+        );
+        let listener = NameLabels {
+            listener: name.to_owned(),
+        };
+        metrics
+            .connections
+            .get_or_create(&ListenerLabels {
+                listener: name.to_owned(),
+                direction: "inbound".to_owned(),
+            })
+            .inc_by(3);
+        metrics
+            .listener_connections_active
+            .get_or_create(&listener)
+            .set(1);
+        metrics
+            .listener_rx_bytes
+            .get_or_create(&listener)
+            .inc_by(700);
+        metrics
+            .listener_tx_bytes
+            .get_or_create(&listener)
+            .inc_by(9000);
+        let after = build(
+            "default.backend-1",
+            &states,
+            &sample(&metrics, &states),
+            Instant::now(),
+        );
+        let i = &after.inbounds[0];
+        assert_eq!(
+            (
+                i.connections_opened,
+                i.connections_active,
+                i.bytes_received,
+                i.bytes_sent
+            ),
+            (3, 1, 700, 9000)
+        );
+        assert_ne!(
+            change_key(&before),
+            change_key(&after),
+            "moved traffic is a change"
+        );
     }
 }

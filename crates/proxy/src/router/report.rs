@@ -14,8 +14,8 @@ use std::time::Duration;
 use meshlink_link::{BindStatus, Direction, LinkState, Router};
 use meshlink_proto::certify::router_status_client::RouterStatusClient;
 use meshlink_proto::certify::{
-    BindFailure, ConnectorFailure, KeyTraffic, LinkRecord, LinkState as PbLinkState, RouterReport,
-    ServiceRecord, SiteRecord,
+    BindFailure, ConnectorFailure, KeyTraffic, LinkRecord, LinkState as PbLinkState, LinkTraffic,
+    RouterReport, ServiceRecord, SiteRecord,
 };
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -82,19 +82,21 @@ impl Ended {
 /// move with every byte, and the report is sent when it changes.
 pub const TRAFFIC_EVERY: Duration = Duration::from_secs(10);
 
-/// The traffic figures last sampled, refreshed at most every
-/// [`TRAFFIC_EVERY`].
+/// The traffic figures last sampled (by routing key, by link), refreshed
+/// at most every [`TRAFFIC_EVERY`].
 #[derive(Default)]
 struct TrafficSample {
     at: Option<tokio::time::Instant>,
-    figures: Vec<KeyTraffic>,
+    keys: Vec<KeyTraffic>,
+    links: Vec<LinkTraffic>,
 }
 
 impl TrafficSample {
-    fn current(&mut self, router: &meshlink_link::Router) -> Vec<KeyTraffic> {
+    /// Sets `report`'s traffic figures from the last sample.
+    fn fill(&mut self, router: &meshlink_link::Router, report: &mut RouterReport) {
         if self.at.is_none_or(|t| t.elapsed() >= TRAFFIC_EVERY) {
             self.at = Some(tokio::time::Instant::now());
-            self.figures = router
+            self.keys = router
                 .traffic()
                 .into_iter()
                 .map(|t| KeyTraffic {
@@ -105,8 +107,19 @@ impl TrafficSample {
                     bytes_to_listener: t.bytes_to_listener,
                 })
                 .collect();
+            self.links = router
+                .link_traffic()
+                .into_iter()
+                .map(|t| LinkTraffic {
+                    name: t.name,
+                    remote_site_id: t.peer,
+                    bytes_sent: t.bytes_sent,
+                    bytes_received: t.bytes_received,
+                })
+                .collect();
         }
-        self.figures.clone()
+        report.traffic = self.keys.clone();
+        report.link_traffic = self.links.clone();
     }
 }
 
@@ -144,7 +157,7 @@ async fn session(target: &CpTarget, mut state: watch::Receiver<RouterState>) -> 
                 let s = status.get_or_insert_with(|| router.status());
                 let _ = s.borrow_and_update();
                 let mut report = build(site, router);
-                report.traffic = traffic.current(router);
+                traffic.fill(router, &mut report);
                 if last.as_ref() != Some(&report) {
                     if tx.send(report.clone()).await.is_err() {
                         return sent;
@@ -293,5 +306,6 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
         connector_failures,
         // Sampled by the sender (`TrafficSample`), not on every build.
         traffic: Vec::new(),
+        link_traffic: Vec::new(),
     }
 }
