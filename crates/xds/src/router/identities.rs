@@ -1,8 +1,9 @@
 //! The router's certificate in each mesh that needs a mesh ingress: issued
 //! by the control plane from the mesh CA (through the [`SiteSource`]),
 //! renewed at its renewal time, re-issued when the CA, the trust bundle or
-//! the expected SPIFFE ID changes, dropped when the mesh no longer needs
-//! an ingress. Used by the router reconciler before each translation.
+//! the expected SPIFFE ID changes or when the mesh's certificate lifetime
+//! drops below what the certificate has left (as a sidecar renews early,
+//! issue 35 §2), dropped when the mesh no longer needs an ingress. Used by the router reconciler before each translation.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -20,6 +21,8 @@ pub(super) struct HeldIdentity {
     identity: MeshRouterIdentity,
     ca_fingerprint: String,
     renew_at: SystemTime,
+    not_before: SystemTime,
+    not_after: SystemTime,
 }
 
 /// Keeps `held` current for every mesh of `view` that needs an ingress,
@@ -59,6 +62,12 @@ pub(super) async fn refresh<S: SiteSource + ?Sized>(
                 && h.ca_fingerprint == trust.ca_fingerprint
                 && h.identity.bundle_pem == trust.bundle_pem
                 && now < h.renew_at
+                && !meshlink_identity::outlives_lifetime(
+                    h.not_before,
+                    h.not_after,
+                    now,
+                    need.lifetime,
+                )
         });
         if current {
             continue;
@@ -102,6 +111,8 @@ fn hold(
         meshlink_identity::random_jitter(),
     );
     HeldIdentity {
+        not_before: issued.info.not_before,
+        not_after: issued.info.not_after,
         identity: MeshRouterIdentity {
             chain_pem: issued.chain_pem,
             key_pem: issued.key_pem,
@@ -110,5 +121,114 @@ fn hold(
         },
         ca_fingerprint: trust.ca_fingerprint,
         renew_at,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use meshlink_api::Resource;
+    use serde_json::json;
+
+    use super::*;
+    use crate::hub::{IdentityInfo, SourceError};
+    use crate::router::SiteSource;
+
+    /// Issues placeholder certificates valid from `now` (less the CA's
+    /// 60 s backdating) for the lifetime set, counting them.
+    #[derive(Default)]
+    struct Issuer {
+        issued: Mutex<Vec<Duration>>,
+        lifetime: Mutex<Duration>,
+    }
+
+    #[tonic::async_trait]
+    impl SiteSource for Issuer {
+        async fn load(&self) -> Result<SiteView, SourceError> {
+            Ok(SiteView::default())
+        }
+
+        async fn mesh_trust(&self, _mesh: &str) -> Result<Option<MeshTrust>, SourceError> {
+            Ok(Some(MeshTrust {
+                bundle_pem: "root".into(),
+                ca_fingerprint: "ca-1".into(),
+            }))
+        }
+
+        async fn issue_router_identity(
+            &self,
+            _mesh: &str,
+            spiffe_id: &str,
+            now: SystemTime,
+        ) -> Result<IssuedIdentity, SourceError> {
+            let lifetime = *self.lifetime.lock().unwrap();
+            self.issued.lock().unwrap().push(lifetime);
+            Ok(IssuedIdentity {
+                chain_pem: "cert".into(),
+                key_pem: "key".into(),
+                info: IdentityInfo {
+                    serial: "01".into(),
+                    spiffe_id: spiffe_id.into(),
+                    ca_fingerprint: "ca-1".into(),
+                    not_before: now - Duration::from_secs(60),
+                    not_after: now + lifetime,
+                },
+            })
+        }
+    }
+
+    fn view(lifetime: &str) -> SiteView {
+        let mut v = SiteView::default();
+        for r in [
+            json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Site",
+                "metadata": {"name": "north"}, "spec": {}}),
+            json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh",
+                "metadata": {"name": "default"},
+                "spec": {"mtls": {"enabledBackend": "ca-1", "backends": [{"name": "ca-1",
+                    "type": "builtin", "dpCert": {"rotation": {"expiration": lifetime}}}]}}}),
+            json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Dataplane",
+                "metadata": {"name": "web-1", "mesh": "default"},
+                "spec": {"networking": {"address": "10.0.0.1",
+                    "inbound": [{"port": 8080, "tags": {"kuma.io/service": "web"}}],
+                    "outbound": [{"port": 15000, "routingKey": "backend"}]}}}),
+        ] {
+            v.upsert(Resource::from_json(r).unwrap());
+        }
+        v
+    }
+
+    #[tokio::test]
+    async fn a_lowered_mesh_lifetime_reissues_the_routers_certificate_once() {
+        let source = Issuer::default();
+        let mut held = BTreeMap::new();
+        *source.lifetime.lock().unwrap() = Duration::from_secs(24 * 3600);
+        let mut v = view("24h");
+        refresh(&source, &mut v, &mut held).await;
+        refresh(&source, &mut v, &mut held).await;
+        assert_eq!(
+            source.issued.lock().unwrap().len(),
+            1,
+            "a current certificate is kept"
+        );
+
+        // The mesh now issues 30 s certificates: the 24 h one has more left.
+        *source.lifetime.lock().unwrap() = Duration::from_secs(30);
+        let mut v = view("30s");
+        let next = refresh(&source, &mut v, &mut held).await;
+        assert_eq!(
+            *source.issued.lock().unwrap(),
+            vec![Duration::from_secs(24 * 3600), Duration::from_secs(30)]
+        );
+        assert!(v.mesh_identities.contains_key("default"));
+        let next = next.expect("a renewal is scheduled");
+        assert!(
+            next <= Instant::now() + Duration::from_secs(30),
+            "renewed within the new lifetime"
+        );
+        // The new certificate fits the lifetime: nothing more is issued.
+        refresh(&source, &mut v, &mut held).await;
+        assert_eq!(source.issued.lock().unwrap().len(), 2);
     }
 }

@@ -45,6 +45,8 @@ impl std::fmt::Debug for MeshRouterIdentity {
 pub struct IngressNeed {
     /// The mesh's trust domain.
     pub trust_domain: String,
+    /// The certificate lifetime the mesh issues now.
+    pub lifetime: std::time::Duration,
     /// Routing key → the SPIFFE IDs of the Dataplanes with an outbound to it.
     pub keys: BTreeMap<String, BTreeSet<String>>,
 }
@@ -68,6 +70,7 @@ pub fn ingress_needs(view: &SiteView) -> BTreeMap<String, IngressNeed> {
         for key in &dp.routing_keys {
             let need = out.entry(mesh.clone()).or_default();
             need.trust_domain = trust_domain.to_owned();
+            need.lifetime = m.dp_cert_lifetime();
             need.keys
                 .entry(key.to_owned())
                 .or_default()
