@@ -29,6 +29,7 @@ pub mod identity;
 pub mod ready_file;
 mod references;
 pub mod replicas;
+mod report_stream;
 pub mod resources;
 mod router;
 mod secret_check;

@@ -17,9 +17,15 @@
 //! that read the old targets either lands before that sweep (and is swept)
 //! or sees the new targets (and is dropped).
 //!
-//! Owns the probes and the failure entries; never decides where a flow
-//! goes (a failing target still gets its round-robin turn).
+//! Until a target's first connection has an outcome it is listed as
+//! probing (`RouterStatus.connectors_probing`): added by `Router::apply`
+//! for every target the configuration adds, removed by the first record.
+//!
+//! Owns the probes, the failure entries and the probing entries; never
+//! decides where a flow goes (a failing target still gets its round-robin
+//! turn).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -27,7 +33,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ConnectorConfig;
-use crate::core::{Core, LocalTarget};
+use crate::core::{ConnectorTargets, Core, LocalTarget};
 use crate::status::{RouterStatus, TargetFailure};
 
 /// The first wait before a failing target is probed again.
@@ -56,52 +62,82 @@ impl Core {
             if !configured {
                 return false;
             }
-            match outcome {
-                Ok(()) => clear(s, &target.connector, &addr),
-                Err(error) => {
-                    let entry = s
-                        .connector_failures
-                        .entry(target.connector.clone())
-                        .or_default();
-                    match entry.get_mut(&addr) {
-                        Some(f) if f.error == error => false,
-                        Some(f) => {
-                            f.error = error;
-                            true
-                        }
-                        None => {
-                            entry.insert(
-                                addr,
-                                TargetFailure {
-                                    error,
-                                    since_unix_secs: unix_now(),
-                                },
-                            );
-                            true
+            let tried = unlist(&mut s.connectors_probing, &target.connector, &addr);
+            tried
+                | match outcome {
+                    Ok(()) => clear(s, &target.connector, &addr),
+                    Err(error) => {
+                        let entry = s
+                            .connector_failures
+                            .entry(target.connector.clone())
+                            .or_default();
+                        match entry.get_mut(&addr) {
+                            Some(f) if f.error == error => false,
+                            Some(f) => {
+                                f.error = error;
+                                true
+                            }
+                            None => {
+                                entry.insert(
+                                    addr,
+                                    TargetFailure {
+                                        error,
+                                        since_unix_secs: unix_now(),
+                                    },
+                                );
+                                true
+                            }
                         }
                     }
                 }
-            }
         });
     }
 
-    /// Drops the failures of targets that are no longer configured.
-    pub(crate) fn forget_unconfigured_targets(&self) {
+    /// After `Router::apply` swapped the targets (`old` were configured
+    /// before): lists every added target as probing, and drops the
+    /// failures and probing entries of targets no longer configured.
+    pub(crate) fn reconcile_target_status(&self, old: &ConnectorTargets) {
         self.status.send_if_modified(|s| {
             let targets = self.connectors.borrow();
-            let before = s.connector_failures.clone();
+            let (failures_before, probing_before) =
+                (s.connector_failures.clone(), s.connectors_probing.clone());
+            let configured = |connector: &str, addr: &str| {
+                targets
+                    .values()
+                    .flatten()
+                    .any(|t| t.connector == connector && t.addr() == addr)
+            };
             s.connector_failures.retain(|connector, failures| {
-                failures.retain(|addr, _| {
-                    targets
-                        .values()
-                        .flatten()
-                        .any(|t| t.connector == *connector && t.addr() == *addr)
-                });
+                failures.retain(|addr, _| configured(connector, addr));
                 !failures.is_empty()
             });
-            s.connector_failures != before
+            s.connectors_probing.retain(|connector, addrs| {
+                addrs.retain(|addr| configured(connector, addr));
+                !addrs.is_empty()
+            });
+            for t in targets.values().flatten() {
+                if !old.values().flatten().any(|o| o == t) {
+                    s.connectors_probing
+                        .entry(t.connector.clone())
+                        .or_default()
+                        .insert(t.addr());
+                }
+            }
+            s.connector_failures != failures_before || s.connectors_probing != probing_before
         });
     }
+}
+
+/// Removes `connector`'s probing entry for `addr`; whether there was one.
+fn unlist(probing: &mut BTreeMap<String, BTreeSet<String>>, connector: &str, addr: &str) -> bool {
+    let Some(addrs) = probing.get_mut(connector) else {
+        return false;
+    };
+    let removed = addrs.remove(addr);
+    if addrs.is_empty() {
+        probing.remove(connector);
+    }
+    removed
 }
 
 /// Removes `connector`'s entry for `addr`; whether there was one.
@@ -211,11 +247,19 @@ mod tests {
     }
 
     fn configure(core: &Core, targets: &[LocalTarget]) {
-        core.connectors.send_replace(Arc::new(BTreeMap::from([(
+        let old = core.connectors.send_replace(Arc::new(BTreeMap::from([(
             "db".to_owned(),
             targets.to_vec(),
         )])));
-        core.forget_unconfigured_targets();
+        core.reconcile_target_status(&old);
+    }
+
+    fn probing(core: &Core) -> Vec<String> {
+        let s = core.status.borrow();
+        s.connectors_probing
+            .iter()
+            .flat_map(|(c, ts)| ts.iter().map(move |t| format!("{c} {t}")))
+            .collect()
     }
 
     fn failures(core: &Core) -> Vec<(String, String)> {
@@ -264,6 +308,25 @@ mod tests {
                 "record first: {record_first}"
             );
         }
+    }
+
+    #[test]
+    fn an_added_target_is_probing_until_its_first_outcome() {
+        let core = core();
+        configure(&core, &[target(1)]);
+        assert_eq!(probing(&core), ["db 127.0.0.1:1"]);
+        core.record_connect(&target(1), Ok(()));
+        assert!(probing(&core).is_empty());
+        // Adding a second target lists only it; a failure also ends probing.
+        configure(&core, &[target(1), target(2)]);
+        assert_eq!(probing(&core), ["db 127.0.0.1:2"]);
+        core.record_connect(&target(2), Err("refused".into()));
+        assert!(probing(&core).is_empty());
+        assert_eq!(failures(&core).len(), 1);
+        // A target removed before it was tried leaves nothing behind.
+        configure(&core, &[target(1), target(3)]);
+        configure(&core, &[target(1)]);
+        assert!(probing(&core).is_empty() && failures(&core).is_empty());
     }
 
     #[test]

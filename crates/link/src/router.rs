@@ -144,10 +144,11 @@ impl Router {
                 }));
             }
         }
-        self.core.connectors.send_replace(Arc::new(targets));
+        let old = self.core.connectors.send_replace(Arc::new(targets));
         // Failures of targets no longer configured go (after the swap, so
-        // a connection that read the old targets cannot bring one back).
-        self.core.forget_unconfigured_targets();
+        // a connection that read the old targets cannot bring one back),
+        // and added targets are probing until first tried.
+        self.core.reconcile_target_status(&old);
         self.core.routing.set_services(services(config, &bad));
 
         let core = &self.core;

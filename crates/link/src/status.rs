@@ -119,6 +119,12 @@ pub struct RouterStatus {
     /// connection (a flow's or a probe's, `connector_health`)
     /// until one succeeds; connectors without failures are absent.
     pub connector_failures: BTreeMap<String, BTreeMap<String, TargetFailure>>,
+    /// Connector targets configured but not tried yet: connector name →
+    /// targets (`host:port`). A target enters when a configuration adds
+    /// it and leaves at its first connection's outcome (a flow's or the
+    /// probe's), so a Connector is not called reachable before anything
+    /// tried its target.
+    pub connectors_probing: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// A connector target that did not accept the router's last connection.

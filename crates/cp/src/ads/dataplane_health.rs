@@ -23,6 +23,7 @@ use meshlink_xds::owner::ProxyKey;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::ProxyAuth;
+use crate::report_stream::{OnEnd, next_report};
 use crate::status::StatusHandle;
 use crate::status::app_reachable::{AppEvent, ReportedApp};
 use crate::traffic::{InboundTraffic, TrafficBoard};
@@ -34,25 +35,6 @@ pub(crate) struct DataplaneHealthService {
     traffic: TrafficBoard,
     shutdown: Shutdown,
     next_stream: AtomicU64,
-}
-
-/// Tells the status task that a stream ended, however it ends (the future
-/// is dropped when the client goes away).
-struct Ended {
-    status: StatusHandle,
-    traffic: TrafficBoard,
-    key: ProxyKey,
-    stream: u64,
-}
-
-impl Drop for Ended {
-    fn drop(&mut self) {
-        self.traffic.dataplane_ended(&self.key, self.stream);
-        self.status.app_event(AppEvent::Ended {
-            key: self.key.clone(),
-            stream: self.stream,
-        });
-    }
 }
 
 // === impl DataplaneHealthService ===
@@ -152,46 +134,35 @@ impl DataplaneHealth for DataplaneHealthService {
             )));
         }
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed) + 1;
-        let _ended = Ended {
-            status: self.status.clone(),
-            traffic: self.traffic.clone(),
-            key: key.clone(),
-            stream,
-        };
+        let (status, board, ended_key) = (self.status.clone(), self.traffic.clone(), key.clone());
+        let _ended = OnEnd::new(move || {
+            board.dataplane_ended(&ended_key, stream);
+            status.app_event(AppEvent::Ended {
+                key: ended_key,
+                stream,
+            });
+        });
         let mut inbound = request.into_inner();
         let mut reports = 0u64;
         let mut last_apps: Option<Vec<ReportedApp>> = None;
-        loop {
-            let next = tokio::select! {
-                () = self.shutdown.wait() => {
-                    return Err(Status::unavailable("control plane shutting down; reconnect"));
-                }
-                next = inbound.message() => next,
-            };
-            match next {
-                Ok(Some(report)) => {
-                    let apps = apps(&report, &key)?;
-                    reports += 1;
-                    self.traffic
-                        .dataplane_reported(&key, stream, traffic(&report));
-                    // A report whose figures alone moved changes no status.
-                    if last_apps.as_deref().map(app_key) == Some(app_key(&apps)) {
-                        continue;
-                    }
-                    last_apps = Some(apps.clone());
-                    self.status.app_event(AppEvent::Report {
-                        key: key.clone(),
-                        stream,
-                        apps,
-                        at: SystemTime::now(),
-                    });
-                }
-                Ok(None) => break,
-                Err(status) => {
-                    tracing::debug!(%status, proxy = %key, "dataplane health stream broke");
-                    break;
-                }
+        while let Some(report) =
+            next_report(&self.shutdown, &mut inbound, "dataplane health", &key).await?
+        {
+            let apps = apps(&report, &key)?;
+            reports += 1;
+            self.traffic
+                .dataplane_reported(&key, stream, traffic(&report));
+            // A report whose figures alone moved changes no status.
+            if last_apps.as_deref().map(app_key) == Some(app_key(&apps)) {
+                continue;
             }
+            last_apps = Some(apps.clone());
+            self.status.app_event(AppEvent::Report {
+                key: key.clone(),
+                stream,
+                apps,
+                at: SystemTime::now(),
+            });
         }
         Ok(Response::new(DataplaneHealthSummary { reports }))
     }

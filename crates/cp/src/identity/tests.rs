@@ -38,14 +38,23 @@ impl Counting {
         self.writes.lock().unwrap().clone().into_iter().collect()
     }
 
-    fn count<T>(&self, key: &ObjectKey, r: Result<T, StoreError>) -> Result<T, StoreError> {
-        if r.is_ok() {
-            *self
-                .writes
-                .lock()
-                .unwrap()
-                .entry(key.kind.clone())
-                .or_default() += 1;
+    fn add(&self, kind: &str, delta: isize) {
+        let mut writes = self.writes.lock().unwrap();
+        let n = writes.entry(kind.to_owned()).or_default();
+        *n = n.checked_add_signed(delta).expect("write count below zero");
+    }
+
+    /// Counts a write before it is made (undone if it fails), so a reader
+    /// who sees a write's effect in the store always sees it counted.
+    async fn count<T>(
+        &self,
+        key: &ObjectKey,
+        write: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.add(&key.kind, 1);
+        let r = write.await;
+        if r.is_err() {
+            self.add(&key.kind, -1);
         }
         r
     }
@@ -65,7 +74,7 @@ impl Store for Counting {
         labels: &BTreeMap<String, String>,
         body: &serde_json::Value,
     ) -> Result<Object, StoreError> {
-        self.count(key, self.inner.create(key, labels, body).await)
+        self.count(key, self.inner.create(key, labels, body)).await
     }
     async fn update(
         &self,
@@ -74,15 +83,11 @@ impl Store for Counting {
         body: &serde_json::Value,
         expected_revision: Option<u64>,
     ) -> Result<Object, StoreError> {
-        self.count(
-            key,
-            self.inner
-                .update(key, labels, body, expected_revision)
-                .await,
-        )
+        self.count(key, self.inner.update(key, labels, body, expected_revision))
+            .await
     }
     async fn delete(&self, key: &ObjectKey, expected: Option<u64>) -> Result<Object, StoreError> {
-        self.count(key, self.inner.delete(key, expected).await)
+        self.count(key, self.inner.delete(key, expected)).await
     }
     async fn current_revision(&self) -> Result<u64, StoreError> {
         self.inner.current_revision().await
@@ -109,18 +114,27 @@ impl Store for Counting {
         &self,
         writes: &[BatchWrite],
     ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
-        let results = self.inner.write_batch(writes).await?;
-        *self
-            .writes
-            .lock()
-            .unwrap()
-            .entry(BATCHES.to_owned())
-            .or_default() += 1;
-        Ok(writes
-            .iter()
-            .zip(results)
-            .map(|(w, r)| self.count(w.key(), r))
-            .collect())
+        // Counted before the commit, as single writes are.
+        self.add(BATCHES, 1);
+        for w in writes {
+            self.add(&w.key().kind, 1);
+        }
+        let results = match self.inner.write_batch(writes).await {
+            Ok(results) => results,
+            Err(e) => {
+                self.add(BATCHES, -1);
+                for w in writes {
+                    self.add(&w.key().kind, -1);
+                }
+                return Err(e);
+            }
+        };
+        for (w, r) in writes.iter().zip(&results) {
+            if r.is_err() {
+                self.add(&w.key().kind, -1);
+            }
+        }
+        Ok(results)
     }
 }
 

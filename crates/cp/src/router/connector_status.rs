@@ -5,7 +5,9 @@
 //! connection failed, with the OS error and since when
 //! (`RouterReport.connector_failures`). Ready is False while any target
 //! fails, or while there is none (a `selector` that picks no Dataplane),
-//! and unknown while the router is not reporting.
+//! or while the router is not reporting; Unknown (`Probing`) while the
+//! router has a target it has not tried yet (`connectors_probing`); True
+//! once every target answered.
 //!
 //! Owns only this rule; the router status task ([`super::status`]) calls
 //! it in its flush. It never writes the Connector's other fields.
@@ -56,6 +58,16 @@ pub(crate) fn connector_ready(
             Some((host, port)) => format!("{host}:{port}"),
             None => format!("its {targets} target(s)"),
         };
+        if report.connectors_probing.iter().any(|n| n == c.name()) {
+            return Condition::now(
+                "Ready",
+                ConditionStatus::Unknown,
+                "Probing",
+                format!(
+                    "the site's router is trying {to} for the first time (at most 5 s per target)"
+                ),
+            );
+        }
         return Condition::now(
             "Ready",
             ConditionStatus::True,
@@ -165,6 +177,24 @@ mod tests {
             (ConditionStatus::False, "NoTargets")
         );
         assert!(none.message.contains("\"app=db\""), "{}", none.message);
+    }
+
+    #[test]
+    fn a_target_not_tried_yet_is_neither_reachable_nor_unreachable() {
+        let c = connector(json!({"routingKey": "db", "host": "127.0.0.1", "port": 5432}));
+        let mut report = RouterReport {
+            connectors_probing: vec!["db".into()],
+            ..Default::default()
+        };
+        let probing = connector_ready(&c, 1, Some(&report), None);
+        assert_eq!(
+            (probing.status, probing.reason.as_str()),
+            (ConditionStatus::Unknown, "Probing")
+        );
+        // A failure of another target says more than a probe in flight.
+        report.connector_failures.push(failure("127.0.0.1:5432"));
+        let bad = connector_ready(&c, 1, Some(&report), None);
+        assert_eq!(bad.reason, "TargetUnreachable");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::status::{Event, RouterStatusHandle};
 use crate::identity::certify::{bearer_from, token_status};
 use crate::identity::tokens::TokenService;
+use crate::report_stream::{OnEnd, next_report};
 
 /// Serves RouterStatus.
 pub(crate) struct RouterStatusService {
@@ -27,23 +28,6 @@ pub(crate) struct RouterStatusService {
     pub(crate) next_stream: AtomicU64,
     /// Where the reported traffic figures go (never stored).
     pub(crate) traffic: crate::traffic::TrafficBoard,
-}
-
-/// Tells the status task that a stream ended, however it ends (the future
-/// is dropped when the client goes away).
-struct Ended {
-    status: RouterStatusHandle,
-    traffic: crate::traffic::TrafficBoard,
-    stream: u64,
-}
-
-impl Drop for Ended {
-    fn drop(&mut self) {
-        self.traffic.ended(self.stream);
-        self.status.send(Event::Ended {
-            stream: self.stream,
-        });
-    }
 }
 
 impl RouterStatusService {
@@ -75,48 +59,35 @@ impl RouterStatus for RouterStatusService {
     ) -> Result<Response<RouterReportSummary>, Status> {
         let site = self.site_of(request.metadata())?;
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed) + 1;
-        let _ended = Ended {
-            status: self.status.clone(),
-            traffic: self.traffic.clone(),
-            stream,
-        };
+        let (status, traffic) = (self.status.clone(), self.traffic.clone());
+        let _ended = OnEnd::new(move || {
+            traffic.ended(stream);
+            status.send(Event::Ended { stream });
+        });
         let mut inbound = request.into_inner();
         let mut reports = 0u64;
-        loop {
-            let next = tokio::select! {
-                () = self.shutdown.wait() => {
-                    return Err(Status::unavailable("control plane shutting down; reconnect"));
-                }
-                next = inbound.message() => next,
-            };
-            match next {
-                Ok(Some(mut report)) => {
-                    if !report.site.is_empty() && report.site != site {
-                        return Err(Status::invalid_argument(format!(
-                            "report.site {:?} is not the token's site {site:?}; the router \
-                             reports for the site its token names",
-                            report.site
-                        )));
-                    }
-                    reports += 1;
-                    self.traffic.reported(
-                        stream,
-                        &site,
-                        std::mem::take(&mut report.traffic),
-                        std::mem::take(&mut report.link_traffic),
-                    );
-                    self.status.send(Event::Report {
-                        stream,
-                        site: site.clone(),
-                        report: Box::new(report),
-                    });
-                }
-                Ok(None) => break,
-                Err(status) => {
-                    tracing::debug!(%status, site, "router status stream broke");
-                    break;
-                }
+        while let Some(mut report) =
+            next_report(&self.shutdown, &mut inbound, "router status", &site).await?
+        {
+            if !report.site.is_empty() && report.site != site {
+                return Err(Status::invalid_argument(format!(
+                    "report.site {:?} is not the token's site {site:?}; the router \
+                     reports for the site its token names",
+                    report.site
+                )));
             }
+            reports += 1;
+            self.traffic.reported(
+                stream,
+                &site,
+                std::mem::take(&mut report.traffic),
+                std::mem::take(&mut report.link_traffic),
+            );
+            self.status.send(Event::Report {
+                stream,
+                site: site.clone(),
+                report: Box::new(report),
+            });
         }
         Ok(Response::new(RouterReportSummary { reports }))
     }

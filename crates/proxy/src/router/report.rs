@@ -296,6 +296,7 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
             })
         })
         .collect();
+    let connectors_probing = status.connectors_probing.keys().cloned().collect();
     RouterReport {
         site: site.name.clone(),
         links,
@@ -304,6 +305,7 @@ pub fn build(site: &SiteIdentity, router: &Router) -> RouterReport {
         bind_failures,
         accepted_links,
         connector_failures,
+        connectors_probing,
         // Sampled by the sender (`TrafficSample`), not on every build.
         traffic: Vec::new(),
         link_traffic: Vec::new(),
