@@ -83,6 +83,8 @@ pub struct ProxyMetrics {
     pub connections_active: Family<DirectionLabels, Gauge>,
     /// Bytes proxied (both ways).
     pub bytes: Family<DirectionLabels, Counter>,
+    /// Requests refused by the local rate limit, per listener.
+    pub rate_limited: Family<NameLabels, Counter>,
     /// Connections open now, per listener.
     pub listener_connections_active: Family<NameLabels, Gauge>,
     /// Bytes received on accepted (downstream) connections, TLS included,
@@ -127,6 +129,7 @@ impl Default for ProxyMetrics {
             connections: Family::default(),
             connections_active: Family::default(),
             bytes: Family::default(),
+            rate_limited: Family::default(),
             listener_connections_active: Family::default(),
             listener_rx_bytes: Family::default(),
             listener_tx_bytes: Family::default(),
@@ -168,6 +171,11 @@ impl ProxyMetrics {
             "bytes",
             "Bytes proxied, both directions",
             self.bytes.clone(),
+        );
+        registry.register(
+            "http_rate_limited",
+            "HTTP requests refused by the local rate limit (envoy.filters.http.local_ratelimit), per listener",
+            self.rate_limited.clone(),
         );
         registry.register(
             "listener_connections_active",

@@ -15,6 +15,7 @@ use meshlink_identity::TrustBundle;
 use serde::Serialize;
 
 pub mod http;
+pub mod rate_limit;
 pub mod route;
 
 use http::HttpListener;
@@ -355,10 +356,10 @@ pub(crate) fn optional_duration<S: serde::Serializer>(
 }
 
 /// Serializes a `Duration` as a humantime string ("5s").
-mod humantime_serde_duration {
+pub(crate) mod humantime_serde_duration {
     use std::time::Duration;
 
-    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&humantime::format_duration(*d).to_string())
     }
 }

@@ -24,6 +24,7 @@ use meshlink_proxy::drain::ConnectionDrain;
 use meshlink_proxy::listeners::{ListenerManager, SharedListenerStates};
 use meshlink_proxy::metrics::ProxyMetrics;
 use meshlink_proxy::model::http::HttpListener;
+use meshlink_proxy::model::rate_limit::{LocalRateLimit, TokenBucket};
 use meshlink_proxy::model::route::{
     ForwardAction, HeaderMatch, HeaderMutation, PathMatch, RetryOn, RetrySpec, Rewrite,
     RouteAction, RouteConfigSpec, RouteMatch, RouteSpec, ValueMatch, VirtualHostSpec,
@@ -182,6 +183,15 @@ struct Proxy {
 }
 
 async fn proxy(routes: Vec<RouteSpec>, clusters: &[(&str, SocketAddr)]) -> Proxy {
+    proxy_limited(routes, clusters, None).await
+}
+
+/// [`proxy`], with a local rate limit on the listener.
+async fn proxy_limited(
+    routes: Vec<RouteSpec>,
+    clusters: &[(&str, SocketAddr)],
+    local_rate_limit: Option<LocalRateLimit>,
+) -> Proxy {
     let listen: SocketAddr = format!("127.0.0.1:{}", dead_port()).parse().unwrap();
     let config = ProxyConfig {
         listeners: BTreeMap::from([(
@@ -200,6 +210,7 @@ async fn proxy(routes: Vec<RouteSpec>, clusters: &[(&str, SocketAddr)]) -> Proxy
                     stream_idle_timeout: None,
                     request_headers_timeout: None,
                     max_connection_duration: None,
+                    local_rate_limit,
                 }),
             }),
         )]),
@@ -263,6 +274,76 @@ async fn proxy(routes: Vec<RouteSpec>, clusters: &[(&str, SocketAddr)]) -> Proxy
         metrics,
         _stop: stop.drop_guard(),
     }
+}
+
+#[tokio::test]
+async fn a_local_rate_limit_lets_five_through_and_answers_the_rest_with_its_status_and_header() {
+    // Kuma's MeshRateLimit example: 5 requests per window, 423 with a
+    // header. The window is an hour here, so no refill can land mid-test.
+    let hits = Behaviour::new("a");
+    let a = backend(hits.clone()).await;
+    let every = Duration::from_secs(3600);
+    let limit = LocalRateLimit {
+        max_tokens: 5,
+        tokens_per_fill: 5,
+        fill_interval: every,
+        status: 423,
+        response_headers: HeaderMutation {
+            add: vec![("x-kuma-rate-limited".into(), "true".into())],
+            ..HeaderMutation::default()
+        },
+        bucket: Arc::new(TokenBucket::new(5, every, tokio::time::Instant::now())),
+    };
+    let p = proxy_limited(
+        vec![route(
+            "all",
+            PathMatch::Prefix("/".into()),
+            Vec::new(),
+            forward(&[("a", 1)], None, None),
+        )],
+        &[("a", a)],
+        Some(limit),
+    )
+    .await;
+    // Two connections share the listener's bucket.
+    let mut clients = [Client::connect(p.addr).await, Client::connect(p.addr).await];
+    let mut answers = Vec::new();
+    for i in 0..8 {
+        let c = &mut clients[i % 2];
+        c.0.ready().await.unwrap();
+        let req = Request::get("/")
+            .header("host", "backend")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let resp = c.0.send_request(req).await.unwrap();
+        let (status, limited) = (
+            resp.status(),
+            resp.headers().get("x-kuma-rate-limited").cloned(),
+        );
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        answers.push((status, limited, String::from_utf8_lossy(&body).into_owned()));
+    }
+    let passed = answers
+        .iter()
+        .filter(|(s, _, _)| *s == StatusCode::OK)
+        .count();
+    assert_eq!(passed, 5, "{answers:?}");
+    assert_eq!(
+        hits.hits.load(Ordering::SeqCst),
+        5,
+        "refused requests never reach the app"
+    );
+    for (status, header, body) in &answers[5..] {
+        assert_eq!(status.as_u16(), 423);
+        assert_eq!(header.as_ref().map(|v| v.to_str().unwrap()), Some("true"));
+        assert_eq!(body.trim_end(), "local_rate_limited");
+    }
+    assert!(
+        metrics_text(&p.metrics)
+            .contains("meshlink_proxy_http_rate_limited_total{listener=\"out\"} 3"),
+        "{}",
+        metrics_text(&p.metrics)
+    );
 }
 
 /// One HTTP/1.1 keep-alive connection to the proxy.

@@ -116,6 +116,20 @@ async fn route_and_send(
             "an HTTP request on a TCP listener",
         ));
     };
+    if let Some(limit) = &http.local_rate_limit
+        && !limit.admit(tokio::time::Instant::now())
+    {
+        labels.route = "rate_limited".into();
+        ctx.metrics
+            .rate_limited
+            .get_or_create(&crate::metrics::NameLabels {
+                listener: spec.name.clone(),
+            })
+            .inc();
+        let mut response = respond::rate_limited(limit.status, grpc);
+        super::headers::apply(response.headers_mut(), &limit.response_headers);
+        return Ok(response);
+    }
     let routes = view.config.routes.get(&http.route_config).ok_or_else(|| {
         ProxyError::internal(
             ErrorKind::NotReady,

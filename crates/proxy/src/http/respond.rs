@@ -59,6 +59,17 @@ pub fn status(status: StatusCode, reason: &str, grpc: bool) -> Response<Response
     text_answer(status, &format!("meshlink-proxy: {reason}"))
 }
 
+/// The answer to a request the local rate limit refused: `status` with
+/// Envoy's body `local_rate_limited`; for gRPC, UNAVAILABLE (14), as Envoy
+/// maps it.
+pub fn rate_limited(status: u16, grpc: bool) -> Response<ResponseBody> {
+    if grpc {
+        return grpc_answer(14, "local_rate_limited");
+    }
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    text_answer(status, "local_rate_limited")
+}
+
 /// A gRPC trailers-only answer: HTTP 200 with `grpc-status` and
 /// `grpc-message` in the headers, no body.
 fn grpc_answer(code: i32, message: &str) -> Response<ResponseBody> {

@@ -30,4 +30,8 @@ pub struct HttpListener {
     /// (`common_http_protocol_options.max_connection_duration`).
     #[serde(serialize_with = "crate::model::optional_duration")]
     pub max_connection_duration: Option<Duration>,
+    /// The local rate limit filter (`envoy.filters.http.local_ratelimit`),
+    /// checked for every request after RBAC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_rate_limit: Option<crate::model::rate_limit::LocalRateLimit>,
 }

@@ -37,6 +37,7 @@ use crate::model::{
 };
 
 mod http_listener;
+mod local_rate_limit;
 mod route;
 
 pub use route::route_configuration;

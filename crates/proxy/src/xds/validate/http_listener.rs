@@ -4,13 +4,14 @@
 //!
 //! Like the rest of the validator it refuses what meshlink-proxy would
 //! otherwise silently ignore: an inline route table, any HTTP filter but
-//! RBAC and the router, and protocol selection by the downstream's
+//! RBAC, the local rate limit and the router, and protocol selection by the downstream's
 //! protocol or by ALPN.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::config_source::ConfigSourceSpecifier;
+use envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit;
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
@@ -74,6 +75,7 @@ pub(super) fn connection_manager(
     };
     let mut rbac = Vec::new();
     let mut router = false;
+    let mut local_rate_limit = None;
     for (i, f) in hcm.http_filters.iter().enumerate() {
         let ffield = format!("{field}.http_filters[{i}]");
         if router {
@@ -100,13 +102,24 @@ pub(super) fn connection_manager(
                 ));
             }
             rbac.push(rbac_rules(r.rules, &format!("{ffield}.typed_config"))?);
+        } else if any.type_url == LocalRateLimit::type_url() {
+            if local_rate_limit.is_some() {
+                return Err(invalid(
+                    ffield,
+                    "a second local rate limit filter; meshlink-proxy takes one per listener",
+                ));
+            }
+            local_rate_limit = Some(super::local_rate_limit::local_rate_limit(
+                any,
+                &format!("{ffield}.typed_config"),
+            )?);
         } else if any.type_url == Router::type_url() {
             router = true;
         } else {
             return Err(invalid(
                 format!("{ffield}.typed_config"),
                 format!(
-                    "unsupported HTTP filter {:?}; meshlink-proxy supports envoy.filters.http.rbac and envoy.filters.http.router",
+                    "unsupported HTTP filter {:?}; meshlink-proxy supports envoy.filters.http.rbac, envoy.filters.http.local_ratelimit and envoy.filters.http.router",
                     any.type_url
                 ),
             ));
@@ -138,6 +151,7 @@ pub(super) fn connection_manager(
             field,
             "common_http_protocol_options.max_connection_duration",
         )?,
+        local_rate_limit,
     };
     Ok((rbac, http))
 }

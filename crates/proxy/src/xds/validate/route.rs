@@ -648,7 +648,7 @@ fn redirect(mut a: RedirectAction, field: &str) -> Result<Redirect, Invalid> {
 }
 
 /// Header changes from Envoy's `*_headers_to_add` and `*_to_remove`.
-fn mutation(
+pub(super) fn mutation(
     add: Vec<HeaderValueOption>,
     remove: Vec<String>,
     field: &str,

@@ -403,6 +403,117 @@ fn an_unknown_http_filter_or_a_missing_router_is_rejected() {
     assert!(e.reason.contains("envoy.filters.http.router"), "{e}");
 }
 
+/// The local rate limit filter Kuma's MeshRateLimit example ("5 requests
+/// per 10 s, status 423 with a header") becomes.
+fn kuma_rate_limit()
+-> envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit {
+    use envoy_types::pb::envoy::config::core::v3::{
+        HeaderValue, HeaderValueOption, RuntimeFractionalPercent,
+    };
+    use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, HttpStatus, TokenBucket};
+    let all = || {
+        Some(RuntimeFractionalPercent {
+            default_value: Some(FractionalPercent {
+                numerator: 100,
+                denominator: 0,
+            }),
+            runtime_key: "local_rate_limit_enabled".into(),
+        })
+    };
+    envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit {
+        stat_prefix: "rate_limit".into(),
+        status: Some(HttpStatus { code: 423 }),
+        token_bucket: Some(TokenBucket {
+            max_tokens: 5,
+            tokens_per_fill: Some(envoy_types::pb::google::protobuf::UInt32Value { value: 5 }),
+            fill_interval: Some(envoy_types::pb::google::protobuf::Duration {
+                seconds: 10,
+                nanos: 0,
+            }),
+        }),
+        filter_enabled: all(),
+        filter_enforced: all(),
+        response_headers_to_add: vec![HeaderValueOption {
+            header: Some(HeaderValue {
+                key: "x-kuma-rate-limited".into(),
+                value: "true".into(),
+                ..Default::default()
+            }),
+            append_action: 0,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_local_rate_limit_filter_becomes_the_listeners_token_bucket() {
+    let router = || http_filter("envoy.filters.http.router", pack_any(Router::default()));
+    let limit = |l| http_filter("envoy.filters.http.local_ratelimit", pack_any(l));
+    let spec = listener(&pack_any(hcm_listener(rds_hcm(vec![
+        limit(kuma_rate_limit()),
+        router(),
+    ]))))
+    .unwrap();
+    let ListenerProtocol::Http(http) = &spec.protocol else {
+        panic!("an HTTP listener: {spec:?}");
+    };
+    let l = http.local_rate_limit.as_ref().expect("the rate limit");
+    assert_eq!(
+        (l.max_tokens, l.tokens_per_fill, l.fill_interval, l.status),
+        (5, 5, std::time::Duration::from_secs(10), 423)
+    );
+    assert_eq!(
+        l.response_headers.add,
+        [("x-kuma-rate-limited".to_owned(), "true".to_owned())]
+    );
+
+    // What meshlink-proxy cannot do is refused, naming the field.
+    let field = "filter_chains[0].filters[0].typed_config.http_filters[0].typed_config";
+    let mut half = kuma_rate_limit();
+    half.filter_enforced
+        .as_mut()
+        .unwrap()
+        .default_value
+        .as_mut()
+        .unwrap()
+        .numerator = 50;
+    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![
+        limit(half),
+        router(),
+    ]))))
+    .unwrap_err();
+    assert_eq!(e.field, format!("{field}.filter_enforced.default_value"));
+    assert!(e.reason.contains("50/100"), "{e}");
+    let mut per_connection = kuma_rate_limit();
+    per_connection.local_rate_limit_per_downstream_connection = true;
+    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![
+        limit(per_connection),
+        router(),
+    ]))))
+    .unwrap_err();
+    assert_eq!(
+        e.field,
+        format!("{field}.local_rate_limit_per_downstream_connection")
+    );
+    let mut no_bucket = kuma_rate_limit();
+    no_bucket.token_bucket = None;
+    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![
+        limit(no_bucket),
+        router(),
+    ]))))
+    .unwrap_err();
+    assert_eq!(e.field, format!("{field}.token_bucket"));
+    let mut ok_status = kuma_rate_limit();
+    ok_status.status = Some(envoy_types::pb::envoy::r#type::v3::HttpStatus { code: 200 });
+    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![
+        limit(ok_status),
+        router(),
+    ]))))
+    .unwrap_err();
+    assert_eq!(e.field, format!("{field}.status.code"));
+}
+
 #[test]
 fn unsupported_cluster_fields_are_rejected() {
     let c = Cluster {
