@@ -45,11 +45,13 @@ pub enum Kind {
     MeshTimeout,
     /// Kuma's retries for HTTP, gRPC and TCP.
     MeshRetry,
+    /// Kuma's local rate limits on inbound HTTP requests and TCP connections.
+    MeshRateLimit,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -67,6 +69,7 @@ impl Kind {
         Kind::MeshTCPRoute,
         Kind::MeshTimeout,
         Kind::MeshRetry,
+        Kind::MeshRateLimit,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -89,6 +92,7 @@ impl Kind {
             Kind::MeshTCPRoute => "MeshTCPRoute",
             Kind::MeshTimeout => "MeshTimeout",
             Kind::MeshRetry => "MeshRetry",
+            Kind::MeshRateLimit => "MeshRateLimit",
         }
     }
 
@@ -112,6 +116,7 @@ impl Kind {
             Kind::MeshTCPRoute => "meshtcproutes",
             Kind::MeshTimeout => "meshtimeouts",
             Kind::MeshRetry => "meshretries",
+            Kind::MeshRateLimit => "meshratelimits",
         }
     }
 
@@ -126,6 +131,7 @@ impl Kind {
             Kind::MeshTCPRoute => &["mtcpr"],
             Kind::MeshTimeout => &["mtimeout"],
             Kind::MeshRetry => &["mretry"],
+            Kind::MeshRateLimit => &["mratelimit"],
             _ => &[],
         }
     }
@@ -139,12 +145,16 @@ impl Kind {
     }
 
     /// Whether this is one of Kuma's routing and outbound policies
-    /// (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry), which combine
-    /// through `crate::policy`.
+    /// (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, and the
+    /// inbound MeshRateLimit), which combine through `crate::policy`.
     pub fn is_outbound_policy(self) -> bool {
         matches!(
             self,
-            Kind::MeshHTTPRoute | Kind::MeshTCPRoute | Kind::MeshTimeout | Kind::MeshRetry
+            Kind::MeshHTTPRoute
+                | Kind::MeshTCPRoute
+                | Kind::MeshTimeout
+                | Kind::MeshRetry
+                | Kind::MeshRateLimit
         )
     }
 

@@ -207,3 +207,49 @@ fn a_misplaced_block_or_empty_policy_says_what_is_needed() {
         ]
     );
 }
+
+#[test]
+fn bad_mesh_rate_limits_name_the_field() {
+    let from = |default: &str| {
+        policy(
+            "MeshRateLimit",
+            &format!("  from:\n    - targetRef: {{kind: Mesh}}\n      default:\n{default}"),
+        )
+    };
+    assert_eq!(
+        errors(&from(
+            "        local:\n          http:\n            requestRate: {num: 0, interval: 10ms}\n            onRateLimit: {status: 200}\n"
+        )),
+        [
+            "spec.from[0].default.local.http.requestRate.num: must be at least 1",
+            "spec.from[0].default.local.http.requestRate.interval: \"10ms\" is shorter than 50ms, \
+             the least Envoy accepts",
+            "spec.from[0].default.local.http.onRateLimit.status: 200 is not an error status; use \
+             400-599 (default 429)",
+        ]
+    );
+    assert_eq!(
+        errors(&from("        local:\n          http: {}\n")),
+        [
+            "spec.from[0].default.local.http.requestRate: required unless disabled: true, e.g. \
+             {num: 5, interval: 10s}"
+        ]
+    );
+    // Disabling needs no rate; an unknown field is refused with its path.
+    assert!(errors(&from("        local:\n          http: {disabled: true}\n")).is_empty());
+    let e = errors(&from(
+        "        local:\n          http:\n            requestRate: {num: 5, interval: 10s, burst: 2}\n",
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("spec.from[0].default.local.http.requestRate.burst: unknown field"),
+        "{e:?}"
+    );
+    assert_eq!(
+        errors(&policy("MeshRateLimit", "  targetRef: {kind: Mesh}\n")),
+        [
+            "spec: at least one of from, to or rules is required, e.g. from: [{targetRef: {kind: \
+             Mesh}, default: {local: {http: {requestRate: {num: 5, interval: 10s}}}}}]"
+        ]
+    );
+}

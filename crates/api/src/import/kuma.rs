@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 8] = [
+const KUMA_KINDS: [Kind; 9] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -22,6 +22,7 @@ const KUMA_KINDS: [Kind; 8] = [
     Kind::MeshTCPRoute,
     Kind::MeshTimeout,
     Kind::MeshRetry,
+    Kind::MeshRateLimit,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
@@ -35,10 +36,10 @@ fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
     // on Kubernetes those are `apiVersion: v1` Secrets.
     let accepted = if field == "type" {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, Secret or GlobalSecret"
+         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, Secret or GlobalSecret"
     } else {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout or MeshRetry (Kuma Secrets are apiVersion: v1 Secrets of \
+         MeshTCPRoute, MeshTimeout, MeshRetry or MeshRateLimit (Kuma Secrets are apiVersion: v1 Secrets of \
          type system.kuma.io/secret)"
     };
     match v {

@@ -17,7 +17,7 @@ use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
-pub const RULE_KINDS: [(Kind, &[Section]); 4] = [
+pub const RULE_KINDS: [(Kind, &[Section]); 5] = [
     (Kind::MeshHTTPRoute, &[Section::To]),
     (Kind::MeshTCPRoute, &[Section::To]),
     (
@@ -25,6 +25,10 @@ pub const RULE_KINDS: [(Kind, &[Section]); 4] = [
         &[Section::To, Section::From, Section::Rules],
     ),
     (Kind::MeshRetry, &[Section::To]),
+    (
+        Kind::MeshRateLimit,
+        &[Section::To, Section::From, Section::Rules],
+    ),
 ];
 
 /// The folded rules of one section of one kind.

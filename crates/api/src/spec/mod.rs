@@ -29,6 +29,7 @@ mod multi_key;
 mod permission_rules;
 mod policy_target;
 mod port;
+mod rate_limit;
 mod regex_check;
 mod retry;
 mod retry_validate;
@@ -84,6 +85,10 @@ pub use permission_rules::{
     ClientMatch, PermissionRule, RuleConf, SpiffeIdMatch, SpiffeIdMatchType,
 };
 pub use port::Port;
+pub use rate_limit::{
+    HeaderChanges, HttpLimit, LocalLimits, MeshRateLimitSpec, NameValue, OnRateLimit, Rate,
+    RateLimitConf, RateLimitFrom, RateLimitRule, TcpLimit,
+};
 pub use regex_check::REGEX_SIZE_LIMIT;
 pub use retry::{
     BackOff, GrpcRetry, GrpcRetryOn, HTTP_RETRY_ON, HostPredicate, HostSelection, HttpRetry,
@@ -156,6 +161,8 @@ pub enum Spec {
     MeshTimeout(MeshTimeoutSpec),
     /// A [`MeshRetrySpec`].
     MeshRetry(MeshRetrySpec),
+    /// A [`MeshRateLimitSpec`].
+    MeshRateLimit(MeshRateLimitSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -179,6 +186,7 @@ macro_rules! each_spec {
             Spec::MeshTCPRoute($inner) => $body,
             Spec::MeshTimeout($inner) => $body,
             Spec::MeshRetry($inner) => $body,
+            Spec::MeshRateLimit($inner) => $body,
         }
     };
 }
@@ -206,6 +214,7 @@ impl Spec {
             Spec::MeshTCPRoute(_) => Kind::MeshTCPRoute,
             Spec::MeshTimeout(_) => Kind::MeshTimeout,
             Spec::MeshRetry(_) => Kind::MeshRetry,
+            Spec::MeshRateLimit(_) => Kind::MeshRateLimit,
         }
     }
 
@@ -236,6 +245,7 @@ impl Spec {
             Kind::MeshTCPRoute => policy(value).map(Spec::MeshTCPRoute),
             Kind::MeshTimeout => policy(value).map(Spec::MeshTimeout),
             Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
+            Kind::MeshRateLimit => policy(value).map(Spec::MeshRateLimit),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -273,6 +283,7 @@ impl Spec {
             Spec::MeshTCPRoute(s) => s.validate(&mut errs),
             Spec::MeshTimeout(s) => s.validate(&mut errs),
             Spec::MeshRetry(s) => s.validate(&mut errs),
+            Spec::MeshRateLimit(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

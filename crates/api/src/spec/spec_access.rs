@@ -137,6 +137,14 @@ impl Spec {
         }
     }
 
+    /// The MeshRateLimit spec, if this is one.
+    pub fn as_mesh_rate_limit(&self) -> Option<&MeshRateLimitSpec> {
+        match self {
+            Spec::MeshRateLimit(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The top-level `targetRef` of a policy (MeshTrafficPermission and the
     /// outbound policies), if it has one set.
     pub fn policy_target_ref(&self) -> Option<&TargetRef> {
@@ -146,6 +154,7 @@ impl Spec {
             Spec::MeshTCPRoute(s) => s.target_ref.as_ref(),
             Spec::MeshTimeout(s) => s.target_ref.as_ref(),
             Spec::MeshRetry(s) => s.target_ref.as_ref(),
+            Spec::MeshRateLimit(s) => s.target_ref.as_ref(),
             _ => None,
         }
     }

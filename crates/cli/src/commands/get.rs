@@ -154,9 +154,11 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
             ]
         }
         Kind::MeshTrafficPermission => vec![("TARGET", target(&spec["targetRef"]))],
-        Kind::MeshHTTPRoute | Kind::MeshTCPRoute | Kind::MeshTimeout | Kind::MeshRetry => {
-            policy_columns(kind, spec, &r["metadata"]["labels"])
-        }
+        Kind::MeshHTTPRoute
+        | Kind::MeshTCPRoute
+        | Kind::MeshTimeout
+        | Kind::MeshRetry
+        | Kind::MeshRateLimit => policy_columns(kind, spec, &r["metadata"]["labels"]),
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![
             ("STATUS", skupper_status(status)),

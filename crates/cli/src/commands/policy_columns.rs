@@ -1,5 +1,6 @@
 //! `meshlink get` columns for Kuma policies: MeshTrafficPermission and the
-//! outbound policies (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry).
+//! outbound policies (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry)
+//! and MeshRateLimit.
 //!
 //! Owns how a `targetRef` reads in one cell (`Mesh`, `Dataplane app=web`,
 //! `MeshService/backend:http`). It reads canonical JSON only and never
@@ -66,7 +67,7 @@ pub(super) fn policy_columns(
             .unwrap_or_default();
         cols.push(("RULES", rules.to_string()));
     }
-    if kind == Kind::MeshTimeout {
+    if matches!(kind, Kind::MeshTimeout | Kind::MeshRateLimit) {
         let inbound = ["from", "rules"]
             .iter()
             .filter_map(|f| spec[*f].as_array())

@@ -147,7 +147,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshHTTPRoute"
         | "MeshTCPRoute"
         | "MeshTimeout"
-        | "MeshRetry" => key.mesh.clone(),
+        | "MeshRetry"
+        | "MeshRateLimit" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

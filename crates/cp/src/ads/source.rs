@@ -162,6 +162,7 @@ impl MeshSource for StoreSource {
             Kind::MeshTCPRoute,
             Kind::MeshTimeout,
             Kind::MeshRetry,
+            Kind::MeshRateLimit,
         ] {
             policies.extend(
                 self.resources

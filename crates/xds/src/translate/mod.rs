@@ -21,6 +21,7 @@ pub mod names;
 mod network;
 mod policies;
 pub mod protocol;
+mod rate_limit;
 mod rbac;
 mod resources;
 mod retry;

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    DataplaneSpec, HttpRouteRule, InboundTarget, RetryConf, TargetRef, TargetRefKind, TcpRouteRule,
-    TcpRuleConf, TimeoutConf,
+    DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, RateLimitConf, RetryConf, TargetRef,
+    TargetRefKind, TcpRouteRule, TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -28,7 +28,11 @@ pub(crate) struct ViewPolicy {
 pub(crate) fn kept(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::MeshHTTPRoute | Kind::MeshTCPRoute | Kind::MeshTimeout | Kind::MeshRetry
+        Kind::MeshHTTPRoute
+            | Kind::MeshTCPRoute
+            | Kind::MeshTimeout
+            | Kind::MeshRetry
+            | Kind::MeshRateLimit
     )
 }
 
@@ -175,17 +179,38 @@ fn section_matches(t: &TargetRef, dest: Destination<'_>) -> bool {
 /// MeshTimeouts whose top-level `targetRef` selects it. Entries for some
 /// clients only are not applied (one route serves every client).
 pub(crate) fn inbound_timeout(policies: &[ViewPolicy], inbound: &InboundTarget<'_>) -> TimeoutConf {
+    serde_json::from_value(inbound_conf(Kind::MeshTimeout, policies, inbound)).unwrap_or_default()
+}
+
+/// The MeshRateLimit `local.http` limit of an inbound, folded as
+/// [`inbound_timeout`] folds MeshTimeouts; `None` when none applies or the
+/// folded limit is `disabled`.
+pub(crate) fn inbound_http_rate_limit(
+    policies: &[ViewPolicy],
+    inbound: &InboundTarget<'_>,
+) -> Option<HttpLimit> {
+    let conf: RateLimitConf =
+        serde_json::from_value(inbound_conf(Kind::MeshRateLimit, policies, inbound)).ok()?;
+    conf.local?
+        .http
+        .filter(|h| h.disabled != Some(true) && h.request_rate.is_some())
+}
+
+/// The merged inbound conf of `kind` for `inbound`: the `from[]` entries
+/// for every client (`Mesh`), then the `rules[]` entries without
+/// `matches`, of the policies whose top-level `targetRef` selects it.
+fn inbound_conf(kind: Kind, policies: &[ViewPolicy], inbound: &InboundTarget<'_>) -> Value {
     let selected: Vec<PolicyInput> = policies
         .iter()
         .map(|p| &p.input)
-        .filter(|p| p.kind == Kind::MeshTimeout && p.target_ref.selects(inbound))
+        .filter(|p| p.kind == kind && p.target_ref.selects(inbound))
         .cloned()
         .collect();
     if selected.is_empty() {
-        return TimeoutConf::default();
+        return Value::Null;
     }
-    let from = policy::merge(Kind::MeshTimeout, &selected, Section::From).applied;
-    let rules = policy::merge(Kind::MeshTimeout, &selected, Section::Rules).applied;
+    let from = policy::merge(kind, &selected, Section::From).applied;
+    let rules = policy::merge(kind, &selected, Section::Rules).applied;
     let mut conf = Value::Null;
     let everyone = |e: &Entry| {
         e.target_ref
@@ -200,5 +225,5 @@ pub(crate) fn inbound_timeout(policies: &[ViewPolicy], inbound: &InboundTarget<'
             policy::merge_patch::apply(&mut conf, &m.conf);
         }
     }
-    serde_json::from_value(conf).unwrap_or_default()
+    conf
 }

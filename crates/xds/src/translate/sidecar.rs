@@ -29,7 +29,7 @@ use super::policies::{self, Destination, OutboundPolicies};
 use super::protocol::{self, Protocol};
 use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, http, mesh_service, names, network, rbac, tls};
+use super::{MeshView, Snapshot, http, mesh_service, names, network, rate_limit, rbac, tls};
 
 /// Envoy's name of the TCP proxy filter.
 const TCP_PROXY_FILTER: &str = "envoy.filters.network.tcp_proxy";
@@ -393,10 +393,16 @@ fn inbound_resources(
         memo.rbac(key, || rbac::inbound_sources(view, target))
     });
     if protocol.is_http() {
-        let http_filters = sources
+        let mut http_filters = sources
             .as_deref()
             .map(rbac::inbound_http_filters)
             .unwrap_or_default();
+        // MeshRateLimit after RBAC: a refused client spends no token.
+        http_filters.extend(
+            policies::inbound_http_rate_limit(view.policies(), target)
+                .as_ref()
+                .and_then(rate_limit::filter),
+        );
         filters.push(http::hcm(&name, http_filters, &timeouts, true));
         let routes = http::inbound_routes(
             name.clone(),
