@@ -11,6 +11,7 @@ pub mod app;
 pub mod certify;
 mod cli;
 mod cp;
+pub mod curl;
 pub mod http_backend;
 pub mod interop;
 pub mod lines;

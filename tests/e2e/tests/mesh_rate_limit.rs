@@ -5,9 +5,9 @@
 //! backend's sidecar with 423, the header and `local_rate_limited`, and
 //! counted. Deleting the policy lifts the limit.
 
-use std::process::Command;
 use std::time::Duration;
 
+use meshlink_e2e::curl::curl;
 use meshlink_e2e::http_backend::HttpBackend;
 use meshlink_e2e::proxy::{self, PairPorts};
 use meshlink_e2e::{ControlPlane, StoreKind, eventually};
@@ -40,32 +40,12 @@ spec:
                     value: \"true\"
 ";
 
-/// `curl` through web's outbound: status, the rate-limit header, body.
+/// A GET of `/hello` through web's outbound: status, the rate-limit
+/// header, body.
 fn get(port: u16) -> (u16, Option<String>, String) {
-    let out = Command::new("curl")
-        .args(["-sS", "-i", "--max-time", "20"])
-        .arg(format!("http://127.0.0.1:{port}/hello"))
-        .output()
-        .expect("run curl");
-    assert!(
-        out.status.success(),
-        "curl failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {text:?}"));
-    let header = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(n, _)| n.trim().eq_ignore_ascii_case("x-kuma-rate-limited"))
-        .map(|(_, v)| v.trim().to_owned());
-    (status, header, body.to_owned())
+    let seen = curl(port, "/hello", &[]);
+    let header = seen.header("x-kuma-rate-limited").map(str::to_owned);
+    (seen.status, header, seen.body)
 }
 
 #[test]

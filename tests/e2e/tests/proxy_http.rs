@@ -6,68 +6,14 @@
 //! permission answers 403 with a reason instead of a reset; the golden
 //! metrics count what curl saw.
 
-use std::process::Command;
 use std::time::Duration;
 
+use meshlink_e2e::curl::curl;
 use meshlink_e2e::http_backend::HttpBackend;
 use meshlink_e2e::proxy::{self, PairPorts};
 use meshlink_e2e::{ControlPlane, StoreKind, eventually};
-use serde_json::Value;
 
 const READY: Duration = Duration::from_secs(30);
-
-/// What curl saw: status, headers (lower-case names) and body.
-struct Seen {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
-    }
-}
-
-/// `curl -si` against `127.0.0.1:port` with `args`.
-fn curl(port: u16, path: &str, args: &[&str]) -> Seen {
-    let out = Command::new("curl")
-        .args(["-sS", "-i", "--max-time", "20"])
-        .args(args)
-        .arg(format!("http://127.0.0.1:{port}{path}"))
-        .output()
-        .expect("run curl");
-    assert!(
-        out.status.success(),
-        "curl failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {text:?}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    Seen {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
-}
 
 #[test]
 fn http_requests_are_routed_timed_out_retried_denied_and_counted() {
