@@ -54,11 +54,7 @@ async fn setup_site(cp: &TestCp) -> String {
     ] {
         cp.must_apply(plural, &doc).await;
     }
-    let (status, body) = cp
-        .api("POST", "/api/v1/tokens/router", Some(&json!({})))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body["token"].as_str().expect("token").to_owned()
+    cp.router_token().await
 }
 
 async fn get(cp: &TestCp, path: &str) -> Value {

@@ -8,7 +8,7 @@ mod support;
 
 use meshlink_xds::certify::router_status_client::RouterStatusClient;
 use meshlink_xds::certify::{BindFailure, ConnectorFailure, RouterReport};
-use serde_json::{Value, json};
+use serde_json::json;
 use support::{TestCp, eventually, with_token};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -36,21 +36,7 @@ async fn setup(cp: &TestCp) -> String {
     ] {
         cp.must_apply(plural, &doc).await;
     }
-    let (status, body) = cp
-        .api("POST", "/api/v1/tokens/router", Some(&json!({})))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body["token"].as_str().expect("token").to_owned()
-}
-
-async fn ready(cp: &TestCp, path: &str) -> Value {
-    let (status, body) = cp.api("GET", path, None).await;
-    assert_eq!(status, 200, "GET {path}: {body}");
-    body["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .unwrap_or(Value::Null)
+    cp.router_token().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,7 +69,7 @@ async fn an_unreachable_connector_target_and_an_unbound_multikeylistener_are_not
             .await
     });
     let c = eventually("the Connector not Ready", || async {
-        let c = ready(&cp, "/api/v1/connectors/pg").await;
+        let c = cp.condition("/api/v1/connectors/pg", "Ready").await;
         (c["reason"] == "TargetUnreachable").then_some(c)
     })
     .await;
@@ -93,7 +79,7 @@ async fn an_unreachable_connector_target_and_an_unbound_multikeylistener_are_not
          (failing since 2023-11-14T22:13:20Z)"
     );
     let m = eventually("the MultiKeyListener not Ready", || async {
-        let m = ready(&cp, "/api/v1/multikeylisteners/db").await;
+        let m = cp.condition("/api/v1/multikeylisteners/db", "Ready").await;
         (m["reason"] == "BindFailed").then_some(m)
     })
     .await;
@@ -111,12 +97,12 @@ async fn an_unreachable_connector_target_and_an_unbound_multikeylistener_are_not
     .await
     .expect("queue");
     eventually("the Connector Ready", || async {
-        let c = ready(&cp, "/api/v1/connectors/pg").await;
+        let c = cp.condition("/api/v1/connectors/pg", "Ready").await;
         (c["status"] == "True" && c["reason"] == "TargetReachable").then_some(())
     })
     .await;
     eventually("the MultiKeyListener bound", || async {
-        let m = ready(&cp, "/api/v1/multikeylisteners/db").await;
+        let m = cp.condition("/api/v1/multikeylisteners/db", "Ready").await;
         (m["reason"] == "Operational").then_some(())
     })
     .await;
@@ -125,7 +111,7 @@ async fn an_unreachable_connector_target_and_an_unbound_multikeylistener_are_not
     drop(tx);
     call.await.expect("joined").expect("a clean end");
     eventually("the Connector's Ready follows the router", || async {
-        let c = ready(&cp, "/api/v1/connectors/pg").await;
+        let c = cp.condition("/api/v1/connectors/pg", "Ready").await;
         (c["reason"] == "RouterNotConnected").then_some(())
     })
     .await;

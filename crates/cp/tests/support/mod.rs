@@ -156,6 +156,15 @@ impl TestCp {
         body["token"].as_str().expect("token").to_owned()
     }
 
+    /// The site's router token from `POST /api/v1/tokens/router`.
+    pub async fn router_token(&self) -> String {
+        let (status, body) = self
+            .api("POST", "/api/v1/tokens/router", Some(&json!({})))
+            .await;
+        assert_eq!(status, 200, "router token: {body}");
+        body["token"].as_str().expect("token").to_owned()
+    }
+
     /// The CA that verifies the xDS port (`<data-dir>/cp-tls/ca.pem`).
     pub fn xds_ca_pem(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("data/cp-tls/ca.pem"))
