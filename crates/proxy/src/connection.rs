@@ -68,6 +68,20 @@ pub async fn handle(
 ) {
     let spec = live.spec.borrow().clone();
     let view = live.view.borrow().clone();
+    if let Some(limit) = &spec.connection_rate_limit
+        && !limit.admit(tokio::time::Instant::now())
+    {
+        // Envoy's network local_ratelimit closes the connection as it
+        // opens, before any byte is read: no handshake, no RBAC, no app.
+        metrics
+            .connections_rate_limited
+            .get_or_create(&NameLabels {
+                listener: spec.name.clone(),
+            })
+            .inc();
+        tracing::debug!(listener = %spec.name, %peer, "connection closed by the local rate limit");
+        return;
+    }
     let _ = stream.set_nodelay(true);
     let direction = spec.direction;
     metrics

@@ -85,6 +85,8 @@ pub struct ProxyMetrics {
     pub bytes: Family<DirectionLabels, Counter>,
     /// Requests refused by the local rate limit, per listener.
     pub rate_limited: Family<NameLabels, Counter>,
+    /// Connections closed by the network local rate limit, per listener.
+    pub connections_rate_limited: Family<NameLabels, Counter>,
     /// Connections open now, per listener.
     pub listener_connections_active: Family<NameLabels, Gauge>,
     /// Bytes received on accepted (downstream) connections, TLS included,
@@ -130,6 +132,7 @@ impl Default for ProxyMetrics {
             connections_active: Family::default(),
             bytes: Family::default(),
             rate_limited: Family::default(),
+            connections_rate_limited: Family::default(),
             listener_connections_active: Family::default(),
             listener_rx_bytes: Family::default(),
             listener_tx_bytes: Family::default(),
@@ -176,6 +179,11 @@ impl ProxyMetrics {
             "http_rate_limited",
             "HTTP requests refused by the local rate limit (envoy.filters.http.local_ratelimit), per listener",
             self.rate_limited.clone(),
+        );
+        registry.register(
+            "connections_rate_limited",
+            "Connections closed before their TLS handshake by the local rate limit (envoy.filters.network.local_ratelimit), per listener",
+            self.connections_rate_limited.clone(),
         );
         registry.register(
             "listener_connections_active",

@@ -166,6 +166,9 @@ pub struct ListenerSpec {
     pub direction: Direction,
     /// TLS to terminate (inbound with mTLS).
     pub tls: Option<DownstreamTls>,
+    /// Connections admitted per interval (network local rate limit); one
+    /// over the limit is closed before its TLS handshake.
+    pub connection_rate_limit: Option<rate_limit::ConnectionRateLimit>,
     /// RBAC filters, in order: network filters on a TCP listener, and on
     /// an HTTP listener the network and HTTP filters (all decide on the
     /// peer's SPIFFE ID; HTTP ones answer a denied request with a 403).

@@ -52,6 +52,7 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 tls: None,
                 rbac: Vec::new(),
                 rbac_per_request: false,
+                connection_rate_limit: None,
                 protocol: ListenerProtocol::Tcp {
                     cluster: "backend".into(),
                     weighted: Vec::new(),

@@ -203,6 +203,7 @@ async fn proxy_limited(
                 tls: None,
                 rbac: Vec::new(),
                 rbac_per_request: false,
+                connection_rate_limit: None,
                 protocol: ListenerProtocol::Http(HttpListener {
                     route_config: "out".into(),
                     use_remote_address: true,

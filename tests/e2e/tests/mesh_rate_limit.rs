@@ -3,10 +3,14 @@
 //! applied unchanged, becomes a local rate limit on backend's inbound. In a
 //! window, exactly 5 requests reach the app; the rest are answered by
 //! backend's sidecar with 423, the header and `local_rate_limited`, and
-//! counted. Deleting the policy lifts the limit.
+//! counted. Deleting the policy lifts the limit. Kuma's TCP example
+//! (`local.tcp.connectionRate`) on a TCP mesh lets exactly 5 connections
+//! per window through backend's sidecar; the others are closed before
+//! their handshake and never reach the app.
 
 use std::time::Duration;
 
+use meshlink_e2e::app::http_get;
 use meshlink_e2e::curl::curl;
 use meshlink_e2e::http_backend::HttpBackend;
 use meshlink_e2e::proxy::{self, PairPorts};
@@ -117,4 +121,65 @@ fn kumas_rate_limit_example_lets_five_requests_per_window_reach_the_app() {
             .all(|_| get(ports.web_outbound).0 == 200)
             .then_some(())
     });
+}
+
+/// Kuma's MeshRateLimit TCP example, as its docs print it.
+const KUMA_TCP_EXAMPLE: &str = "\
+type: MeshRateLimit
+mesh: default
+name: backend-rate-limit
+spec:
+  targetRef:
+    kind: MeshService
+    name: backend
+  from:
+    - targetRef:
+        kind: Mesh
+      default:
+        local:
+          tcp:
+            connectionRate:
+              num: 5
+              interval: 10s
+";
+
+#[test]
+fn kumas_tcp_rate_limit_example_lets_five_connections_per_window_reach_the_app() {
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let ports = PairPorts::free();
+    proxy::apply_pair(&cp, &ports, "1h");
+    let app = HttpBackend::start("backend", ports.backend_app);
+    let tokens = tempfile::tempdir().expect("tempdir");
+    let (_web, backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
+    // Each GET is a new TCP connection through web's outbound, and so a
+    // new mTLS connection to backend's inbound.
+    let get = || http_get(ports.web_outbound, "/hello").map(|r| r.status);
+    assert_eq!(get().ok(), Some(200), "no limit before the policy");
+
+    cp.cli_stdin(&["apply", "-f", "-"], Some(KUMA_TCP_EXAMPLE))
+        .success();
+    eventually("the connection rate limit to apply", READY, || {
+        get().is_err().then_some(())
+    });
+    eventually("the next window", READY, || {
+        (get().ok() == Some(200)).then_some(())
+    });
+    let hits_before = app.hits();
+    let mut passed = 1;
+    while let Ok(status) = get() {
+        assert_eq!(status, 200);
+        passed += 1;
+        assert!(passed <= 5, "more than 5 connections in one window");
+    }
+    assert_eq!(passed, 5, "exactly the window's 5 connections passed");
+    assert_eq!(
+        app.hits() - hits_before,
+        4,
+        "a refused connection never reaches the app"
+    );
+    let closed = backend.metric("meshlink_proxy_connections_rate_limited_total{listener=");
+    assert!(
+        closed >= 2.0,
+        "backend's sidecar counted its refusals: {closed}"
+    );
 }

@@ -51,6 +51,7 @@ fn inbound() -> ListenerSpec {
             ca_secret: BUNDLE.into(),
             alpn: Vec::new(),
         }),
+        connection_rate_limit: None,
         rbac: Vec::new(),
         rbac_per_request: false,
         protocol: ListenerProtocol::Tcp {
@@ -69,6 +70,7 @@ fn outbound() -> ListenerSpec {
         address: "127.0.0.1:9001".parse().unwrap(),
         direction: Direction::Outbound,
         tls: None,
+        connection_rate_limit: None,
         rbac: Vec::new(),
         rbac_per_request: false,
         protocol: ListenerProtocol::Tcp {

@@ -63,7 +63,54 @@ impl Eq for LocalRateLimit {}
 impl LocalRateLimit {
     /// Takes a token for one request; `false` when the bucket is empty.
     pub fn admit(&self, now: Instant) -> bool {
-        self.bucket.take(self, now)
+        self.bucket.take(
+            self.max_tokens,
+            self.tokens_per_fill,
+            self.fill_interval,
+            now,
+        )
+    }
+}
+
+/// Envoy's local rate limit network filter
+/// (`envoy.filters.network.local_ratelimit`, what Kuma's MeshRateLimit
+/// `local.tcp.connectionRate` becomes): a connection accepted when the
+/// listener's bucket is empty is closed at once, before the TLS handshake,
+/// so it never reaches RBAC or the application.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionRateLimit {
+    /// The bucket's size (and how full it starts).
+    pub max_tokens: u32,
+    /// Tokens added at each fill.
+    pub tokens_per_fill: u32,
+    /// Time between fills.
+    #[serde(serialize_with = "crate::model::humantime_serde_duration::serialize")]
+    pub fill_interval: Duration,
+    /// The tokens.
+    #[serde(skip)]
+    pub bucket: Arc<TokenBucket>,
+}
+
+impl PartialEq for ConnectionRateLimit {
+    /// Compares the configuration, not the bucket's state.
+    fn eq(&self, other: &Self) -> bool {
+        (self.max_tokens, self.tokens_per_fill, self.fill_interval)
+            == (other.max_tokens, other.tokens_per_fill, other.fill_interval)
+    }
+}
+
+impl Eq for ConnectionRateLimit {}
+
+impl ConnectionRateLimit {
+    /// Takes a token for one connection; `false` when the bucket is empty.
+    pub fn admit(&self, now: Instant) -> bool {
+        self.bucket.take(
+            self.max_tokens,
+            self.tokens_per_fill,
+            self.fill_interval,
+            now,
+        )
     }
 }
 
@@ -91,18 +138,26 @@ impl TokenBucket {
         }
     }
 
-    fn take(&self, cfg: &LocalRateLimit, now: Instant) -> bool {
+    /// Refills the bucket for the fills due by `now` (`tokens_per_fill`
+    /// each, never above `max_tokens`), then takes a token if one is left.
+    fn take(
+        &self,
+        max_tokens: u32,
+        tokens_per_fill: u32,
+        fill_interval: Duration,
+        now: Instant,
+    ) -> bool {
         let mut s = self.state.lock().expect("token bucket lock poisoned");
         if now >= s.next_fill {
-            let interval = cfg.fill_interval.as_nanos().max(1);
+            let interval = fill_interval.as_nanos().max(1);
             let fills = 1 + now.duration_since(s.next_fill).as_nanos() / interval;
             let added = u64::try_from(fills)
                 .unwrap_or(u64::MAX)
-                .saturating_mul(u64::from(cfg.tokens_per_fill));
+                .saturating_mul(u64::from(tokens_per_fill));
             let tokens = u64::from(s.tokens).saturating_add(added);
-            s.tokens = u32::try_from(tokens.min(u64::from(cfg.max_tokens))).unwrap_or(u32::MAX);
+            s.tokens = u32::try_from(tokens.min(u64::from(max_tokens))).unwrap_or(u32::MAX);
             let step = u32::try_from(fills).unwrap_or(u32::MAX);
-            s.next_fill += cfg.fill_interval.saturating_mul(step);
+            s.next_fill += fill_interval.saturating_mul(step);
         }
         if s.tokens == 0 {
             return false;
@@ -165,5 +220,19 @@ mod tests {
         assert!(a.admit(Instant::now()));
         assert_eq!(a, b);
         assert_ne!(a, limit(6, 5, Duration::from_secs(10)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_rate_admits_its_number_per_interval() {
+        let every = Duration::from_secs(1);
+        let c = ConnectionRateLimit {
+            max_tokens: 3,
+            tokens_per_fill: 3,
+            fill_interval: every,
+            bucket: Arc::new(TokenBucket::new(3, every, Instant::now())),
+        };
+        assert_eq!((0..5).filter(|_| c.admit(Instant::now())).count(), 3);
+        tokio::time::advance(every).await;
+        assert_eq!((0..5).filter(|_| c.admit(Instant::now())).count(), 3);
     }
 }

@@ -16,6 +16,7 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::config::endpoint::v3::{ClusterLoadAssignment, lb_endpoint};
 use envoy_types::pb::envoy::config::listener::v3::{Filter, Listener, filter};
 use envoy_types::pb::envoy::config::rbac::v3::{principal, rbac};
+use envoy_types::pb::envoy::extensions::filters::network::local_ratelimit::v3::LocalRateLimit as PbConnectionRateLimit;
 use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     TcpProxy, tcp_proxy::ClusterSpecifier,
@@ -128,7 +129,12 @@ pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
         .as_ref()
         .map(|t| downstream_tls(t, "filter_chains[0].transport_socket"))
         .transpose()?;
-    let (rbac, rbac_per_request, protocol) = filters(&chain.filters)?;
+    let ChainFilters {
+        rbac,
+        rbac_per_request,
+        protocol,
+        connection_rate_limit,
+    } = filters(&chain.filters)?;
     let direction = match (l.traffic_direction, &tls) {
         (1, _) => Direction::Inbound,
         (2, _) => Direction::Outbound,
@@ -146,17 +152,26 @@ pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
         address,
         direction,
         tls,
+        connection_rate_limit,
         rbac,
         rbac_per_request,
         protocol,
     })
 }
 
-/// RBAC filters (in order) then exactly one `tcp_proxy` or
-/// `http_connection_manager`, last. Returns the RBAC filters, whether
-/// they apply per request, and the protocol.
-fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtocol), Invalid> {
+/// What a filter chain's filters configure.
+struct ChainFilters {
+    rbac: Vec<RbacFilter>,
+    rbac_per_request: bool,
+    protocol: ListenerProtocol,
+    connection_rate_limit: Option<crate::model::rate_limit::ConnectionRateLimit>,
+}
+
+/// RBAC filters (in order), at most one connection rate limit, then
+/// exactly one `tcp_proxy` or `http_connection_manager`, last.
+fn filters(filters: &[Filter]) -> Result<ChainFilters, Invalid> {
     let mut rbac_filters = Vec::new();
+    let mut connection_rate_limit = None;
     let mut protocol = None;
     let mut per_request = false;
     for (i, f) in filters.iter().enumerate() {
@@ -176,6 +191,17 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtoco
         if any.type_url == Rbac::type_url() {
             let r: Rbac = decode(any, &field)?;
             rbac_filters.push(rbac_rules(r.rules, &format!("{field}.typed_config"))?);
+        } else if any.type_url == PbConnectionRateLimit::type_url() {
+            if connection_rate_limit.is_some() {
+                return Err(invalid(
+                    field,
+                    "a second network local rate limit filter; meshlink-proxy supports one per listener",
+                ));
+            }
+            connection_rate_limit = Some(local_rate_limit::connection_rate_limit(
+                any,
+                &format!("{field}.typed_config"),
+            )?);
         } else if any.type_url == TcpProxy::type_url() {
             let proxy: TcpProxy = decode(any, &field)?;
             let idle_timeout = proxy
@@ -210,7 +236,7 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtoco
             return Err(invalid(
                 format!("{field}.typed_config"),
                 format!(
-                    "unsupported filter type {:?}; meshlink-proxy supports network RBAC, tcp_proxy and http_connection_manager",
+                    "unsupported filter type {:?}; meshlink-proxy supports network RBAC, network local_ratelimit, tcp_proxy and http_connection_manager",
                     any.type_url
                 ),
             ));
@@ -222,7 +248,12 @@ fn filters(filters: &[Filter]) -> Result<(Vec<RbacFilter>, bool, ListenerProtoco
             "no tcp_proxy or http_connection_manager filter; the chain must end with one",
         )
     })?;
-    Ok((rbac_filters, per_request, protocol))
+    Ok(ChainFilters {
+        rbac: rbac_filters,
+        rbac_per_request: per_request,
+        protocol,
+        connection_rate_limit,
+    })
 }
 
 /// Reads RBAC rules (of a network or an HTTP RBAC filter).

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
     DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, RateLimitConf, RetryConf, TargetRef,
-    TargetRefKind, TcpRouteRule, TcpRuleConf, TimeoutConf,
+    TargetRefKind, TcpLimit, TcpRouteRule, TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -194,6 +194,20 @@ pub(crate) fn inbound_http_rate_limit(
     conf.local?
         .http
         .filter(|h| h.disabled != Some(true) && h.request_rate.is_some())
+}
+
+/// The MeshRateLimit `local.tcp` limit of an inbound, folded as
+/// [`inbound_http_rate_limit`]; `None` when none applies or the folded
+/// limit is `disabled`.
+pub(crate) fn inbound_tcp_rate_limit(
+    policies: &[ViewPolicy],
+    inbound: &InboundTarget<'_>,
+) -> Option<TcpLimit> {
+    let conf: RateLimitConf =
+        serde_json::from_value(inbound_conf(Kind::MeshRateLimit, policies, inbound)).ok()?;
+    conf.local?
+        .tcp
+        .filter(|t| t.disabled != Some(true) && t.connection_rate.is_some())
 }
 
 /// The merged inbound conf of `kind` for `inbound`: the `from[]` entries

@@ -2,24 +2,50 @@
 //! (`envoy.filters.http.local_ratelimit`) on an inbound's connection
 //! manager, as Kuma translates it: a bucket of `num` tokens refilled with
 //! `num` every `interval`, always enforced, answered with
-//! `onRateLimit.status` (429 when unset) and its headers.
+//! `onRateLimit.status` (429 when unset) and its headers; and `local.tcp`
+//! as the network filter (`envoy.filters.network.local_ratelimit`) first
+//! in the inbound's filter chain, for TCP and HTTP inbounds alike.
 
 use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, RuntimeFractionalPercent, header_value_option,
 };
+use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
 use envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpFilter, http_filter,
 };
+use envoy_types::pb::envoy::extensions::filters::network::local_ratelimit::v3::LocalRateLimit as ConnectionRateLimit;
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, HttpStatus, TokenBucket};
 use envoy_types::pb::google::protobuf::UInt32Value;
 use envoy_types::util::pack_any;
-use meshlink_api::spec::HttpLimit;
+use meshlink_api::spec::{HttpLimit, TcpLimit};
 
 use super::http::kuma_duration;
 
 /// The filter's name.
 pub(super) const LOCAL_RATE_LIMIT_FILTER: &str = "envoy.filters.http.local_ratelimit";
+
+/// The network filter's name.
+pub(super) const CONNECTION_RATE_LIMIT_FILTER: &str = "envoy.filters.network.local_ratelimit";
+
+/// The network filter for `limit` (which has a `connectionRate`): a
+/// bucket of `num` connections refilled with `num` every `interval`.
+pub(super) fn connection_filter(limit: &TcpLimit) -> Option<Filter> {
+    let rate = limit.connection_rate.as_ref()?;
+    let config = ConnectionRateLimit {
+        stat_prefix: "tcp_rate_limit".into(),
+        token_bucket: Some(TokenBucket {
+            max_tokens: rate.num,
+            tokens_per_fill: Some(UInt32Value { value: rate.num }),
+            fill_interval: kuma_duration(Some(&rate.interval)),
+        }),
+        ..Default::default()
+    };
+    Some(Filter {
+        name: CONNECTION_RATE_LIMIT_FILTER.to_owned(),
+        config_type: Some(filter::ConfigType::TypedConfig(pack_any(config))),
+    })
+}
 
 /// The filter for `limit` (which has a `requestRate`); `None` without one.
 pub(super) fn filter(limit: &HttpLimit) -> Option<HttpFilter> {

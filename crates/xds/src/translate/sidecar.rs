@@ -386,7 +386,13 @@ fn inbound_resources(
 
     let protocol = protocol::inbound(&inbound.tags);
     let timeouts = policies::inbound_timeout(view.policies(), target);
-    let mut filters = Vec::new();
+    // MeshRateLimit local.tcp first: a connection over the rate is closed
+    // before anything else runs (as Kuma places it).
+    let mut filters: Vec<Filter> = policies::inbound_tcp_rate_limit(view.policies(), target)
+        .as_ref()
+        .and_then(rate_limit::connection_filter)
+        .into_iter()
+        .collect();
     let transport_socket;
     let sources = identity.map(|_| {
         let key = rbac::rbac_key(view, target);

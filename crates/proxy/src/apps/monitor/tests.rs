@@ -37,6 +37,7 @@ fn listener(name: &str, port: u16, direction: Direction, cluster: &str) -> Versi
         address: format!("127.0.0.1:{port}").parse().unwrap(),
         direction,
         tls: None,
+        connection_rate_limit: None,
         rbac: Vec::new(),
         rbac_per_request: false,
         protocol: ListenerProtocol::Tcp {

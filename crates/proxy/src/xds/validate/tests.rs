@@ -619,3 +619,78 @@ fn a_network_cluster_keeps_its_sni_and_a_bad_sni_is_rejected() {
     let err = cluster(&pack_any(raw)).unwrap_err();
     assert!(err.field.ends_with(".sni"), "{err:?}");
 }
+
+#[test]
+fn a_network_local_rate_limit_becomes_the_listeners_connection_bucket() {
+    use envoy_types::pb::envoy::config::core::v3::RuntimeFeatureFlag;
+    use envoy_types::pb::envoy::extensions::filters::network::local_ratelimit::v3::LocalRateLimit;
+    let kuma = || LocalRateLimit {
+        stat_prefix: "tcp_rate_limit".into(),
+        token_bucket: Some(envoy_types::pb::envoy::r#type::v3::TokenBucket {
+            max_tokens: 5,
+            tokens_per_fill: Some(envoy_types::pb::google::protobuf::UInt32Value { value: 5 }),
+            fill_interval: Some(envoy_types::pb::google::protobuf::Duration {
+                seconds: 10,
+                nanos: 0,
+            }),
+        }),
+        ..Default::default()
+    };
+    let with = |limits: Vec<LocalRateLimit>| {
+        let mut l = hcm_listener(rds_hcm(vec![http_filter(
+            "envoy.filters.http.router",
+            pack_any(Router::default()),
+        )]));
+        let filters = &mut l.filter_chains[0].filters;
+        for (i, limit) in limits.into_iter().enumerate() {
+            filters.insert(
+                i,
+                Filter {
+                    name: "envoy.filters.network.local_ratelimit".into(),
+                    config_type: Some(filter::ConfigType::TypedConfig(pack_any(limit))),
+                },
+            );
+        }
+        listener(&pack_any(l))
+    };
+    let spec = with(vec![kuma()]).unwrap();
+    let c = spec.connection_rate_limit.expect("the connection bucket");
+    assert_eq!(
+        (c.max_tokens, c.tokens_per_fill, c.fill_interval),
+        (5, 5, Duration::from_secs(10))
+    );
+    assert!(
+        with(Vec::new()).unwrap().connection_rate_limit.is_none(),
+        "none without the filter"
+    );
+
+    let field = "filter_chains[0].filters[0].typed_config";
+    let mut shared = kuma();
+    shared.share_key = "everyone".into();
+    assert_eq!(
+        with(vec![shared]).unwrap_err().field,
+        format!("{field}.share_key")
+    );
+    let mut off = kuma();
+    off.runtime_enabled = Some(RuntimeFeatureFlag {
+        default_value: Some(envoy_types::pb::google::protobuf::BoolValue { value: false }),
+        runtime_key: "k".into(),
+    });
+    assert_eq!(
+        with(vec![off]).unwrap_err().field,
+        format!("{field}.runtime_enabled.default_value")
+    );
+    let mut fast = kuma();
+    fast.token_bucket.as_mut().unwrap().fill_interval =
+        Some(envoy_types::pb::google::protobuf::Duration {
+            seconds: 0,
+            nanos: 10_000_000,
+        });
+    assert_eq!(
+        with(vec![fast]).unwrap_err().field,
+        format!("{field}.token_bucket.fill_interval")
+    );
+    let e = with(vec![kuma(), kuma()]).unwrap_err();
+    assert_eq!(e.field, "filter_chains[0].filters[1]");
+    assert!(e.reason.contains("one per listener"), "{e}");
+}
