@@ -47,11 +47,13 @@ pub enum Kind {
     MeshRetry,
     /// Kuma's local rate limits on inbound HTTP requests and TCP connections.
     MeshRateLimit,
+    /// Kuma's access logs (file, TCP, OpenTelemetry backends).
+    MeshAccessLog,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -70,6 +72,7 @@ impl Kind {
         Kind::MeshTimeout,
         Kind::MeshRetry,
         Kind::MeshRateLimit,
+        Kind::MeshAccessLog,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -93,6 +96,7 @@ impl Kind {
             Kind::MeshTimeout => "MeshTimeout",
             Kind::MeshRetry => "MeshRetry",
             Kind::MeshRateLimit => "MeshRateLimit",
+            Kind::MeshAccessLog => "MeshAccessLog",
         }
     }
 
@@ -117,6 +121,7 @@ impl Kind {
             Kind::MeshTimeout => "meshtimeouts",
             Kind::MeshRetry => "meshretries",
             Kind::MeshRateLimit => "meshratelimits",
+            Kind::MeshAccessLog => "meshaccesslogs",
         }
     }
 
@@ -132,6 +137,7 @@ impl Kind {
             Kind::MeshTimeout => &["mtimeout"],
             Kind::MeshRetry => &["mretry"],
             Kind::MeshRateLimit => &["mratelimit"],
+            Kind::MeshAccessLog => &["mal"],
             _ => &[],
         }
     }
@@ -155,6 +161,7 @@ impl Kind {
                 | Kind::MeshTimeout
                 | Kind::MeshRetry
                 | Kind::MeshRateLimit
+                | Kind::MeshAccessLog
         )
     }
 

@@ -253,3 +253,55 @@ fn bad_mesh_rate_limits_name_the_field() {
         ]
     );
 }
+
+#[test]
+fn bad_mesh_access_logs_name_the_field_and_the_operator() {
+    let from = |backends: &str| {
+        policy(
+            "MeshAccessLog",
+            &format!(
+                "  from:\n    - targetRef: {{kind: Mesh}}\n      default:\n        backends:\n{backends}"
+            ),
+        )
+    };
+    let e = errors(&from(
+        "          - type: File\n            file:\n              path: /tmp/a.log\n              format: {type: Plain, plain: '%START_TIME% %UPSTREAM_HOSTNAME%'}\n",
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with(
+            "spec.from[0].default.backends[0].file.format.plain: unknown command operator \
+             %UPSTREAM_HOSTNAME%; meshlink supports START_TIME, REQ,"
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        errors(&from(
+            "          - type: Tcp\n            file: {path: /tmp/a.log}\n            tcp: {address: 'logs:0'}\n          - type: Syslog\n"
+        )),
+        [
+            "spec.from[0].default.backends[0].file: set, but type is Tcp: set only tcp",
+            "spec.from[0].default.backends[0].tcp.address: \"logs:0\" is not host:port, e.g. \
+             127.0.0.1:5000",
+            "spec.from[0].default.backends[1].type: \"Syslog\" is not a backend type; use File, \
+             Tcp or OpenTelemetry",
+        ]
+    );
+    assert_eq!(
+        errors(&from(
+            "          - type: File\n            file:\n              path: /tmp/a.log\n              format: {type: Json, json: [{key: code, value: '%REQ%'}]}\n"
+        )),
+        [
+            "spec.from[0].default.backends[0].file.format.json[0].value: %REQ% needs a header \
+             name, e.g. %REQ(X-REQUEST-ID)%"
+        ]
+    );
+    let e = errors(&from(
+        "          - type: File\n            file: {path: /tmp/a.log, rotate: daily}\n",
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("spec.from[0].default.backends[0].file.rotate: unknown field"),
+        "{e:?}"
+    );
+}

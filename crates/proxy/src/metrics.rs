@@ -85,6 +85,8 @@ pub struct ProxyMetrics {
     pub bytes: Family<DirectionLabels, Counter>,
     /// Requests refused by the local rate limit, per listener.
     pub rate_limited: Family<NameLabels, Counter>,
+    /// Access log entries dropped because their file's queue was full.
+    pub access_log_dropped: Counter,
     /// Connections closed by the network local rate limit, per listener.
     pub connections_rate_limited: Family<NameLabels, Counter>,
     /// Connections open now, per listener.
@@ -133,6 +135,7 @@ impl Default for ProxyMetrics {
             bytes: Family::default(),
             rate_limited: Family::default(),
             connections_rate_limited: Family::default(),
+            access_log_dropped: Counter::default(),
             listener_connections_active: Family::default(),
             listener_rx_bytes: Family::default(),
             listener_tx_bytes: Family::default(),
@@ -179,6 +182,11 @@ impl ProxyMetrics {
             "http_rate_limited",
             "HTTP requests refused by the local rate limit (envoy.filters.http.local_ratelimit), per listener",
             self.rate_limited.clone(),
+        );
+        registry.register(
+            "access_log_dropped",
+            "Access log entries dropped because their file's queue was full (logging never blocks a request)",
+            self.access_log_dropped.clone(),
         );
         registry.register(
             "connections_rate_limited",

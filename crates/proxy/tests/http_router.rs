@@ -212,6 +212,7 @@ async fn proxy_limited(
                     request_headers_timeout: None,
                     max_connection_duration: None,
                     local_rate_limit,
+                    access_logs: Vec::new(),
                 }),
             }),
         )]),

@@ -14,6 +14,8 @@ use serde_json::Value;
 use crate::resource::deserialize_at;
 use crate::{FieldError, Kind, Metadata};
 
+mod access_log;
+pub mod access_log_format;
 mod dataplane;
 mod gateway;
 mod grant;
@@ -46,6 +48,11 @@ mod timeout;
 mod traffic_permission;
 mod unknown_field_hint;
 
+pub use access_log::{
+    AccessLogBackend, AccessLogConf, AccessLogEntry, AccessLogRule, DEFAULT_HTTP_FORMAT,
+    DEFAULT_TCP_FORMAT, FileBackend, KeyValue, LogFormat, MeshAccessLogSpec, OtelBackend,
+    TcpBackend,
+};
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, InboundHealth,
     Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, UnreachableApp, service_from_tags,
@@ -163,6 +170,8 @@ pub enum Spec {
     MeshRetry(MeshRetrySpec),
     /// A [`MeshRateLimitSpec`].
     MeshRateLimit(MeshRateLimitSpec),
+    /// A [`MeshAccessLogSpec`].
+    MeshAccessLog(MeshAccessLogSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -187,6 +196,7 @@ macro_rules! each_spec {
             Spec::MeshTimeout($inner) => $body,
             Spec::MeshRetry($inner) => $body,
             Spec::MeshRateLimit($inner) => $body,
+            Spec::MeshAccessLog($inner) => $body,
         }
     };
 }
@@ -215,6 +225,7 @@ impl Spec {
             Spec::MeshTimeout(_) => Kind::MeshTimeout,
             Spec::MeshRetry(_) => Kind::MeshRetry,
             Spec::MeshRateLimit(_) => Kind::MeshRateLimit,
+            Spec::MeshAccessLog(_) => Kind::MeshAccessLog,
         }
     }
 
@@ -246,6 +257,7 @@ impl Spec {
             Kind::MeshTimeout => policy(value).map(Spec::MeshTimeout),
             Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
             Kind::MeshRateLimit => policy(value).map(Spec::MeshRateLimit),
+            Kind::MeshAccessLog => policy(value).map(Spec::MeshAccessLog),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -284,6 +296,7 @@ impl Spec {
             Spec::MeshTimeout(s) => s.validate(&mut errs),
             Spec::MeshRetry(s) => s.validate(&mut errs),
             Spec::MeshRateLimit(s) => s.validate(&mut errs),
+            Spec::MeshAccessLog(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

@@ -67,7 +67,10 @@ pub(super) fn policy_columns(
             .unwrap_or_default();
         cols.push(("RULES", rules.to_string()));
     }
-    if matches!(kind, Kind::MeshTimeout | Kind::MeshRateLimit) {
+    if matches!(
+        kind,
+        Kind::MeshTimeout | Kind::MeshRateLimit | Kind::MeshAccessLog
+    ) {
         let inbound = ["from", "rules"]
             .iter()
             .filter_map(|f| spec[*f].as_array())

@@ -59,6 +59,12 @@ pub async fn handle(
     let mut labels = RequestLabels::new(spec.direction);
     let _active = ctx.metrics.http.active(spec.direction);
     let in_flight = ctx.activity.start();
+    let logged = match &spec.protocol {
+        ListenerProtocol::Http(h) if !h.access_logs.is_empty() => {
+            Some(super::access_log::RequestSnapshot::of(&request))
+        }
+        _ => None,
+    };
     // Boxed: this future is what a server moves (HTTP/2 spawns one task
     // per stream), so it stays small and the large routing state machine
     // is moved once, into its box.
@@ -77,9 +83,11 @@ pub async fn handle(
             respond::error(&e, grpc)
         }
     };
-    ctx.metrics
-        .http
-        .record(&labels, &response, started.elapsed());
+    let took = started.elapsed();
+    ctx.metrics.http.record(&labels, &response, took);
+    if let (Some(snapshot), ListenerProtocol::Http(h)) = (&logged, &spec.protocol) {
+        super::access_log::write(&h.access_logs, &ctx, snapshot, &response, &labels, took);
+    }
     Ok(response)
 }
 
@@ -353,6 +361,11 @@ pub(super) async fn try_once(
             )),
         },
     };
+    let outcome = outcome.map(|mut r| {
+        r.extensions_mut()
+            .insert(super::access_log::UpstreamHost(addr));
+        r
+    });
     let failed = match &outcome {
         Ok(r) => {
             matches!(r.status().as_u16(), 502..=504) || retry::grpc_status(r.headers()) == Some(14)

@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::drain::ConnectionDrain;
 use crate::model::http::HttpListener;
 
+pub mod access_log;
 pub mod budget;
 pub mod forward;
 pub mod headers;

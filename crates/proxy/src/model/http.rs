@@ -34,4 +34,7 @@ pub struct HttpListener {
     /// checked for every request after RBAC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_rate_limit: Option<crate::model::rate_limit::LocalRateLimit>,
+    /// Access logs written for every request (`access_log`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access_logs: Vec<crate::model::access_log::AccessLog>,
 }

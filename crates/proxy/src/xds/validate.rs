@@ -37,6 +37,7 @@ use crate::model::{
     PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls, route::WeightedBackend,
 };
 
+mod access_log;
 mod http_listener;
 mod local_rate_limit;
 mod route;

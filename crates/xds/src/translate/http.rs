@@ -87,6 +87,7 @@ pub(super) fn hcm(
     mut http_filters: Vec<HttpFilter>,
     timeouts: &TimeoutConf,
     inbound: bool,
+    access_log: Vec<envoy_types::pb::envoy::config::accesslog::v3::AccessLog>,
 ) -> Filter {
     http_filters.push(HttpFilter {
         name: ROUTER_FILTER.to_owned(),
@@ -104,6 +105,7 @@ pub(super) fn hcm(
             route_config_name: name.to_owned(),
         })),
         http_filters,
+        access_log,
         use_remote_address: Some(BoolValue { value: inbound }),
         common_http_protocol_options: Some(CommonHttpOptions {
             idle_timeout: Some(or_default(

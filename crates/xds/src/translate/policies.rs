@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, RateLimitConf, RetryConf, TargetRef,
-    TargetRefKind, TcpLimit, TcpRouteRule, TcpRuleConf, TimeoutConf,
+    AccessLogConf, DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, RateLimitConf,
+    RetryConf, TargetRef, TargetRefKind, TcpLimit, TcpRouteRule, TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -33,6 +33,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshTimeout
             | Kind::MeshRetry
             | Kind::MeshRateLimit
+            | Kind::MeshAccessLog
     )
 }
 
@@ -64,6 +65,7 @@ pub(crate) struct OutboundPolicies {
     tcp_routes: RuleSet,
     timeouts: RuleSet,
     retries: RuleSet,
+    access_logs: RuleSet,
 }
 
 /// A MeshHTTPRoute rule for one destination, with the policy it came from.
@@ -98,6 +100,7 @@ impl OutboundPolicies {
             tcp_routes: fold(Kind::MeshTCPRoute),
             timeouts: fold(Kind::MeshTimeout),
             retries: fold(Kind::MeshRetry),
+            access_logs: fold(Kind::MeshAccessLog),
         }
     }
 
@@ -139,6 +142,11 @@ impl OutboundPolicies {
     /// MeshRetry applies (Kuma's default policy then stands in).
     pub(crate) fn retry(&self, dest: Destination<'_>, route: Option<&str>) -> Option<RetryConf> {
         typed(&self.retries, |e| applies(e, dest, route))
+    }
+
+    /// The MeshAccessLog conf for `dest`; `None` when none applies.
+    pub(crate) fn access_log(&self, dest: Destination<'_>) -> Option<AccessLogConf> {
+        typed(&self.access_logs, |e| applies(e, dest, None))
     }
 }
 
@@ -208,6 +216,15 @@ pub(crate) fn inbound_tcp_rate_limit(
     conf.local?
         .tcp
         .filter(|t| t.disabled != Some(true) && t.connection_rate.is_some())
+}
+
+/// The MeshAccessLog conf of an inbound, folded as
+/// [`inbound_timeout`] folds MeshTimeouts; `None` when none applies.
+pub(crate) fn inbound_access_log(
+    policies: &[ViewPolicy],
+    inbound: &InboundTarget<'_>,
+) -> Option<AccessLogConf> {
+    serde_json::from_value(inbound_conf(Kind::MeshAccessLog, policies, inbound)).ok()
 }
 
 /// The merged inbound conf of `kind` for `inbound`: the `from[]` entries

@@ -29,7 +29,9 @@ use super::policies::{self, Destination, OutboundPolicies};
 use super::protocol::{self, Protocol};
 use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, http, mesh_service, names, network, rate_limit, rbac, tls};
+use super::{
+    MeshView, Snapshot, access_log, http, mesh_service, names, network, rate_limit, rbac, tls,
+};
 
 /// Envoy's name of the TCP proxy filter.
 const TCP_PROXY_FILTER: &str = "envoy.filters.network.tcp_proxy";
@@ -275,6 +277,7 @@ impl Outbounds<'_> {
         let name = names::outbound_listener(address, port);
         let filter = if protocol.is_http() {
             let view = self.view;
+            let (dp, dp_name) = (self.dp, self.name);
             let policies = self.policies();
             let out = Outbound {
                 dest,
@@ -284,7 +287,18 @@ impl Outbounds<'_> {
             };
             let mut backends = BTreeSet::new();
             let routes = routes::outbound_routes(name.clone(), view, policies, out, &mut backends);
-            let hcm = http::hcm(&name, Vec::new(), &policies.timeout(dest, None), false);
+            let logs = access_log::access_logs(
+                policies.access_log(dest).as_ref(),
+                access_log::LogContext {
+                    mesh: view.mesh_name(),
+                    inbound: false,
+                    service: dp.identity_service(dp_name).unwrap_or(dp_name),
+                    destination: dest.name,
+                    address: &dp.networking.address,
+                },
+            );
+            let timeouts = policies.timeout(dest, None);
+            let hcm = http::hcm(&name, Vec::new(), &timeouts, false, logs);
             snap.insert(name.clone(), &routes);
             for b in backends {
                 self.needs(b);
@@ -409,7 +423,17 @@ fn inbound_resources(
                 .as_ref()
                 .and_then(rate_limit::filter),
         );
-        filters.push(http::hcm(&name, http_filters, &timeouts, true));
+        let logs = access_log::access_logs(
+            policies::inbound_access_log(view.policies(), target).as_ref(),
+            access_log::LogContext {
+                mesh: view.mesh_name(),
+                inbound: true,
+                service,
+                destination: service,
+                address: &dp.networking.address,
+            },
+        );
+        filters.push(http::hcm(&name, http_filters, &timeouts, true, logs));
         let routes = http::inbound_routes(
             name.clone(),
             service,

@@ -152,6 +152,10 @@ pub(super) fn connection_manager(
             "common_http_protocol_options.max_connection_duration",
         )?,
         local_rate_limit,
+        access_logs: super::access_log::access_logs(
+            &hcm.access_log,
+            &format!("{field}.access_log"),
+        )?,
     };
     Ok((rbac, http))
 }

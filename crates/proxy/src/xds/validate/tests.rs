@@ -694,3 +694,68 @@ fn a_network_local_rate_limit_becomes_the_listeners_connection_bucket() {
     assert_eq!(e.field, "filter_chains[0].filters[1]");
     assert!(e.reason.contains("one per listener"), "{e}");
 }
+
+#[test]
+fn file_access_logs_are_read_and_unknown_operators_named() {
+    use envoy_types::pb::envoy::config::accesslog::v3::{AccessLog, AccessLogFilter, access_log};
+    use envoy_types::pb::envoy::config::core::v3::{
+        SubstitutionFormatString, substitution_format_string,
+    };
+    use envoy_types::pb::envoy::extensions::access_loggers::file::v3::{
+        FileAccessLog, file_access_log,
+    };
+    let file = |template: &str| AccessLog {
+        name: "envoy.access_loggers.file".into(),
+        config_type: Some(access_log::ConfigType::TypedConfig(pack_any(
+            FileAccessLog {
+                path: "/dev/null".into(),
+                access_log_format: Some(file_access_log::AccessLogFormat::LogFormat(
+                    SubstitutionFormatString {
+                        format: Some(substitution_format_string::Format::TextFormatSource(
+                            DataSource {
+                                specifier: Some(data_source::Specifier::InlineString(
+                                    template.into(),
+                                )),
+                                ..Default::default()
+                            },
+                        )),
+                        ..Default::default()
+                    },
+                )),
+            },
+        ))),
+        ..Default::default()
+    };
+    let with = |logs: Vec<AccessLog>| {
+        let mut hcm = rds_hcm(vec![http_filter(
+            "envoy.filters.http.router",
+            pack_any(Router::default()),
+        )]);
+        hcm.access_log = logs;
+        listener(&pack_any(hcm_listener(hcm)))
+    };
+    let spec = with(vec![file("%RESPONSE_CODE% %REQ(:PATH)%\n")]).unwrap();
+    let ListenerProtocol::Http(http) = &spec.protocol else {
+        panic!("an HTTP listener: {spec:?}");
+    };
+    assert_eq!(http.access_logs.len(), 1);
+    assert_eq!(http.access_logs[0].path, "/dev/null");
+
+    let field = "filter_chains[0].filters[0].typed_config.access_log[0]";
+    let e = with(vec![file("%RESPONSE_CODE% %UPSTREAM_WIRE_BYTES_SENT%")]).unwrap_err();
+    assert_eq!(
+        e.field,
+        format!("{field}.typed_config.log_format.text_format_source")
+    );
+    assert!(
+        e.reason
+            .starts_with("unknown command operator %UPSTREAM_WIRE_BYTES_SENT%"),
+        "{e}"
+    );
+    let mut filtered = file("%RESPONSE_CODE%");
+    filtered.filter = Some(AccessLogFilter::default());
+    assert_eq!(
+        with(vec![filtered]).unwrap_err().field,
+        format!("{field}.filter")
+    );
+}

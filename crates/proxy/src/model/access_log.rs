@@ -1,0 +1,184 @@
+//! Envoy's file access logger (`envoy.access_loggers.file`, what Kuma's
+//! MeshAccessLog `File` backend becomes): one line per request, a `Plain`
+//! template or a `Json` object of Envoy command operators, appended to a
+//! file (or `/dev/stdout`).
+//!
+//! Writing never blocks the data path: a request's line goes into a
+//! bounded queue ([`QUEUE`] lines per file) that one thread per file
+//! drains; when the queue is full the line is dropped and counted
+//! (`meshlink_proxy_access_log_dropped_total`). Listeners that log to the
+//! same path share its queue and thread, which ends when no listener
+//! logs there any more.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use meshlink_api::spec::access_log_format::{Operator, Token};
+use serde::Serialize;
+
+/// Lines queued per file before new ones are dropped.
+pub const QUEUE: usize = 8192;
+
+/// What a line is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LineFormat {
+    /// A template (its trailing newline included).
+    Text(Vec<Token>),
+    /// A JSON object: each key's template, as a string value.
+    Json(Vec<(String, Vec<Token>)>),
+}
+
+/// One access log of a listener.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessLog {
+    /// The file appended to.
+    pub path: String,
+    /// The line's format.
+    pub format: LineFormat,
+    /// Leave out empty values (JSON keys; `-` placeholders in text).
+    pub omit_empty_values: bool,
+    /// The file's queue.
+    #[serde(skip)]
+    pub sink: Arc<Sink>,
+}
+
+impl PartialEq for AccessLog {
+    /// Compares the configuration, not the queue.
+    fn eq(&self, other: &Self) -> bool {
+        (&self.path, &self.format, self.omit_empty_values)
+            == (&other.path, &other.format, other.omit_empty_values)
+    }
+}
+
+impl Eq for AccessLog {}
+
+impl AccessLog {
+    /// Formats one entry with `value` (an operator's value, `None` when
+    /// it has none: `-` in text, `null` in JSON, as in Envoy; left out
+    /// with `omit_empty_values`) and queues it; `false` when the queue was
+    /// full and the entry was dropped.
+    pub fn write(&self, value: impl Fn(&Operator) -> Option<String>) -> bool {
+        let line = match &self.format {
+            LineFormat::Text(tokens) => {
+                let empty = if self.omit_empty_values { "" } else { "-" };
+                render(tokens, &value, empty).0
+            }
+            LineFormat::Json(fields) => {
+                let mut map = serde_json::Map::new();
+                for (key, tokens) in fields {
+                    let (v, valued) = render(tokens, &value, "");
+                    let has_operator = tokens.iter().any(|t| matches!(t, Token::Operator(_)));
+                    if valued || !has_operator {
+                        map.insert(key.clone(), serde_json::Value::String(v));
+                    } else if !self.omit_empty_values {
+                        map.insert(key.clone(), serde_json::Value::Null);
+                    }
+                }
+                let mut s = serde_json::Value::Object(map).to_string();
+                s.push('\n');
+                s
+            }
+        };
+        self.sink.send(line)
+    }
+}
+
+/// `tokens` with each operator's value (`empty` for none, cut to its
+/// `:N` length); and whether any operator had a value.
+fn render(
+    tokens: &[Token],
+    value: &impl Fn(&Operator) -> Option<String>,
+    empty: &str,
+) -> (String, bool) {
+    let mut out = String::new();
+    let mut valued = false;
+    for t in tokens {
+        match t {
+            Token::Literal(l) => out.push_str(l),
+            Token::Operator(op) => match value(op) {
+                Some(mut v) => {
+                    valued = true;
+                    if let Some(n) = op.max_len
+                        && let Some((at, _)) = v.char_indices().nth(n)
+                    {
+                        v.truncate(at);
+                    }
+                    out.push_str(&v);
+                }
+                None => out.push_str(empty),
+            },
+        }
+    }
+    (out, valued)
+}
+
+/// A file's queue, shared by the listeners that log to it.
+#[derive(Debug)]
+pub struct Sink {
+    tx: SyncSender<String>,
+}
+
+impl Sink {
+    /// The queue of `path`, started (with its writer thread) if no
+    /// listener logs there yet.
+    pub fn for_path(path: &str) -> Arc<Sink> {
+        static SINKS: OnceLock<Mutex<HashMap<String, Weak<Sink>>>> = OnceLock::new();
+        let mut sinks = SINKS
+            .get_or_init(Default::default)
+            .lock()
+            .expect("access log sinks lock");
+        if let Some(s) = sinks.get(path).and_then(Weak::upgrade) {
+            return s;
+        }
+        sinks.retain(|_, s| s.strong_count() > 0);
+        let (tx, rx) = sync_channel(QUEUE);
+        let owned = path.to_owned();
+        let spawned = std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || write_lines(&owned, &rx));
+        if let Err(e) = spawned {
+            tracing::warn!(path, error = %e, "cannot start the access log writer");
+        }
+        let sink = Arc::new(Sink { tx });
+        sinks.insert(path.to_owned(), Arc::downgrade(&sink));
+        sink
+    }
+
+    fn send(&self, line: String) -> bool {
+        match self.tx.try_send(line) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+/// The writer thread: appends every queued line to `path`, flushing when
+/// the queue is empty; ends when every [`Sink`] of the path is gone.
+fn write_lines(path: &str, rx: &Receiver<String>) {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    let mut out = match file {
+        Ok(f) => std::io::BufWriter::new(f),
+        Err(e) => {
+            tracing::warn!(path, error = %e, "cannot open the access log; its lines are dropped");
+            // Keep draining so senders never block.
+            while rx.recv().is_ok() {}
+            return;
+        }
+    };
+    while let Ok(line) = rx.recv() {
+        let mut result = out.write_all(line.as_bytes());
+        while let Ok(more) = rx.try_recv() {
+            result = result.and_then(|()| out.write_all(more.as_bytes()));
+        }
+        if let Err(e) = result.and_then(|()| out.flush()) {
+            tracing::warn!(path, error = %e, "writing the access log failed");
+        }
+    }
+}
