@@ -9,7 +9,10 @@
 #   h1  HTTP/1.1 keep-alive from the client, 4 connections (h2load --h1);
 #   h2  HTTP/2 cleartext from the client, 4 connections x 10 streams (the
 #       HTTP variants only: a byte-copying pair and the app speak HTTP/1.1).
-# Prints a markdown table with the ratios to haproxy. The callgrind files
+# Last, `meshlink-http+accesslog`: the http pair again with a MeshAccessLog
+# writing a JSON line per request to a file on both sidecars (issue 36:
+# CPU per request with access logging on). Prints a markdown table with
+# the ratios to haproxy. The callgrind files
 # stay in the work dir with HTTP_PAIR_KEEP=1 (callgrind_annotate them).
 #
 #   bench/http-callgrind.sh
@@ -66,10 +69,11 @@ measure() {
     printf '%s\t%s\t%s\t%s\n' "$v" "$load" "$(($(instructions "$a") / REQUESTS))" \
         "$(($(instructions "$b") / REQUESTS))" >>"$WORK/results.tsv"
 }
-for v in haproxy-http meshlink-tcp meshlink-http; do
+for v in haproxy-http meshlink-tcp meshlink-http meshlink-http+accesslog; do
+    if [[ $v == *+accesslog ]]; then apply_access_log; fi
     echo "measuring $v" >&2
     measure "$v" h1 --h1 -c 4
-    [[ $v == *-http ]] && measure "$v" h2 -c 4 -m 10
+    if [[ $v == *-http* ]]; then measure "$v" h2 -c 4 -m 10; fi
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0 || b == "") print "-"; else printf "%.2f", a / b }'; }

@@ -125,13 +125,30 @@ EOF
     wait_for "a request through the meshlink http pair" "$secs" curl -fs "http://127.0.0.1:$HTTP_OUT/"
 }
 
+# apply_access_log: a MeshAccessLog writing a JSON line per request to a
+# file on both sides of the meshlink http pair (A's outbound, BH's inbound);
+# returns once both files have a line. The `meshlink-http+accesslog`
+# variant is the http pair with it.
+apply_access_log() {
+    local json='[{key: start_time, value: "%START_TIME%"}, {key: code, value: "%RESPONSE_CODE%"}, {key: duration, value: "%DURATION%"}, {key: method, value: "%REQ(:METHOD)%"}, {key: path, value: "%REQ(:PATH)%"}, {key: source, value: "%KUMA_SOURCE_SERVICE%"}, {key: destination, value: "%KUMA_DESTINATION_SERVICE%"}, {key: upstream, value: "%UPSTREAM_HOST%"}]'
+    local backend
+    for side in in out; do
+        backend="{backends: [{type: File, file: {path: $WORK/access-$side.log, format: {type: Json, json: $json}}}]}"
+        [[ $side == in ]] && printf 'type: MeshAccessLog\nname: bench-json\nmesh: bench\nspec:\n  targetRef: {kind: Mesh}\n  from: [{targetRef: {kind: Mesh}, default: %s}]\n' "$backend" >"$WORK/access-log.yaml"
+        [[ $side == out ]] && printf '  to: [{targetRef: {kind: Mesh}, default: %s}]\n' "$backend" >>"$WORK/access-log.yaml"
+    done
+    "${cli[@]}" apply -f "$WORK/access-log.yaml" >>"$WORK/apply.log"
+    wait_for "access log lines on both sides" "${WAIT_SECS:-60}" bash -c \
+        "curl -fs http://127.0.0.1:$HTTP_OUT/ >/dev/null && test -s $WORK/access-in.log && test -s $WORK/access-out.log"
+}
+
 # target_of VARIANT: host:port the client sends to.
 target_of() {
     case "$1" in
     direct) echo "127.0.0.1:$APP_PORT" ;;
     haproxy-http) echo "127.0.0.1:$HA_A_PORT" ;;
     meshlink-tcp) echo "127.0.0.1:$TCP_OUT" ;;
-    meshlink-http) echo "127.0.0.1:$HTTP_OUT" ;;
+    meshlink-http*) echo "127.0.0.1:$HTTP_OUT" ;;
     esac
 }
 # pids_of VARIANT: the PIDs of its proxies A and B (none for direct).
@@ -140,6 +157,6 @@ pids_of() {
     case "$1" in
     haproxy-http) echo "$HA_A_PID $HA_B_PID" ;;
     meshlink-tcp) echo "$ML_A_PID $ML_BT_PID" ;;
-    meshlink-http) echo "$ML_A_PID $ML_BH_PID" ;;
+    meshlink-http*) echo "$ML_A_PID $ML_BH_PID" ;;
     esac
 }

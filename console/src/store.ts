@@ -27,6 +27,17 @@ export const KINDS: Record<string, string> = {
   MeshTCPRoute: "meshtcproutes",
   MeshTimeout: "meshtimeouts",
   MeshRetry: "meshretries",
+  MeshRateLimit: "meshratelimits",
+  MeshAccessLog: "meshaccesslogs",
+};
+
+/** The Kuma policies the Policies page lists besides permissions, with
+ * what each does (the routes have their own page). */
+export const POLICY_KINDS: Record<string, string> = {
+  MeshTimeout: "timeouts",
+  MeshRetry: "retries",
+  MeshRateLimit: "local rate limits",
+  MeshAccessLog: "access logs",
 };
 
 export type Kind = keyof typeof KINDS;

@@ -110,6 +110,10 @@ try {
   await shot("meshes");
   await nav("policies");
   await page.waitForSelector(`td[data-from=web][data-to=backend] .pill.ok`);
+  step = "the Policies page lists the L7 policies with what they set";
+  await page.waitForFunction(
+    () => document.querySelector(`#l7-policies tr[data-kind=MeshRateLimit][data-policy=backend-limit] [data-sets]`)?.textContent === "1000 requests / 1s",
+  );
   await shot("policies");
   step = "a permission with rules (SPIFFE ID matches) decides the matrix cell";
   await action("deny-web-by-rules");

@@ -1,6 +1,6 @@
 // Policies: MeshTrafficPermissions as a who-may-talk-to-whom matrix per
 // mesh (source row, destination column), then one row per rule.
-import { condition, type Store } from "../store";
+import { condition, POLICY_KINDS, type Kind, type Store } from "../store";
 import { permissionMatrix, type Verdict } from "../permissions";
 
 const LABEL: Record<Verdict, [string, string]> = {
@@ -61,6 +61,75 @@ function target(t: any): string {
       .map(([k, v]) => `${k}=${v}`)
       .join(", ");
   return JSON.stringify(t);
+}
+
+/** What one entry's `default` sets, in a few words. */
+function summary(kind: string, d: any): string {
+  if (!d) return "";
+  if (kind === "MeshRateLimit") {
+    const http = d.local?.http?.requestRate;
+    const tcp = d.local?.tcp?.connectionRate;
+    return [http && `${http.num} requests / ${http.interval}`, tcp && `${tcp.num} connections / ${tcp.interval}`].filter(Boolean).join(", ");
+  }
+  if (kind === "MeshAccessLog")
+    return (d.backends ?? []).map((b: any) => `${b.type} ${b.file?.path ?? b.tcp?.address ?? b.openTelemetry?.endpoint ?? ""}`.trim()).join(", ");
+  return Object.keys(d).join(", ");
+}
+
+/** Every entry of the L7 policies (timeouts, retries, rate limits,
+ * access logs): which proxies, which destinations or clients, what. */
+function L7Policies({ store }: { store: Store }) {
+  const rows = Object.keys(POLICY_KINDS).flatMap((kind) =>
+    store.list(kind as Kind).flatMap((p) =>
+      (["to", "from", "rules"] as const).flatMap((section) =>
+        (p.spec?.[section] ?? []).map((e: any) => ({
+          kind,
+          mesh: p.metadata.mesh ?? "",
+          policy: p.metadata.name,
+          proxies: target(p.spec?.targetRef),
+          section,
+          entry: section === "rules" ? (e.matches ? e.matches.map(spiffeMatch).join(", ") : "any client") : target(e.targetRef),
+          what: summary(kind, e.default),
+          valid: condition(p, "Valid"),
+        })),
+      ),
+    ),
+  );
+  return (
+    <>
+      <h2>Timeouts, retries, rate limits and access logs</h2>
+      <table id="l7-policies">
+        <thead>
+          <tr>
+            <th>Mesh</th>
+            <th>Kind</th>
+            <th>Policy</th>
+            <th>Proxies</th>
+            <th>Section</th>
+            <th>Destinations / clients</th>
+            <th>Sets</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((r) => (
+            <tr data-kind={r.kind} data-policy={r.policy}>
+              <td>{r.mesh}</td>
+              <td title={POLICY_KINDS[r.kind]}>{r.kind}</td>
+              <td>
+                {r.policy}
+                {r.valid && !r.valid.ok ? <span class="error"> (invalid: {r.valid.message})</span> : null}
+              </td>
+              <td>{r.proxies}</td>
+              <td>{r.section}</td>
+              <td>{r.entry}</td>
+              <td data-sets>{r.what}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {rows.length === 0 && <p class="muted">None: Kuma's defaults apply (see the Routes page for each service's timeouts and retries).</p>}
+    </>
+  );
 }
 
 export function Policies({ store }: { store: Store }) {
@@ -132,6 +201,7 @@ export function Policies({ store }: { store: Store }) {
         </tbody>
       </table>
       {rows.length === 0 && <p class="muted">No MeshTrafficPermissions: with mTLS on, no service may call another.</p>}
+      <L7Policies store={store} />
     </section>
   );
 }

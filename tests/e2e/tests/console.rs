@@ -118,6 +118,11 @@ fn the_console_shows_proxies_sites_and_links_live_in_headless_chromium() {
     );
     let ports = PairPorts::with_apps(web_app.port(), backend_app.port());
     apply_pair(&b.cp, &ports, "2m");
+    // An L7 policy for the Policies page's table (generous enough that
+    // the test's requests never hit it).
+    b.apply(
+        "type: MeshRateLimit\nname: backend-limit\nmesh: default\nspec:\n  targetRef: {kind: MeshService, name: backend}\n  from:\n    - targetRef: {kind: Mesh}\n      default: {local: {http: {requestRate: {num: 1000, interval: 1s}}}}\n",
+    );
     let dir = tempfile::tempdir().unwrap();
     let _sidecars = start_pair_sidecars(&b.cp, dir.path(), DEADLINE);
     // One request from web through the mesh to backend (the Services
