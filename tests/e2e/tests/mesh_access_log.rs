@@ -3,11 +3,14 @@
 //! paths, makes backend's sidecar write one JSON line per inbound request
 //! (response code, duration, the caller's SPIFFE ID and the destination
 //! service) and web's sidecar one plain line per outbound request (`web`
-//! -> `backend`, the endpoint that answered). A `Tcp` backend beside them
-//! is accepted and does not stop the file from being written. Deleting
-//! the policy stops the lines.
+//! -> `backend`, the endpoint that answered). A `Tcp` backend with the
+//! same JSON format, a listener in the test, receives the same lines as the
+//! file. Deleting the policy stops the lines.
 
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpListener;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use meshlink_e2e::curl::curl;
@@ -18,26 +21,8 @@ use serde_json::Value;
 
 const READY: Duration = Duration::from_secs(30);
 
-/// Kuma's example with a JSON file backend for the inbounds (`from`), a
-/// plain one for the outbounds (`to`) and a TCP backend.
-fn policy(inbound_log: &Path, outbound_log: &Path) -> String {
-    format!(
-        "\
-type: MeshAccessLog
-name: multiple-backends
-mesh: default
-spec:
-  targetRef:
-    kind: Mesh
-  from:
-    - targetRef:
-        kind: Mesh
-      default:
-        backends:
-          - type: File
-            file:
-              path: {inbound}
-              format:
+/// The JSON format of the inbound backends.
+const JSON: &str = "
                 type: Json
                 json:
                   - key: \"start_time\"
@@ -57,10 +42,32 @@ spec:
                   - key: \"direction\"
                     value: \"%KUMA_TRAFFIC_DIRECTION%\"
                   - key: \"mesh\"
-                    value: \"%KUMA_MESH%\"
+                    value: \"%KUMA_MESH%\"";
+
+/// Kuma's example with a JSON file backend and a TCP backend (`tcp`) for
+/// the inbounds (`from`), and a plain file one for the outbounds (`to`).
+fn policy(inbound_log: &Path, outbound_log: &Path, tcp: &str) -> String {
+    format!(
+        "\
+type: MeshAccessLog
+name: multiple-backends
+mesh: default
+spec:
+  targetRef:
+    kind: Mesh
+  from:
+    - targetRef:
+        kind: Mesh
+      default:
+        backends:
+          - type: File
+            file:
+              path: {inbound}
+              format:{JSON}
           - type: Tcp
             tcp:
-              address: 127.0.0.1:5000
+              address: {tcp}
+              format:{JSON}
   to:
     - targetRef:
         kind: Mesh
@@ -76,6 +83,25 @@ spec:
         inbound = inbound_log.display(),
         outbound = outbound_log.display(),
     )
+}
+
+/// A TCP log receiver: every line any connection sends, in order.
+fn tcp_receiver() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("addr").to_string();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let sink = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let sink = sink.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(conn).lines().map_while(Result::ok) {
+                    sink.lock().unwrap().push(line);
+                }
+            });
+        }
+    });
+    (address, got)
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -97,9 +123,10 @@ fn every_request_gets_a_json_line_inbound_and_a_plain_line_outbound() {
     let (web, backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     let logs = tempfile::tempdir().expect("tempdir");
     let (inbound_log, outbound_log) = (logs.path().join("in.log"), logs.path().join("out.log"));
+    let (tcp, received) = tcp_receiver();
     cp.cli_stdin(
         &["apply", "-f", "-"],
-        Some(&policy(&inbound_log, &outbound_log)),
+        Some(&policy(&inbound_log, &outbound_log, &tcp)),
     )
     .success();
 
@@ -155,6 +182,13 @@ fn every_request_gets_a_json_line_inbound_and_a_plain_line_outbound() {
             "{line}"
         );
     }
+    // The TCP backend got the same lines as the file.
+    let all_in = lines(&inbound_log);
+    let over_tcp = eventually("the TCP backend's lines", READY, || {
+        let got = received.lock().unwrap().clone();
+        (got.len() >= all_in.len()).then_some(got)
+    });
+    assert_eq!(over_tcp, all_in, "the TCP backend's lines are the file's");
     let app = format!("127.0.0.1:{}", ports.backend_inbound);
     for (line, path) in outbound.iter().zip(&paths) {
         let code = if path.starts_with("/status/") {

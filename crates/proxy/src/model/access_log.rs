@@ -1,7 +1,10 @@
 //! Envoy's file access logger (`envoy.access_loggers.file`, what Kuma's
-//! MeshAccessLog `File` backend becomes): one line per request, a `Plain`
-//! template or a `Json` object of Envoy command operators, appended to a
-//! file (or `/dev/stdout`).
+//! MeshAccessLog `File` backend becomes) and meshlink's TCP one
+//! (`meshlink.v1.TcpAccessLog`, the `Tcp` backend): one line per request,
+//! a `Plain` template or a `Json` object of Envoy command operators,
+//! appended to a file (or `/dev/stdout`) or written to a TCP connection
+//! (re-dialled with back-off when it fails; lines that find it down are
+//! lost, as with Kuma's forwarder).
 //!
 //! Writing never blocks the data path: a request's line goes into a
 //! bounded queue ([`QUEUE`] lines per file) that one thread per file
@@ -35,8 +38,8 @@ pub enum LineFormat {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AccessLog {
-    /// The file appended to.
-    pub path: String,
+    /// Where the lines go.
+    pub target: LogTarget,
     /// The line's format.
     pub format: LineFormat,
     /// Leave out empty values (JSON keys; `-` placeholders in text).
@@ -49,8 +52,8 @@ pub struct AccessLog {
 impl PartialEq for AccessLog {
     /// Compares the configuration, not the queue.
     fn eq(&self, other: &Self) -> bool {
-        (&self.path, &self.format, self.omit_empty_values)
-            == (&other.path, &other.format, other.omit_empty_values)
+        (&self.target, &self.format, self.omit_empty_values)
+            == (&other.target, &other.format, other.omit_empty_values)
     }
 }
 
@@ -116,35 +119,48 @@ fn render(
     (out, valued)
 }
 
-/// A file's queue, shared by the listeners that log to it.
+/// Where an access log's lines go.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LogTarget {
+    /// A file (or `/dev/stdout`), appended to.
+    File(String),
+    /// A TCP address (`host:port`).
+    Tcp(String),
+}
+
+/// A target's queue, shared by the listeners that log to it.
 #[derive(Debug)]
 pub struct Sink {
     tx: SyncSender<String>,
 }
 
 impl Sink {
-    /// The queue of `path`, started (with its writer thread) if no
+    /// The queue of `target`, started (with its writer thread) if no
     /// listener logs there yet.
-    pub fn for_path(path: &str) -> Arc<Sink> {
-        static SINKS: OnceLock<Mutex<HashMap<String, Weak<Sink>>>> = OnceLock::new();
+    pub fn for_target(target: &LogTarget) -> Arc<Sink> {
+        static SINKS: OnceLock<Mutex<HashMap<LogTarget, Weak<Sink>>>> = OnceLock::new();
         let mut sinks = SINKS
             .get_or_init(Default::default)
             .lock()
             .expect("access log sinks lock");
-        if let Some(s) = sinks.get(path).and_then(Weak::upgrade) {
+        if let Some(s) = sinks.get(target).and_then(Weak::upgrade) {
             return s;
         }
         sinks.retain(|_, s| s.strong_count() > 0);
         let (tx, rx) = sync_channel(QUEUE);
-        let owned = path.to_owned();
+        let owned = target.clone();
         let spawned = std::thread::Builder::new()
             .name("access-log".into())
-            .spawn(move || write_lines(&owned, &rx));
+            .spawn(move || match &owned {
+                LogTarget::File(path) => write_lines(path, &rx),
+                LogTarget::Tcp(address) => send_lines(address, &rx),
+            });
         if let Err(e) = spawned {
-            tracing::warn!(path, error = %e, "cannot start the access log writer");
+            tracing::warn!(?target, error = %e, "cannot start the access log writer");
         }
         let sink = Arc::new(Sink { tx });
-        sinks.insert(path.to_owned(), Arc::downgrade(&sink));
+        sinks.insert(target.clone(), Arc::downgrade(&sink));
         sink
     }
 
@@ -181,4 +197,60 @@ fn write_lines(path: &str, rx: &Receiver<String>) {
             tracing::warn!(path, error = %e, "writing the access log failed");
         }
     }
+}
+
+/// The TCP writer thread: sends every queued line to `address`, dialling
+/// when it has a line and no connection, and at most once per
+/// [`REDIAL`] after a failure; a line that finds no connection is lost.
+/// Ends when every [`Sink`] of the address is gone.
+fn send_lines(address: &str, rx: &Receiver<String>) {
+    let mut conn: Option<std::net::TcpStream> = None;
+    let mut next_dial = std::time::Instant::now();
+    while let Ok(line) = rx.recv() {
+        if conn.is_none() && std::time::Instant::now() >= next_dial {
+            conn = dial(address);
+            if conn.is_none() {
+                next_dial = std::time::Instant::now() + REDIAL;
+            }
+        }
+        let Some(stream) = conn.as_mut() else {
+            continue;
+        };
+        let mut result = stream.write_all(line.as_bytes());
+        while let Ok(more) = rx.try_recv() {
+            result = result.and_then(|()| stream.write_all(more.as_bytes()));
+        }
+        if let Err(e) = result {
+            tracing::warn!(address, error = %e, "the TCP access log connection failed; redialling");
+            conn = None;
+            next_dial = std::time::Instant::now() + REDIAL;
+        }
+    }
+}
+
+/// Time between dials of a TCP access log backend that failed.
+pub const REDIAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn dial(address: &str) -> Option<std::net::TcpStream> {
+    use std::net::ToSocketAddrs as _;
+    let addrs = match address.to_socket_addrs() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(address, error = %e, "cannot resolve the TCP access log backend");
+            return None;
+        }
+    };
+    for addr in addrs {
+        match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)) {
+            Ok(s) => {
+                let _ = s.set_write_timeout(Some(std::time::Duration::from_secs(2)));
+                let _ = s.set_nodelay(true);
+                return Some(s);
+            }
+            Err(e) => {
+                tracing::warn!(address, error = %e, "cannot connect to the TCP access log backend")
+            }
+        }
+    }
+    None
 }

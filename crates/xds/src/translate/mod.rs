@@ -197,7 +197,8 @@ pub fn translate_shared(
                 }
                 tls::secrets(&mut snap, view, dp, &proxy.name, &proxy.secrets);
             }
-            sidecar::build(&mut snap, view, &proxy.name, dp, memo);
+            let meshlink_proxy = proxy.client == ClientKind::MeshlinkProxy;
+            sidecar::build(&mut snap, view, &proxy.name, dp, meshlink_proxy, memo);
         }
     }
     snap

@@ -47,6 +47,9 @@ struct Outbounds<'a> {
     view: &'a MeshView,
     /// The sidecar's SDS identity secret (mTLS on).
     identity: Option<String>,
+    /// The client is meshlink-proxy (it takes meshlink's own extensions,
+    /// e.g. the TCP access logger; Envoy does not).
+    meshlink_proxy: bool,
     /// The L7 policies selecting the sidecar, folded on first use (only
     /// HTTP destinations need them).
     policies: Option<OutboundPolicies>,
@@ -72,6 +75,7 @@ pub(super) fn build(
     view: &MeshView,
     name: &str,
     dp: &DataplaneSpec,
+    meshlink_proxy: bool,
     memo: &mut Memo,
 ) {
     let identity = tls::identity_secret_name(dp, name).filter(|_| view.mtls_enabled());
@@ -87,10 +91,15 @@ pub(super) fn build(
             name: inbound.name.as_deref(),
             tags: &inbound.tags,
         };
-        inbound_resources(snap, view, dp, inbound, &target, identity.as_deref(), memo);
+        let client = Client {
+            identity: identity.as_deref(),
+            meshlink_proxy,
+        };
+        inbound_resources(snap, view, dp, inbound, &target, client, memo);
     }
     let mut out = Outbounds {
         view,
+        meshlink_proxy,
         identity,
         policies: None,
         name,
@@ -277,7 +286,7 @@ impl Outbounds<'_> {
         let name = names::outbound_listener(address, port);
         let filter = if protocol.is_http() {
             let view = self.view;
-            let (dp, dp_name) = (self.dp, self.name);
+            let (dp, dp_name, tcp_logger) = (self.dp, self.name, self.meshlink_proxy);
             let policies = self.policies();
             let out = Outbound {
                 dest,
@@ -295,6 +304,7 @@ impl Outbounds<'_> {
                     service: dp.identity_service(dp_name).unwrap_or(dp_name),
                     destination: dest.name,
                     address: &dp.networking.address,
+                    tcp_logger,
                 },
             );
             let timeouts = policies.timeout(dest, None);
@@ -378,15 +388,25 @@ pub(super) fn destination_cluster(
     cluster
 }
 
+/// Who an inbound's resources are for.
+#[derive(Debug, Clone, Copy)]
+struct Client<'a> {
+    /// The sidecar's SDS identity secret (mTLS on).
+    identity: Option<&'a str>,
+    /// The client is meshlink-proxy (see [`Outbounds`]).
+    meshlink_proxy: bool,
+}
+
 fn inbound_resources(
     snap: &mut Snapshot,
     view: &MeshView,
     dp: &DataplaneSpec,
     inbound: &Inbound,
     target: &InboundTarget<'_>,
-    identity: Option<&str>,
+    client: Client<'_>,
     memo: &mut Memo,
 ) {
+    let identity = client.identity;
     // A tagless inbound (selected by a MeshService) is named after the
     // Dataplane's identity.
     let Some(service) = inbound.service().or(dp.identity_service(target.dataplane)) else {
@@ -431,6 +451,7 @@ fn inbound_resources(
                 service,
                 destination: service,
                 address: &dp.networking.address,
+                tcp_logger: client.meshlink_proxy,
             },
         );
         filters.push(http::hcm(&name, http_filters, &timeouts, true, logs));

@@ -1,7 +1,8 @@
-//! Validation of a connection manager's `access_log` entries: each must be
-//! Envoy's file logger (`envoy.access_loggers.file`) with a path and a
-//! `log_format` (a text template, inline, or a JSON object of string
-//! templates). Every template is parsed, and an operator meshlink-proxy
+//! Validation of a connection manager's `access_log` entries: Envoy's file
+//! logger (`envoy.access_loggers.file`) with a path and a `log_format` (a
+//! text template, inline, or a JSON object of string templates), or
+//! meshlink's TCP logger (`meshlink.v1.TcpAccessLog`: an address and a
+//! text or JSON format). Every template is parsed, and an operator meshlink-proxy
 //! does not implement is refused with its name. Filters on access logs,
 //! other loggers and typed (non-string) JSON values are refused.
 
@@ -15,7 +16,8 @@ use meshlink_api::spec::access_log_format;
 use prost::Name as _;
 
 use super::{Invalid, decode, invalid};
-use crate::model::access_log::{AccessLog, LineFormat, Sink};
+use crate::model::access_log::{AccessLog, LineFormat, LogTarget, Sink};
+use meshlink_proto::certify::TcpAccessLog;
 
 /// Reads the `access_log` list at `field`.
 pub(super) fn access_logs(logs: &[PbAccessLog], field: &str) -> Result<Vec<AccessLog>, Invalid> {
@@ -35,11 +37,15 @@ fn access_log(l: &PbAccessLog, field: &str) -> Result<AccessLog, Invalid> {
     let Some(access_log::ConfigType::TypedConfig(any)) = &l.config_type else {
         return Err(invalid(field, "no typed_config"));
     };
+    if any.type_url == TcpAccessLog::type_url() {
+        return tcp_access_log(any, &format!("{field}.typed_config"));
+    }
     if any.type_url != FileAccessLog::type_url() {
         return Err(invalid(
             format!("{field}.typed_config"),
             format!(
-                "unsupported access logger {:?}; meshlink-proxy supports envoy.access_loggers.file",
+                "unsupported access logger {:?}; meshlink-proxy supports envoy.access_loggers.file \
+                 and meshlink.v1.TcpAccessLog",
                 any.type_url
             ),
         ));
@@ -99,11 +105,59 @@ fn access_log(l: &PbAccessLog, field: &str) -> Result<AccessLog, Invalid> {
             ));
         }
     };
-    let sink = Sink::for_path(&f.path);
+    let target = LogTarget::File(f.path);
     Ok(AccessLog {
-        path: f.path,
+        sink: Sink::for_target(&target),
+        target,
         format,
         omit_empty_values,
-        sink,
+    })
+}
+
+/// Reads meshlink's TCP logger at `field`.
+fn tcp_access_log(
+    any: &envoy_types::pb::google::protobuf::Any,
+    field: &str,
+) -> Result<AccessLog, Invalid> {
+    let t: TcpAccessLog = decode(any, field)?;
+    let host_port = t
+        .address
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+    if !host_port {
+        return Err(invalid(
+            format!("{field}.address"),
+            format!("{:?} is not host:port", t.address),
+        ));
+    }
+    let parse =
+        |template: &str, at: String| access_log_format::parse(template).map_err(|e| invalid(at, e));
+    let format = match (t.text_format.is_empty(), t.json_format.is_empty()) {
+        (false, true) => LineFormat::Text(parse(&t.text_format, format!("{field}.text_format"))?),
+        (true, false) => LineFormat::Json(
+            t.json_format
+                .iter()
+                .enumerate()
+                .map(|(i, kv)| {
+                    Ok((
+                        kv.key.clone(),
+                        parse(&kv.value, format!("{field}.json_format[{i}].value"))?,
+                    ))
+                })
+                .collect::<Result<_, Invalid>>()?,
+        ),
+        _ => {
+            return Err(invalid(
+                field,
+                "exactly one of text_format and json_format must be set",
+            ));
+        }
+    };
+    let target = LogTarget::Tcp(t.address);
+    Ok(AccessLog {
+        sink: Sink::for_target(&target),
+        target,
+        format,
+        omit_empty_values: t.omit_empty_values,
     })
 }

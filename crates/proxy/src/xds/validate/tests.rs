@@ -739,7 +739,10 @@ fn file_access_logs_are_read_and_unknown_operators_named() {
         panic!("an HTTP listener: {spec:?}");
     };
     assert_eq!(http.access_logs.len(), 1);
-    assert_eq!(http.access_logs[0].path, "/dev/null");
+    assert_eq!(
+        http.access_logs[0].target,
+        crate::model::access_log::LogTarget::File("/dev/null".into())
+    );
 
     let field = "filter_chains[0].filters[0].typed_config.access_log[0]";
     let e = with(vec![file("%RESPONSE_CODE% %UPSTREAM_WIRE_BYTES_SENT%")]).unwrap_err();
