@@ -305,3 +305,43 @@ fn bad_mesh_access_logs_name_the_field_and_the_operator() {
         "{e:?}"
     );
 }
+
+#[test]
+fn bad_load_balancing_strategies_name_the_field() {
+    let to = |lb: &str| {
+        policy(
+            "MeshLoadBalancingStrategy",
+            &format!(
+                "  to:\n    - targetRef: {{kind: MeshService, name: backend}}\n      default:\n        loadBalancer:\n{lb}"
+            ),
+        )
+    };
+    // Kuma's documented Maglev example has a table size Envoy refuses.
+    assert_eq!(
+        errors(&to(
+            "          type: Maglev\n          maglev:\n            tableSize: 1000\n            hashPolicies:\n              - {type: Header, terminal: true, header: {name: x-header}}\n"
+        )),
+        [
+            "spec.to[0].default.loadBalancer.maglev.tableSize: 1000 is not a prime up to 5000011 (e.g. 65537)"
+        ]
+    );
+    assert_eq!(
+        errors(&to(
+            "          type: RingHash\n          leastRequest: {choiceCount: 1}\n          ringHash:\n            hashFunction: CRC32\n            minRingSize: 2048\n            maxRingSize: 1024\n            hashPolicies:\n              - {type: Header}\n              - {type: Body, header: {name: x}}\n"
+        )),
+        [
+            "spec.to[0].default.loadBalancer.leastRequest: set, but type is RingHash: set ringHash or nothing",
+            "spec.to[0].default.loadBalancer.leastRequest.choiceCount: must be at least 2",
+            "spec.to[0].default.loadBalancer.ringHash.hashFunction: \"CRC32\" is not a hash function; use XXHash or MurmurHash2",
+            "spec.to[0].default.loadBalancer.ringHash.minRingSize: 2048 is above maxRingSize 1024",
+            "spec.to[0].default.loadBalancer.ringHash.hashPolicies[0].header: required when type is Header",
+            "spec.to[0].default.loadBalancer.ringHash.hashPolicies[1].type: \"Body\" is not a hash policy; use Header, Cookie, Connection, QueryParameter or FilterState",
+        ]
+    );
+    assert_eq!(
+        errors(&to("          type: Fastest\n")),
+        [
+            "spec.to[0].default.loadBalancer.type: \"Fastest\" is not a load balancer; use RoundRobin, LeastRequest, RingHash, Random or Maglev"
+        ]
+    );
+}

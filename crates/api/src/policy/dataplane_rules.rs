@@ -17,7 +17,7 @@ use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
-pub const RULE_KINDS: [(Kind, &[Section]); 6] = [
+pub const RULE_KINDS: [(Kind, &[Section]); 7] = [
     (Kind::MeshHTTPRoute, &[Section::To]),
     (Kind::MeshTCPRoute, &[Section::To]),
     (
@@ -33,6 +33,7 @@ pub const RULE_KINDS: [(Kind, &[Section]); 6] = [
         Kind::MeshAccessLog,
         &[Section::To, Section::From, Section::Rules],
     ),
+    (Kind::MeshLoadBalancingStrategy, &[Section::To]),
 ];
 
 /// The folded rules of one section of one kind.

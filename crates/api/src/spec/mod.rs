@@ -25,6 +25,7 @@ mod http_route_filter;
 mod http_route_match;
 mod kuma_duration;
 mod link;
+mod load_balancing;
 mod mesh;
 mod mesh_service;
 mod multi_key;
@@ -74,6 +75,10 @@ pub use http_route_match::{
 };
 pub use kuma_duration::parse_kuma_duration;
 pub use link::{LinkEndpoint, LinkSpec, LinkStatus};
+pub use load_balancing::{
+    Cookie as HashCookie, HashPolicy, LeastRequest, LoadBalancer, LoadBalancingConf,
+    LoadBalancingTo, Maglev, MeshLoadBalancingStrategySpec, RingHash, decimal,
+};
 pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
     DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
@@ -172,6 +177,8 @@ pub enum Spec {
     MeshRateLimit(MeshRateLimitSpec),
     /// A [`MeshAccessLogSpec`].
     MeshAccessLog(MeshAccessLogSpec),
+    /// A [`MeshLoadBalancingStrategySpec`].
+    MeshLoadBalancingStrategy(MeshLoadBalancingStrategySpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -197,6 +204,7 @@ macro_rules! each_spec {
             Spec::MeshRetry($inner) => $body,
             Spec::MeshRateLimit($inner) => $body,
             Spec::MeshAccessLog($inner) => $body,
+            Spec::MeshLoadBalancingStrategy($inner) => $body,
         }
     };
 }
@@ -226,6 +234,7 @@ impl Spec {
             Spec::MeshRetry(_) => Kind::MeshRetry,
             Spec::MeshRateLimit(_) => Kind::MeshRateLimit,
             Spec::MeshAccessLog(_) => Kind::MeshAccessLog,
+            Spec::MeshLoadBalancingStrategy(_) => Kind::MeshLoadBalancingStrategy,
         }
     }
 
@@ -258,6 +267,7 @@ impl Spec {
             Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
             Kind::MeshRateLimit => policy(value).map(Spec::MeshRateLimit),
             Kind::MeshAccessLog => policy(value).map(Spec::MeshAccessLog),
+            Kind::MeshLoadBalancingStrategy => policy(value).map(Spec::MeshLoadBalancingStrategy),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -297,6 +307,7 @@ impl Spec {
             Spec::MeshRetry(s) => s.validate(&mut errs),
             Spec::MeshRateLimit(s) => s.validate(&mut errs),
             Spec::MeshAccessLog(s) => s.validate(&mut errs),
+            Spec::MeshLoadBalancingStrategy(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

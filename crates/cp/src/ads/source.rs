@@ -164,6 +164,7 @@ impl MeshSource for StoreSource {
             Kind::MeshRetry,
             Kind::MeshRateLimit,
             Kind::MeshAccessLog,
+            Kind::MeshLoadBalancingStrategy,
         ] {
             policies.extend(
                 self.resources
