@@ -375,5 +375,8 @@ pub fn decimal(v: &serde_json::Value) -> Option<f64> {
 }
 
 fn is_prime(n: u32) -> bool {
-    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+    n >= 2
+        && (2..)
+            .take_while(|d| d * d <= n)
+            .all(|d| !n.is_multiple_of(d))
 }
