@@ -51,11 +51,13 @@ pub enum Kind {
     MeshAccessLog,
     /// Kuma's load balancing per destination (ring hash, Maglev, …).
     MeshLoadBalancingStrategy,
+    /// Kuma's active health checks (HTTP, TCP, gRPC) per destination.
+    MeshHealthCheck,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 20] = [
+    pub const ALL: [Kind; 21] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -76,6 +78,7 @@ impl Kind {
         Kind::MeshRateLimit,
         Kind::MeshAccessLog,
         Kind::MeshLoadBalancingStrategy,
+        Kind::MeshHealthCheck,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -101,6 +104,7 @@ impl Kind {
             Kind::MeshRateLimit => "MeshRateLimit",
             Kind::MeshAccessLog => "MeshAccessLog",
             Kind::MeshLoadBalancingStrategy => "MeshLoadBalancingStrategy",
+            Kind::MeshHealthCheck => "MeshHealthCheck",
         }
     }
 
@@ -127,6 +131,7 @@ impl Kind {
             Kind::MeshRateLimit => "meshratelimits",
             Kind::MeshAccessLog => "meshaccesslogs",
             Kind::MeshLoadBalancingStrategy => "meshloadbalancingstrategies",
+            Kind::MeshHealthCheck => "meshhealthchecks",
         }
     }
 
@@ -144,6 +149,7 @@ impl Kind {
             Kind::MeshRateLimit => &["mratelimit"],
             Kind::MeshAccessLog => &["mal"],
             Kind::MeshLoadBalancingStrategy => &["mlbs"],
+            Kind::MeshHealthCheck => &["mhc"],
             _ => &[],
         }
     }
@@ -169,6 +175,7 @@ impl Kind {
                 | Kind::MeshRateLimit
                 | Kind::MeshAccessLog
                 | Kind::MeshLoadBalancingStrategy
+                | Kind::MeshHealthCheck
         )
     }
 

@@ -39,7 +39,7 @@ fn read(name: &str) -> Resource {
 
 #[test]
 fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged() {
-    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 29, &ALLOWED_WARNINGS)
+    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 31, &ALLOWED_WARNINGS)
         .iter()
         .map(Resource::kind)
         .collect();
@@ -51,6 +51,7 @@ fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged
         Kind::MeshRateLimit,
         Kind::MeshAccessLog,
         Kind::MeshLoadBalancingStrategy,
+        Kind::MeshHealthCheck,
     ] {
         assert!(kinds.contains(&kind), "no {kind} in the corpus");
     }

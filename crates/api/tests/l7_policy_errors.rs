@@ -345,3 +345,28 @@ fn bad_load_balancing_strategies_name_the_field() {
         ]
     );
 }
+
+#[test]
+fn bad_health_checks_name_the_field() {
+    let to = |default: &str| {
+        policy(
+            "MeshHealthCheck",
+            &format!(
+                "  to:\n    - targetRef: {{kind: MeshService, name: backend}}\n      default:\n{default}"
+            ),
+        )
+    };
+    assert_eq!(
+        errors(&to(
+            "        interval: 0s\n        unhealthyThreshold: 0\n        intervalJitterPercent: 150\n        tcp: {send: 'not base64!'}\n        http: {path: health, expectedStatuses: [200, 700]}\n"
+        )),
+        [
+            "spec.to[0].default.interval: must be greater than zero (got \"0s\")",
+            "spec.to[0].default.unhealthyThreshold: must be at least 1",
+            "spec.to[0].default.intervalJitterPercent: must be 0 to 100",
+            "spec.to[0].default.tcp.send: not base64",
+            "spec.to[0].default.http.path: \"health\" must start with /",
+            "spec.to[0].default.http.expectedStatuses[1]: 700 is not an HTTP status (100-599)",
+        ]
+    );
+}

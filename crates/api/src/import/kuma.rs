@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 11] = [
+const KUMA_KINDS: [Kind; 12] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -25,6 +25,7 @@ const KUMA_KINDS: [Kind; 11] = [
     Kind::MeshRateLimit,
     Kind::MeshAccessLog,
     Kind::MeshLoadBalancingStrategy,
+    Kind::MeshHealthCheck,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
@@ -39,10 +40,10 @@ fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
     let accepted = if field == "type" {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
          MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, \
-         Secret or GlobalSecret"
+         MeshHealthCheck, Secret or GlobalSecret"
     } else {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog or MeshLoadBalancingStrategy (Kuma Secrets are apiVersion: v1 Secrets of \
+         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy or MeshHealthCheck (Kuma Secrets are apiVersion: v1 Secrets of \
          type system.kuma.io/secret)"
     };
     match v {

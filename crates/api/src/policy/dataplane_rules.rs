@@ -17,7 +17,7 @@ use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
-pub const RULE_KINDS: [(Kind, &[Section]); 7] = [
+pub const RULE_KINDS: [(Kind, &[Section]); 8] = [
     (Kind::MeshHTTPRoute, &[Section::To]),
     (Kind::MeshTCPRoute, &[Section::To]),
     (
@@ -34,6 +34,7 @@ pub const RULE_KINDS: [(Kind, &[Section]); 7] = [
         &[Section::To, Section::From, Section::Rules],
     ),
     (Kind::MeshLoadBalancingStrategy, &[Section::To]),
+    (Kind::MeshHealthCheck, &[Section::To]),
 ];
 
 /// The folded rules of one section of one kind.

@@ -20,6 +20,7 @@ mod dataplane;
 mod gateway;
 mod grant;
 mod header_match;
+mod health_check;
 mod http_route;
 mod http_route_filter;
 mod http_route_match;
@@ -65,6 +66,9 @@ pub use grant::{
     MAX_LINK_CERT_LIFETIME, MIN_LINK_CERT_LIFETIME,
 };
 pub use header_match::{HeaderMatch, HeaderMatchType};
+pub use health_check::{
+    GrpcCheck, HealthCheckConf, HealthCheckTo, HttpCheck, MeshHealthCheckSpec, TcpCheck,
+};
 pub use http_route::{HttpRouteRule, HttpRouteTo, HttpRuleConf, MeshHttpRouteSpec};
 pub use http_route_filter::{
     Filter, FilterType, HeaderKeyValue, HeaderModifier, MAX_HEADER_MODIFICATIONS, PathRewrite,
@@ -179,6 +183,8 @@ pub enum Spec {
     MeshAccessLog(MeshAccessLogSpec),
     /// A [`MeshLoadBalancingStrategySpec`].
     MeshLoadBalancingStrategy(MeshLoadBalancingStrategySpec),
+    /// A [`MeshHealthCheckSpec`].
+    MeshHealthCheck(MeshHealthCheckSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -205,6 +211,7 @@ macro_rules! each_spec {
             Spec::MeshRateLimit($inner) => $body,
             Spec::MeshAccessLog($inner) => $body,
             Spec::MeshLoadBalancingStrategy($inner) => $body,
+            Spec::MeshHealthCheck($inner) => $body,
         }
     };
 }
@@ -235,6 +242,7 @@ impl Spec {
             Spec::MeshRateLimit(_) => Kind::MeshRateLimit,
             Spec::MeshAccessLog(_) => Kind::MeshAccessLog,
             Spec::MeshLoadBalancingStrategy(_) => Kind::MeshLoadBalancingStrategy,
+            Spec::MeshHealthCheck(_) => Kind::MeshHealthCheck,
         }
     }
 
@@ -268,6 +276,7 @@ impl Spec {
             Kind::MeshRateLimit => policy(value).map(Spec::MeshRateLimit),
             Kind::MeshAccessLog => policy(value).map(Spec::MeshAccessLog),
             Kind::MeshLoadBalancingStrategy => policy(value).map(Spec::MeshLoadBalancingStrategy),
+            Kind::MeshHealthCheck => policy(value).map(Spec::MeshHealthCheck),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -308,6 +317,7 @@ impl Spec {
             Spec::MeshRateLimit(s) => s.validate(&mut errs),
             Spec::MeshAccessLog(s) => s.validate(&mut errs),
             Spec::MeshLoadBalancingStrategy(s) => s.validate(&mut errs),
+            Spec::MeshHealthCheck(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

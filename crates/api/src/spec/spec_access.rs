@@ -161,6 +161,14 @@ impl Spec {
         }
     }
 
+    /// The MeshHealthCheck spec, if this is one.
+    pub fn as_mesh_health_check(&self) -> Option<&MeshHealthCheckSpec> {
+        match self {
+            Spec::MeshHealthCheck(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The top-level `targetRef` of a policy (MeshTrafficPermission and the
     /// outbound policies), if it has one set.
     pub fn policy_target_ref(&self) -> Option<&TargetRef> {
@@ -173,6 +181,7 @@ impl Spec {
             Spec::MeshRateLimit(s) => s.target_ref.as_ref(),
             Spec::MeshAccessLog(s) => s.target_ref.as_ref(),
             Spec::MeshLoadBalancingStrategy(s) => s.target_ref.as_ref(),
+            Spec::MeshHealthCheck(s) => s.target_ref.as_ref(),
             _ => None,
         }
     }

@@ -160,7 +160,8 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         | Kind::MeshRetry
         | Kind::MeshRateLimit
         | Kind::MeshAccessLog
-        | Kind::MeshLoadBalancingStrategy => policy_columns(kind, spec, &r["metadata"]["labels"]),
+        | Kind::MeshLoadBalancingStrategy
+        | Kind::MeshHealthCheck => policy_columns(kind, spec, &r["metadata"]["labels"]),
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![
             ("STATUS", skupper_status(status)),

@@ -150,7 +150,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshRetry"
         | "MeshRateLimit"
         | "MeshAccessLog"
-        | "MeshLoadBalancingStrategy" => key.mesh.clone(),
+        | "MeshLoadBalancingStrategy"
+        | "MeshHealthCheck" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

@@ -165,6 +165,7 @@ impl MeshSource for StoreSource {
             Kind::MeshRateLimit,
             Kind::MeshAccessLog,
             Kind::MeshLoadBalancingStrategy,
+            Kind::MeshHealthCheck,
         ] {
             policies.extend(
                 self.resources

@@ -35,6 +35,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshRateLimit
             | Kind::MeshAccessLog
             | Kind::MeshLoadBalancingStrategy
+            | Kind::MeshHealthCheck
     )
 }
 
