@@ -53,11 +53,13 @@ pub enum Kind {
     MeshLoadBalancingStrategy,
     /// Kuma's active health checks (HTTP, TCP, gRPC) per destination.
     MeshHealthCheck,
+    /// Kuma's metrics: profiles, application scraping, backends.
+    MeshMetric,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 21] = [
+    pub const ALL: [Kind; 22] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -79,6 +81,7 @@ impl Kind {
         Kind::MeshAccessLog,
         Kind::MeshLoadBalancingStrategy,
         Kind::MeshHealthCheck,
+        Kind::MeshMetric,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -105,6 +108,7 @@ impl Kind {
             Kind::MeshAccessLog => "MeshAccessLog",
             Kind::MeshLoadBalancingStrategy => "MeshLoadBalancingStrategy",
             Kind::MeshHealthCheck => "MeshHealthCheck",
+            Kind::MeshMetric => "MeshMetric",
         }
     }
 
@@ -132,6 +136,7 @@ impl Kind {
             Kind::MeshAccessLog => "meshaccesslogs",
             Kind::MeshLoadBalancingStrategy => "meshloadbalancingstrategies",
             Kind::MeshHealthCheck => "meshhealthchecks",
+            Kind::MeshMetric => "meshmetrics",
         }
     }
 
@@ -150,6 +155,7 @@ impl Kind {
             Kind::MeshAccessLog => &["mal"],
             Kind::MeshLoadBalancingStrategy => &["mlbs"],
             Kind::MeshHealthCheck => &["mhc"],
+            Kind::MeshMetric => &["mmetric"],
             _ => &[],
         }
     }
@@ -176,6 +182,7 @@ impl Kind {
                 | Kind::MeshAccessLog
                 | Kind::MeshLoadBalancingStrategy
                 | Kind::MeshHealthCheck
+                | Kind::MeshMetric
         )
     }
 

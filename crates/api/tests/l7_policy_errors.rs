@@ -370,3 +370,20 @@ fn bad_health_checks_name_the_field() {
         ]
     );
 }
+
+#[test]
+fn bad_mesh_metrics_name_the_field() {
+    let spec = "  default:\n    sidecar:\n      profiles:\n        appendProfiles: [{name: Most}]\n        exclude: [{type: Glob, match: 'envoy_*'}]\n    applications: [{port: 0, path: metrics}]\n    backends:\n      - {type: Prometheus, prometheus: {port: 5670, path: /metrics, tls: {mode: Mutual}}}\n      - {type: OpenTelemetry}\n      - {type: Statsd}\n";
+    assert_eq!(
+        errors(&policy("MeshMetric", spec)),
+        [
+            "spec.default.sidecar.profiles.appendProfiles[0].name: \"Most\" is not a profile; use All, Basic or None",
+            "spec.default.sidecar.profiles.exclude[0].type: \"Glob\" is not a match type; use Prefix, Regex, Exact or Contains",
+            "spec.default.applications[0].port: must be 1 to 65535",
+            "spec.default.applications[0].path: \"metrics\" must start with /",
+            "spec.default.backends[0].prometheus.tls.mode: \"Mutual\" is not a TLS mode; use Disabled, ProvidedTLS or ActiveMTLSBackend",
+            "spec.default.backends[1].openTelemetry: required when type is OpenTelemetry",
+            "spec.default.backends[2].type: \"Statsd\" is not a backend type; use Prometheus or OpenTelemetry",
+        ]
+    );
+}

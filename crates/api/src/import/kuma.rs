@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 12] = [
+const KUMA_KINDS: [Kind; 13] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -26,6 +26,7 @@ const KUMA_KINDS: [Kind; 12] = [
     Kind::MeshAccessLog,
     Kind::MeshLoadBalancingStrategy,
     Kind::MeshHealthCheck,
+    Kind::MeshMetric,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
@@ -40,10 +41,10 @@ fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
     let accepted = if field == "type" {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
          MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, \
-         MeshHealthCheck, Secret or GlobalSecret"
+         MeshHealthCheck, MeshMetric, Secret or GlobalSecret"
     } else {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy or MeshHealthCheck (Kuma Secrets are apiVersion: v1 Secrets of \
+         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, MeshHealthCheck or MeshMetric (Kuma Secrets are apiVersion: v1 Secrets of \
          type system.kuma.io/secret)"
     };
     match v {

@@ -29,6 +29,7 @@ mod link;
 mod load_balancing;
 mod mesh;
 mod mesh_service;
+mod metric;
 mod multi_key;
 mod permission_rules;
 mod policy_target;
@@ -93,6 +94,7 @@ pub use mesh_service::{
     MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, MeshServices,
     MeshServicesMode, TargetPort,
 };
+pub use metric::{MeshMetricSpec, MetricApplication, MetricBackend, MetricConf, SidecarMetrics};
 pub use multi_key::{
     MAX_ROUTING_KEYS, MultiKeyListenerSpec, MultiKeyListenerStatus, MultiKeyStrategy,
     PriorityStatus, PriorityStrategy, StrategyStatus, WeightedStatus, WeightedStrategy,
@@ -185,6 +187,8 @@ pub enum Spec {
     MeshLoadBalancingStrategy(MeshLoadBalancingStrategySpec),
     /// A [`MeshHealthCheckSpec`].
     MeshHealthCheck(MeshHealthCheckSpec),
+    /// A [`MeshMetricSpec`].
+    MeshMetric(MeshMetricSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -212,6 +216,7 @@ macro_rules! each_spec {
             Spec::MeshAccessLog($inner) => $body,
             Spec::MeshLoadBalancingStrategy($inner) => $body,
             Spec::MeshHealthCheck($inner) => $body,
+            Spec::MeshMetric($inner) => $body,
         }
     };
 }
@@ -243,6 +248,7 @@ impl Spec {
             Spec::MeshAccessLog(_) => Kind::MeshAccessLog,
             Spec::MeshLoadBalancingStrategy(_) => Kind::MeshLoadBalancingStrategy,
             Spec::MeshHealthCheck(_) => Kind::MeshHealthCheck,
+            Spec::MeshMetric(_) => Kind::MeshMetric,
         }
     }
 
@@ -277,6 +283,7 @@ impl Spec {
             Kind::MeshAccessLog => policy(value).map(Spec::MeshAccessLog),
             Kind::MeshLoadBalancingStrategy => policy(value).map(Spec::MeshLoadBalancingStrategy),
             Kind::MeshHealthCheck => policy(value).map(Spec::MeshHealthCheck),
+            Kind::MeshMetric => policy(value).map(Spec::MeshMetric),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -318,6 +325,7 @@ impl Spec {
             Spec::MeshAccessLog(s) => s.validate(&mut errs),
             Spec::MeshLoadBalancingStrategy(s) => s.validate(&mut errs),
             Spec::MeshHealthCheck(s) => s.validate(&mut errs),
+            Spec::MeshMetric(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

@@ -169,6 +169,14 @@ impl Spec {
         }
     }
 
+    /// The MeshMetric spec, if this is one.
+    pub fn as_mesh_metric(&self) -> Option<&MeshMetricSpec> {
+        match self {
+            Spec::MeshMetric(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The top-level `targetRef` of a policy (MeshTrafficPermission and the
     /// outbound policies), if it has one set.
     pub fn policy_target_ref(&self) -> Option<&TargetRef> {
@@ -182,6 +190,7 @@ impl Spec {
             Spec::MeshAccessLog(s) => s.target_ref.as_ref(),
             Spec::MeshLoadBalancingStrategy(s) => s.target_ref.as_ref(),
             Spec::MeshHealthCheck(s) => s.target_ref.as_ref(),
+            Spec::MeshMetric(s) => s.target_ref.as_ref(),
             _ => None,
         }
     }

@@ -151,7 +151,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshRateLimit"
         | "MeshAccessLog"
         | "MeshLoadBalancingStrategy"
-        | "MeshHealthCheck" => key.mesh.clone(),
+        | "MeshHealthCheck"
+        | "MeshMetric" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();
