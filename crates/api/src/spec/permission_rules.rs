@@ -114,6 +114,17 @@ pub(super) fn validate(errs: &mut Errors, rules: &[PermissionRule]) {
     }
 }
 
+/// Validates the `matches` of `spec.rules[i]`.
+pub(super) fn validate_rule_matches(
+    errs: &mut Errors,
+    i: usize,
+    matches: Option<&Vec<ClientMatch>>,
+) {
+    for (j, m) in matches.into_iter().flatten().enumerate() {
+        validate_match(errs, &format!("spec.rules[{i}].matches[{j}]"), m);
+    }
+}
+
 /// Reports every problem of one client match at `at` (also used by
 /// MeshTimeout `rules[].matches`).
 pub(super) fn validate_match(errs: &mut Errors, at: &str, m: &ClientMatch) {

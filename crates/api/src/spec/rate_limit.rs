@@ -187,10 +187,7 @@ impl MeshRateLimitSpec {
             }
         }
         for (i, rule) in self.rules.iter().enumerate() {
-            for (j, m) in rule.matches.iter().flatten().enumerate() {
-                let at = format!("spec.rules[{i}].matches[{j}]");
-                super::permission_rules::validate_match(errs, &at, m);
-            }
+            super::permission_rules::validate_rule_matches(errs, i, rule.matches.as_ref());
             rule.default_
                 .validate(errs, &format!("spec.rules[{i}].default"));
         }
