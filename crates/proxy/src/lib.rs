@@ -28,6 +28,7 @@ pub mod counted;
 pub mod cp;
 pub mod dataplane;
 pub mod drain;
+pub mod hash_ring;
 pub mod http;
 pub mod identity;
 pub mod lb;

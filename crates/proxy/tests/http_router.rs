@@ -141,6 +141,7 @@ fn forward(
         retry,
         rewrite: Rewrite::default(),
         mirrors: Vec::new(),
+        hash_policies: Vec::new(),
     }))
 }
 

@@ -143,6 +143,10 @@ pub struct ForwardAction {
     pub rewrite: Rewrite,
     /// Shadow copies of the request.
     pub mirrors: Vec<Mirror>,
+    /// What the request's hash is made of, for a ring hash or Maglev
+    /// cluster (`hash_policy`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hash_policies: Vec<super::hash_policy::HashPolicy>,
 }
 
 /// A backend cluster and its weight.

@@ -16,6 +16,7 @@ mod access_log;
 mod endpoints;
 mod grpc;
 mod http;
+mod load_balancing;
 mod memo;
 mod mesh_service;
 pub mod names;

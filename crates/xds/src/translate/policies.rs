@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    AccessLogConf, DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, RateLimitConf,
-    RetryConf, TargetRef, TargetRefKind, TcpLimit, TcpRouteRule, TcpRuleConf, TimeoutConf,
+    AccessLogConf, DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, LoadBalancingConf,
+    RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit, TcpRouteRule, TcpRuleConf,
+    TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -68,6 +69,7 @@ pub(crate) struct OutboundPolicies {
     timeouts: RuleSet,
     retries: RuleSet,
     access_logs: RuleSet,
+    load_balancing: RuleSet,
 }
 
 /// A MeshHTTPRoute rule for one destination, with the policy it came from.
@@ -103,6 +105,7 @@ impl OutboundPolicies {
             timeouts: fold(Kind::MeshTimeout),
             retries: fold(Kind::MeshRetry),
             access_logs: fold(Kind::MeshAccessLog),
+            load_balancing: fold(Kind::MeshLoadBalancingStrategy),
         }
     }
 
@@ -144,6 +147,12 @@ impl OutboundPolicies {
     /// MeshRetry applies (Kuma's default policy then stands in).
     pub(crate) fn retry(&self, dest: Destination<'_>, route: Option<&str>) -> Option<RetryConf> {
         typed(&self.retries, |e| applies(e, dest, route))
+    }
+
+    /// The MeshLoadBalancingStrategy conf for `dest`; `None` when none
+    /// applies.
+    pub(crate) fn load_balancing(&self, dest: Destination<'_>) -> Option<LoadBalancingConf> {
+        typed(&self.load_balancing, |e| applies(e, dest, None))
     }
 
     /// The MeshAccessLog conf for `dest`; `None` when none applies.

@@ -23,7 +23,7 @@ use super::http::{self, kuma_duration, or_default};
 use super::policies::{Destination, OutboundPolicies};
 use super::protocol::Protocol;
 use super::route_match::{self, precedence};
-use super::{MeshView, names, retry};
+use super::{MeshView, load_balancing, names, retry};
 
 /// A cluster a route sends to besides its listener's destination; the
 /// sidecar must emit it (and its load assignment).
@@ -321,4 +321,5 @@ fn policy_fields(
     }
     let retries = policies.retry(out.dest, route);
     action.retry_policy = retry::retry_policy(retries.as_ref(), out.protocol);
+    action.hash_policy = load_balancing::hash_policies(policies.load_balancing(out.dest).as_ref());
 }

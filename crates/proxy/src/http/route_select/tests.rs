@@ -18,6 +18,7 @@ fn forward(cluster: &str) -> RouteAction {
         retry: None,
         rewrite: Rewrite::default(),
         mirrors: Vec::new(),
+        hash_policies: Vec::new(),
     }))
 }
 

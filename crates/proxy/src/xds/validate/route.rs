@@ -403,6 +403,11 @@ fn forward(mut a: RouteAction, field: &str) -> Result<ForwardAction, Invalid> {
         }
         None => {}
     }
+    let hash_policies = std::mem::take(&mut a.hash_policy)
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| super::hash_policy::hash_policy(h, &format!("{field}.hash_policy[{i}]")))
+        .collect::<Result<_, _>>()?;
     let mirrors = std::mem::take(&mut a.request_mirror_policies)
         .into_iter()
         .enumerate()
@@ -412,7 +417,8 @@ fn forward(mut a: RouteAction, field: &str) -> Result<ForwardAction, Invalid> {
         &a,
         field,
         "cluster, weighted_clusters, timeout, idle_timeout, max_stream_duration, retry_policy, \
-         prefix_rewrite, regex_rewrite (full path), host_rewrite_literal, request_mirror_policies",
+         prefix_rewrite, regex_rewrite (full path), host_rewrite_literal, request_mirror_policies, \
+         hash_policy",
     )?;
     Ok(ForwardAction {
         backends,
@@ -422,6 +428,7 @@ fn forward(mut a: RouteAction, field: &str) -> Result<ForwardAction, Invalid> {
         retry,
         rewrite,
         mirrors,
+        hash_policies,
     })
 }
 
