@@ -39,7 +39,7 @@ fn read(name: &str) -> Resource {
 
 #[test]
 fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged() {
-    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 22, &ALLOWED_WARNINGS)
+    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 29, &ALLOWED_WARNINGS)
         .iter()
         .map(Resource::kind)
         .collect();
@@ -49,6 +49,7 @@ fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged
         Kind::MeshTimeout,
         Kind::MeshRetry,
         Kind::MeshRateLimit,
+        Kind::MeshFaultInjection,
     ] {
         assert!(kinds.contains(&kind), "no {kind} in the corpus");
     }

@@ -43,6 +43,16 @@ pub struct NameLabels {
     pub listener: String,
 }
 
+/// `{listener, kind}`: a fault injected on a listener (`abort`, `delay`,
+/// `response_rate_limit`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaultLabels {
+    /// Listener name.
+    pub listener: String,
+    /// The fault's kind.
+    pub kind: &'static str,
+}
+
 /// `{cluster}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
@@ -85,6 +95,8 @@ pub struct ProxyMetrics {
     pub bytes: Family<DirectionLabels, Counter>,
     /// Requests refused by the local rate limit, per listener.
     pub rate_limited: Family<NameLabels, Counter>,
+    /// Faults injected by the fault filter, per listener and kind.
+    pub faults: Family<FaultLabels, Counter>,
     /// Connections open now, per listener.
     pub listener_connections_active: Family<NameLabels, Gauge>,
     /// Bytes received on accepted (downstream) connections, TLS included,
@@ -130,6 +142,7 @@ impl Default for ProxyMetrics {
             connections_active: Family::default(),
             bytes: Family::default(),
             rate_limited: Family::default(),
+            faults: Family::default(),
             listener_connections_active: Family::default(),
             listener_rx_bytes: Family::default(),
             listener_tx_bytes: Family::default(),
@@ -176,6 +189,12 @@ impl ProxyMetrics {
             "http_rate_limited",
             "HTTP requests refused by the local rate limit (envoy.filters.http.local_ratelimit), per listener",
             self.rate_limited.clone(),
+        );
+        registry.register(
+            "http_faults",
+            "Faults injected by envoy.filters.http.fault (MeshFaultInjection), per listener and \
+             kind: abort, delay, response_rate_limit",
+            self.faults.clone(),
         );
         registry.register(
             "listener_connections_active",

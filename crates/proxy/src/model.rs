@@ -14,6 +14,7 @@ use std::time::Duration;
 use meshlink_identity::TrustBundle;
 use serde::Serialize;
 
+pub mod fault;
 pub mod http;
 pub mod rate_limit;
 pub mod route;

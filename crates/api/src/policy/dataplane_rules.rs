@@ -17,7 +17,7 @@ use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
-pub const RULE_KINDS: [(Kind, &[Section]); 5] = [
+pub const RULE_KINDS: [(Kind, &[Section]); 6] = [
     (Kind::MeshHTTPRoute, &[Section::To]),
     (Kind::MeshTCPRoute, &[Section::To]),
     (
@@ -29,6 +29,7 @@ pub const RULE_KINDS: [(Kind, &[Section]); 5] = [
         Kind::MeshRateLimit,
         &[Section::To, Section::From, Section::Rules],
     ),
+    (Kind::MeshFaultInjection, &[Section::To, Section::From]),
 ];
 
 /// The folded rules of one section of one kind.

@@ -15,6 +15,7 @@ use crate::resource::deserialize_at;
 use crate::{FieldError, Kind, Metadata};
 
 mod dataplane;
+mod fault_injection;
 mod gateway;
 mod grant;
 mod header_match;
@@ -49,6 +50,10 @@ mod unknown_field_hint;
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, InboundHealth,
     Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, UnreachableApp, service_from_tags,
+};
+pub use fault_injection::{
+    AbortFault, Bandwidth, BandwidthFault, DelayFault, FaultConf, FaultEntry, HttpFault,
+    MeshFaultInjectionSpec, Percentage,
 };
 pub use gateway::{Gateway, GatewayType, builtin_warning};
 pub use grant::{
@@ -163,6 +168,8 @@ pub enum Spec {
     MeshRetry(MeshRetrySpec),
     /// A [`MeshRateLimitSpec`].
     MeshRateLimit(MeshRateLimitSpec),
+    /// A [`MeshFaultInjectionSpec`].
+    MeshFaultInjection(MeshFaultInjectionSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -187,6 +194,7 @@ macro_rules! each_spec {
             Spec::MeshTimeout($inner) => $body,
             Spec::MeshRetry($inner) => $body,
             Spec::MeshRateLimit($inner) => $body,
+            Spec::MeshFaultInjection($inner) => $body,
         }
     };
 }
@@ -215,6 +223,7 @@ impl Spec {
             Spec::MeshTimeout(_) => Kind::MeshTimeout,
             Spec::MeshRetry(_) => Kind::MeshRetry,
             Spec::MeshRateLimit(_) => Kind::MeshRateLimit,
+            Spec::MeshFaultInjection(_) => Kind::MeshFaultInjection,
         }
     }
 
@@ -246,6 +255,7 @@ impl Spec {
             Kind::MeshTimeout => policy(value).map(Spec::MeshTimeout),
             Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
             Kind::MeshRateLimit => policy(value).map(Spec::MeshRateLimit),
+            Kind::MeshFaultInjection => policy(value).map(Spec::MeshFaultInjection),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -284,6 +294,7 @@ impl Spec {
             Spec::MeshTimeout(s) => s.validate(&mut errs),
             Spec::MeshRetry(s) => s.validate(&mut errs),
             Spec::MeshRateLimit(s) => s.validate(&mut errs),
+            Spec::MeshFaultInjection(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

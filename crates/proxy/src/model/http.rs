@@ -34,4 +34,8 @@ pub struct HttpListener {
     /// checked for every request after RBAC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_rate_limit: Option<crate::model::rate_limit::LocalRateLimit>,
+    /// The fault filters (`envoy.filters.http.fault`), in order, applied
+    /// after RBAC and the local rate limit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::model::fault::Fault>,
 }

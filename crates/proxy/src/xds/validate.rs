@@ -36,6 +36,7 @@ use crate::model::{
     PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls, route::WeightedBackend,
 };
 
+mod fault;
 mod http_listener;
 mod local_rate_limit;
 mod route;

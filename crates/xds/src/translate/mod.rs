@@ -13,6 +13,7 @@
 //! the caller passes in [`SecretsInput`]; this module never creates keys.
 
 mod endpoints;
+mod fault;
 mod grpc;
 mod http;
 mod memo;

@@ -33,6 +33,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshTimeout
             | Kind::MeshRetry
             | Kind::MeshRateLimit
+            | Kind::MeshFaultInjection
     )
 }
 

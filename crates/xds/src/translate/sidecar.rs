@@ -29,7 +29,7 @@ use super::policies::{self, Destination, OutboundPolicies};
 use super::protocol::{self, Protocol};
 use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, http, mesh_service, names, network, rate_limit, rbac, tls};
+use super::{MeshView, Snapshot, fault, http, mesh_service, names, network, rate_limit, rbac, tls};
 
 /// Envoy's name of the TCP proxy filter.
 const TCP_PROXY_FILTER: &str = "envoy.filters.network.tcp_proxy";
@@ -403,6 +403,8 @@ fn inbound_resources(
                 .as_ref()
                 .and_then(rate_limit::filter),
         );
+        // MeshFaultInjection after the rate limit: one filter per step.
+        http_filters.extend(fault::inbound_filters(view, target));
         filters.push(http::hcm(&name, http_filters, &timeouts, true));
         let routes = http::inbound_routes(
             name.clone(),
