@@ -55,11 +55,13 @@ pub enum Kind {
     MeshHealthCheck,
     /// Kuma's metrics: profiles, application scraping, backends.
     MeshMetric,
+    /// Kuma's HTTP fault injection (abort, delay, response bandwidth).
+    MeshFaultInjection,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 22] = [
+    pub const ALL: [Kind; 23] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -82,6 +84,7 @@ impl Kind {
         Kind::MeshLoadBalancingStrategy,
         Kind::MeshHealthCheck,
         Kind::MeshMetric,
+        Kind::MeshFaultInjection,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -109,6 +112,7 @@ impl Kind {
             Kind::MeshLoadBalancingStrategy => "MeshLoadBalancingStrategy",
             Kind::MeshHealthCheck => "MeshHealthCheck",
             Kind::MeshMetric => "MeshMetric",
+            Kind::MeshFaultInjection => "MeshFaultInjection",
         }
     }
 
@@ -137,6 +141,7 @@ impl Kind {
             Kind::MeshLoadBalancingStrategy => "meshloadbalancingstrategies",
             Kind::MeshHealthCheck => "meshhealthchecks",
             Kind::MeshMetric => "meshmetrics",
+            Kind::MeshFaultInjection => "meshfaultinjections",
         }
     }
 
@@ -156,6 +161,7 @@ impl Kind {
             Kind::MeshLoadBalancingStrategy => &["mlbs"],
             Kind::MeshHealthCheck => &["mhc"],
             Kind::MeshMetric => &["mmetric"],
+            Kind::MeshFaultInjection => &["mfaultinjection", "mfi"],
             _ => &[],
         }
     }
@@ -170,7 +176,7 @@ impl Kind {
 
     /// Whether this is one of Kuma's routing and outbound policies
     /// (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, and the
-    /// inbound MeshRateLimit), which combine through `crate::policy`.
+    /// inbound MeshRateLimit and MeshFaultInjection), which combine through `crate::policy`.
     pub fn is_outbound_policy(self) -> bool {
         matches!(
             self,
@@ -183,6 +189,7 @@ impl Kind {
                 | Kind::MeshLoadBalancingStrategy
                 | Kind::MeshHealthCheck
                 | Kind::MeshMetric
+                | Kind::MeshFaultInjection
         )
     }
 

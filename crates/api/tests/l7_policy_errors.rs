@@ -387,3 +387,82 @@ fn bad_mesh_metrics_name_the_field() {
         ]
     );
 }
+
+#[test]
+fn bad_mesh_fault_injections_name_the_field() {
+    let from = |http: &str| {
+        policy(
+            "MeshFaultInjection",
+            &format!(
+                "  from:\n    - targetRef: {{kind: Mesh}}\n      default:\n        http:\n{http}"
+            ),
+        )
+    };
+    assert_eq!(
+        errors(&from(
+            "          - abort: {httpStatus: 100, percentage: 101}\n            \
+             delay: {value: 0s, percentage: \"x\"}\n            \
+             responseBandwidth: {limit: 10bps, percentage: \"-1\"}\n          - {}\n"
+        )),
+        [
+            "spec.from[0].default.http[0].abort.httpStatus: 100 is not a status Envoy's fault \
+             filter can answer with; use 200-599",
+            "spec.from[0].default.http[0].abort.percentage: 101 is not a percentage; use a number \
+             from 0 to 100, e.g. 50 or \"2.5\"",
+            "spec.from[0].default.http[0].delay.value: must be greater than zero (Envoy refuses a \
+             zero fixed delay), e.g. 5s",
+            "spec.from[0].default.http[0].delay.percentage: \"x\" is not a percentage; use a \
+             number from 0 to 100, e.g. 50 or \"2.5\"",
+            "spec.from[0].default.http[0].responseBandwidth.limit: \"10bps\" is not a bandwidth; \
+             use a whole number and Gbps, Mbps or kbps, e.g. 50Mbps or 10kbps",
+            "spec.from[0].default.http[0].responseBandwidth.percentage: \"-1\" is not a \
+             percentage; use a number from 0 to 100, e.g. 50 or \"2.5\"",
+            "spec.from[0].default.http[1]: set abort, delay, responseBandwidth or several of them",
+        ]
+    );
+    // Kuma's int-or-string: an unquoted decimal is refused with the fix.
+    let e = errors(&from("          - delay: {value: 5s, percentage: 50.5}\n"));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("spec.from[0].default.http[0].delay.percentage: ")
+            && e[0].contains("in quotes"),
+        "{e:?}"
+    );
+    // An unknown field is refused with its path.
+    let e = errors(&from(
+        "          - abort: {httpStatus: 500, percentage: 50, grpcStatus: 14}\n",
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("spec.from[0].default.http[0].abort.grpcStatus: unknown field"),
+        "{e:?}"
+    );
+    // Kuma's universal "delayed by 5s" example names its Mesh, which
+    // Kuma refuses too.
+    let e = errors(&policy(
+        "MeshFaultInjection",
+        "  from:\n    - targetRef: {kind: Mesh, name: default}\n      default:\n        http:\n          \
+         - delay: {percentage: \"50.5\", value: 5s}\n",
+    ));
+    assert_eq!(
+        e,
+        ["spec.from[0].targetRef.name: not allowed when kind is Mesh"]
+    );
+    assert_eq!(
+        errors(&policy("MeshFaultInjection", "  targetRef: {kind: Mesh}\n")),
+        [
+            "spec: at least one of from or to is required, e.g. from: [{targetRef: {kind: Mesh}, \
+             default: {http: [{abort: {httpStatus: 500, percentage: 50}}]}}]"
+        ]
+    );
+    assert_eq!(
+        errors(&policy(
+            "MeshFaultInjection",
+            "  from:\n    - targetRef: {kind: Mesh}\n      default: {}\n"
+        )),
+        [
+            "spec.from[0].default.http: required: the list of HTTP faults, e.g. [{abort: \
+             {httpStatus: 500, percentage: 50}}]"
+        ]
+    );
+}

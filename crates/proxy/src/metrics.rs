@@ -43,6 +43,16 @@ pub struct NameLabels {
     pub listener: String,
 }
 
+/// `{listener, kind}`: a fault injected on a listener (`abort`, `delay`,
+/// `response_rate_limit`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaultLabels {
+    /// Listener name.
+    pub listener: String,
+    /// The fault's kind.
+    pub kind: &'static str,
+}
+
 /// `{cluster}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
@@ -89,6 +99,8 @@ pub struct ProxyMetrics {
     pub access_log_dropped: Counter,
     /// Connections closed by the network local rate limit, per listener.
     pub connections_rate_limited: Family<NameLabels, Counter>,
+    /// Faults injected by the fault filter, per listener and kind.
+    pub faults: Family<FaultLabels, Counter>,
     /// Connections open now, per listener.
     pub listener_connections_active: Family<NameLabels, Gauge>,
     /// Bytes received on accepted (downstream) connections, TLS included,
@@ -136,6 +148,7 @@ impl Default for ProxyMetrics {
             rate_limited: Family::default(),
             connections_rate_limited: Family::default(),
             access_log_dropped: Counter::default(),
+            faults: Family::default(),
             listener_connections_active: Family::default(),
             listener_rx_bytes: Family::default(),
             listener_tx_bytes: Family::default(),
@@ -192,6 +205,12 @@ impl ProxyMetrics {
             "connections_rate_limited",
             "Connections closed before their TLS handshake by the local rate limit (envoy.filters.network.local_ratelimit), per listener",
             self.connections_rate_limited.clone(),
+        );
+        registry.register(
+            "http_faults",
+            "Faults injected by envoy.filters.http.fault (MeshFaultInjection), per listener and \
+             kind: abort, delay, response_rate_limit",
+            self.faults.clone(),
         );
         registry.register(
             "listener_connections_active",

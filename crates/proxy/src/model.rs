@@ -15,6 +15,7 @@ use meshlink_identity::TrustBundle;
 use serde::Serialize;
 
 pub mod access_log;
+pub mod fault;
 pub mod hash_policy;
 pub mod http;
 pub mod rate_limit;

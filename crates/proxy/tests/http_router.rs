@@ -23,6 +23,7 @@ use meshlink_proxy::dataplane::Dataplane;
 use meshlink_proxy::drain::ConnectionDrain;
 use meshlink_proxy::listeners::{ListenerManager, SharedListenerStates};
 use meshlink_proxy::metrics::ProxyMetrics;
+use meshlink_proxy::model::fault::{Callers, Fault, Fraction};
 use meshlink_proxy::model::http::HttpListener;
 use meshlink_proxy::model::rate_limit::{LocalRateLimit, TokenBucket};
 use meshlink_proxy::model::route::{
@@ -187,11 +188,29 @@ async fn proxy(routes: Vec<RouteSpec>, clusters: &[(&str, SocketAddr)]) -> Proxy
     proxy_limited(routes, clusters, None).await
 }
 
+/// [`proxy`], with fault filters on the listener.
+async fn proxy_faulty(
+    routes: Vec<RouteSpec>,
+    clusters: &[(&str, SocketAddr)],
+    faults: Vec<Fault>,
+) -> Proxy {
+    proxy_with(routes, clusters, None, faults).await
+}
+
 /// [`proxy`], with a local rate limit on the listener.
 async fn proxy_limited(
     routes: Vec<RouteSpec>,
     clusters: &[(&str, SocketAddr)],
     local_rate_limit: Option<LocalRateLimit>,
+) -> Proxy {
+    proxy_with(routes, clusters, local_rate_limit, Vec::new()).await
+}
+
+async fn proxy_with(
+    routes: Vec<RouteSpec>,
+    clusters: &[(&str, SocketAddr)],
+    local_rate_limit: Option<LocalRateLimit>,
+    faults: Vec<Fault>,
 ) -> Proxy {
     let listen: SocketAddr = format!("127.0.0.1:{}", dead_port()).parse().unwrap();
     let config = ProxyConfig {
@@ -214,6 +233,7 @@ async fn proxy_limited(
                     max_connection_duration: None,
                     local_rate_limit,
                     access_logs: Vec::new(),
+                    faults,
                 }),
             }),
         )]),
@@ -347,6 +367,82 @@ async fn a_local_rate_limit_lets_five_through_and_answers_the_rest_with_its_stat
         "{}",
         metrics_text(&p.metrics)
     );
+}
+
+/// A backend answering every request with `size` bytes.
+async fn big_backend(size: usize) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = service_fn(move |_req: Request<Incoming>| async move {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(vec![b'x'; size]))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn faults_abort_with_envoys_body_and_throttle_a_response_body() {
+    let every = Fraction {
+        numerator: 100,
+        denominator: 100,
+    };
+    let a = big_backend(16 * 1024).await;
+    let all = || {
+        route(
+            "all",
+            PathMatch::Prefix("/".into()),
+            Vec::new(),
+            forward(&[("a", 1)], None, None),
+        )
+    };
+    // 4 KiB/s on every response, sent in 256-byte slices each followed by
+    // its 62.5 ms: the 64th slice leaves after 63 pauses, so 16 KiB cannot
+    // arrive before 3.9375 s (timers never fire early).
+    let throttled = Fault {
+        callers: Callers::All,
+        abort: None,
+        delay: None,
+        response_bytes_per_second: Some((4 * 1024, every)),
+    };
+    let p = proxy_faulty(vec![all()], &[("a", a)], vec![throttled]).await;
+    let mut c = Client::connect(p.addr).await;
+    let started = tokio::time::Instant::now();
+    let (status, body) = c.get("/", None).await;
+    let took = started.elapsed();
+    assert_eq!((status, body.len()), (StatusCode::OK, 16 * 1024));
+    assert!(
+        took >= Duration::from_micros(3_937_500),
+        "16 KiB at 4 KiB/s took {took:?}"
+    );
+    assert!(
+        metrics_text(&p.metrics).contains(
+            "meshlink_proxy_http_faults_total{listener=\"out\",kind=\"response_rate_limit\"} 1"
+        ),
+        "{}",
+        metrics_text(&p.metrics)
+    );
+
+    // An abort for callers without a certificate's SPIFFE ID (every caller
+    // but web): answered by the proxy, Envoy's body, never forwarded.
+    let aborted = Fault {
+        callers: Callers::Except(vec!["spiffe://default/web".into()]),
+        abort: Some((503, every)),
+        delay: None,
+        response_bytes_per_second: None,
+    };
+    let p = proxy_faulty(vec![all()], &[("a", a)], vec![aborted]).await;
+    let mut c = Client::connect(p.addr).await;
+    let (status, body) = c.get("/", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body.trim_end(), "fault filter abort");
 }
 
 /// One HTTP/1.1 keep-alive connection to the proxy.

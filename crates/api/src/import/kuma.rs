@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 13] = [
+const KUMA_KINDS: [Kind; 14] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -27,6 +27,7 @@ const KUMA_KINDS: [Kind; 13] = [
     Kind::MeshLoadBalancingStrategy,
     Kind::MeshHealthCheck,
     Kind::MeshMetric,
+    Kind::MeshFaultInjection,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
@@ -38,14 +39,19 @@ const DEFAULT_MESH: &str = "default";
 fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
     // Universal documents may also be Kuma Secrets (routed before this);
     // on Kubernetes those are `apiVersion: v1` Secrets.
+    let names: Vec<&str> = KUMA_KINDS.iter().map(|k| k.as_str()).collect();
     let accepted = if field == "type" {
-        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, \
-         MeshHealthCheck, MeshMetric, Secret or GlobalSecret"
+        format!(
+            "meshlink accepts {}, Secret or GlobalSecret",
+            names.join(", ")
+        )
     } else {
-        "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, MeshHealthCheck or MeshMetric (Kuma Secrets are apiVersion: v1 Secrets of \
-         type system.kuma.io/secret)"
+        let (last, rest) = names.split_last().expect("KUMA_KINDS is not empty");
+        format!(
+            "meshlink accepts {} or {last} (Kuma Secrets are apiVersion: v1 Secrets of type \
+             system.kuma.io/secret)",
+            rest.join(", ")
+        )
     };
     match v {
         Some(Value::String(s)) => {

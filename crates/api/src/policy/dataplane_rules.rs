@@ -17,7 +17,7 @@ use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
-pub const RULE_KINDS: [(Kind, &[Section]); 8] = [
+pub const RULE_KINDS: [(Kind, &[Section]); 9] = [
     (Kind::MeshHTTPRoute, &[Section::To]),
     (Kind::MeshTCPRoute, &[Section::To]),
     (
@@ -35,6 +35,7 @@ pub const RULE_KINDS: [(Kind, &[Section]); 8] = [
     ),
     (Kind::MeshLoadBalancingStrategy, &[Section::To]),
     (Kind::MeshHealthCheck, &[Section::To]),
+    (Kind::MeshFaultInjection, &[Section::To, Section::From]),
 ];
 
 /// The folded rules of one section of one kind.

@@ -17,6 +17,7 @@ use crate::{FieldError, Kind, Metadata};
 mod access_log;
 pub mod access_log_format;
 mod dataplane;
+mod fault_injection;
 mod gateway;
 mod grant;
 mod header_match;
@@ -59,6 +60,10 @@ pub use access_log::{
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, InboundHealth,
     Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, UnreachableApp, service_from_tags,
+};
+pub use fault_injection::{
+    AbortFault, Bandwidth, BandwidthFault, DelayFault, FaultConf, FaultEntry, HttpFault,
+    MeshFaultInjectionSpec, Percentage,
 };
 pub use gateway::{Gateway, GatewayType, builtin_warning};
 pub use grant::{
@@ -189,6 +194,8 @@ pub enum Spec {
     MeshHealthCheck(MeshHealthCheckSpec),
     /// A [`MeshMetricSpec`].
     MeshMetric(MeshMetricSpec),
+    /// A [`MeshFaultInjectionSpec`].
+    MeshFaultInjection(MeshFaultInjectionSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -217,6 +224,7 @@ macro_rules! each_spec {
             Spec::MeshLoadBalancingStrategy($inner) => $body,
             Spec::MeshHealthCheck($inner) => $body,
             Spec::MeshMetric($inner) => $body,
+            Spec::MeshFaultInjection($inner) => $body,
         }
     };
 }
@@ -249,6 +257,7 @@ impl Spec {
             Spec::MeshLoadBalancingStrategy(_) => Kind::MeshLoadBalancingStrategy,
             Spec::MeshHealthCheck(_) => Kind::MeshHealthCheck,
             Spec::MeshMetric(_) => Kind::MeshMetric,
+            Spec::MeshFaultInjection(_) => Kind::MeshFaultInjection,
         }
     }
 
@@ -284,6 +293,7 @@ impl Spec {
             Kind::MeshLoadBalancingStrategy => policy(value).map(Spec::MeshLoadBalancingStrategy),
             Kind::MeshHealthCheck => policy(value).map(Spec::MeshHealthCheck),
             Kind::MeshMetric => policy(value).map(Spec::MeshMetric),
+            Kind::MeshFaultInjection => policy(value).map(Spec::MeshFaultInjection),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -326,6 +336,7 @@ impl Spec {
             Spec::MeshLoadBalancingStrategy(s) => s.validate(&mut errs),
             Spec::MeshHealthCheck(s) => s.validate(&mut errs),
             Spec::MeshMetric(s) => s.validate(&mut errs),
+            Spec::MeshFaultInjection(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

@@ -177,6 +177,14 @@ impl Spec {
         }
     }
 
+    /// The MeshFaultInjection spec, if this is one.
+    pub fn as_mesh_fault_injection(&self) -> Option<&MeshFaultInjectionSpec> {
+        match self {
+            Spec::MeshFaultInjection(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The top-level `targetRef` of a policy (MeshTrafficPermission and the
     /// outbound policies), if it has one set.
     pub fn policy_target_ref(&self) -> Option<&TargetRef> {
@@ -191,6 +199,7 @@ impl Spec {
             Spec::MeshLoadBalancingStrategy(s) => s.target_ref.as_ref(),
             Spec::MeshHealthCheck(s) => s.target_ref.as_ref(),
             Spec::MeshMetric(s) => s.target_ref.as_ref(),
+            Spec::MeshFaultInjection(s) => s.target_ref.as_ref(),
             _ => None,
         }
     }

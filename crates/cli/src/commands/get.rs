@@ -162,7 +162,8 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         | Kind::MeshAccessLog
         | Kind::MeshLoadBalancingStrategy
         | Kind::MeshHealthCheck
-        | Kind::MeshMetric => policy_columns(kind, spec, &r["metadata"]["labels"]),
+        | Kind::MeshMetric
+        | Kind::MeshFaultInjection => policy_columns(kind, spec, &r["metadata"]["labels"]),
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![
             ("STATUS", skupper_status(status)),

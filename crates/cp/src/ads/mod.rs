@@ -152,7 +152,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshAccessLog"
         | "MeshLoadBalancingStrategy"
         | "MeshHealthCheck"
-        | "MeshMetric" => key.mesh.clone(),
+        | "MeshMetric"
+        | "MeshFaultInjection" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

@@ -166,6 +166,7 @@ impl MeshSource for StoreSource {
             Kind::MeshAccessLog,
             Kind::MeshLoadBalancingStrategy,
             Kind::MeshHealthCheck,
+            Kind::MeshFaultInjection,
         ] {
             policies.extend(
                 self.resources

@@ -138,6 +138,20 @@ async fn route_and_send(
         super::headers::apply(response.headers_mut(), &limit.response_headers);
         return Ok(response);
     }
+    let peer_id = ctx.peer_id.as_deref();
+    let throttle = match super::fault::inject(
+        &http.faults,
+        peer_id,
+        &spec.name,
+        &ctx.metrics,
+        labels,
+        grpc,
+    )
+    .await
+    {
+        super::fault::Injected::Abort(response) => return Ok(response),
+        super::fault::Injected::Forward(throttle) => throttle,
+    };
     let routes = view.config.routes.get(&http.route_config).ok_or_else(|| {
         ProxyError::internal(
             ErrorKind::NotReady,
@@ -213,12 +227,13 @@ async fn route_and_send(
     // The route's idle timeout overrides the listener's (Envoy's rule).
     let idle = forward.idle_timeout.or(http.stream_idle_timeout);
     let max = forward.max_stream_duration;
-    Ok(response.map(|b| {
+    let response = response.map(|b| {
         use http_body_util::BodyExt;
         super::timed::TimedBody::new(b, idle, max, Some(in_flight))
             .holding(stream)
             .boxed_unsync()
-    }))
+    });
+    Ok(super::fault::throttle(response, throttle))
 }
 
 /// Tries the request until an answer, the retries run out or the

@@ -10,6 +10,8 @@
 //!   replayable body ([`replay`]), pooled upstream connections ([`pool`]).
 //! - [`timed`] bounds streams (idle, longest life) and connections
 //!   (idle, longest life) after the response headers;
+//! - [`fault`] injects the listener's faults (abort, delay, response
+//!   bandwidth) after RBAC and the local rate limit;
 //! - [`respond`] and [`redirect`] write the proxy's own answers;
 //!   [`headers`] the header changes; [`metrics`] the golden metrics.
 
@@ -26,6 +28,7 @@ use crate::model::http::HttpListener;
 
 pub mod access_log;
 pub mod budget;
+pub mod fault;
 pub mod forward;
 pub mod headers;
 pub mod metrics;

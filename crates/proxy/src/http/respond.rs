@@ -70,6 +70,24 @@ pub fn rate_limited(status: u16, grpc: bool) -> Response<ResponseBody> {
     text_answer(status, "local_rate_limited")
 }
 
+/// The answer to a request a fault filter aborted: `status` with Envoy's
+/// body `fault filter abort`; for gRPC, the status Envoy maps it to.
+pub fn fault_abort(status: u16, grpc: bool) -> Response<ResponseBody> {
+    if grpc {
+        let code = match status {
+            400 => 13,
+            401 => 16,
+            403 => 7,
+            404 => 12,
+            429 | 502..=504 => 14,
+            _ => 2,
+        };
+        return grpc_answer(code, "fault filter abort");
+    }
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    text_answer(status, "fault filter abort")
+}
+
 /// A gRPC trailers-only answer: HTTP 200 with `grpc-status` and
 /// `grpc-message` in the headers, no body.
 fn grpc_answer(code: i32, message: &str) -> Response<ResponseBody> {

@@ -37,4 +37,8 @@ pub struct HttpListener {
     /// Access logs written for every request (`access_log`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub access_logs: Vec<crate::model::access_log::AccessLog>,
+    /// The fault filters (`envoy.filters.http.fault`), in order, applied
+    /// after RBAC and the local rate limit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::model::fault::Fault>,
 }

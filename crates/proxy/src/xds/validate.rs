@@ -38,6 +38,7 @@ use crate::model::{
 };
 
 mod access_log;
+mod fault;
 mod hash_policy;
 mod http_listener;
 mod local_rate_limit;

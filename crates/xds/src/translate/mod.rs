@@ -14,6 +14,7 @@
 
 mod access_log;
 mod endpoints;
+mod fault;
 mod grpc;
 mod http;
 mod load_balancing;

@@ -37,6 +37,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshAccessLog
             | Kind::MeshLoadBalancingStrategy
             | Kind::MeshHealthCheck
+            | Kind::MeshFaultInjection
     )
 }
 

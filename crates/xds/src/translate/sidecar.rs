@@ -30,7 +30,8 @@ use super::protocol::{self, Protocol};
 use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
 use super::{
-    MeshView, Snapshot, access_log, http, mesh_service, names, network, rate_limit, rbac, tls,
+    MeshView, Snapshot, access_log, fault, http, mesh_service, names, network, rate_limit, rbac,
+    tls,
 };
 
 /// Envoy's name of the TCP proxy filter.
@@ -454,6 +455,8 @@ fn inbound_resources(
                 tcp_logger: client.meshlink_proxy,
             },
         );
+        // MeshFaultInjection after the rate limit: one filter per step.
+        http_filters.extend(fault::inbound_filters(view, target));
         filters.push(http::hcm(&name, http_filters, &timeouts, true, logs));
         let routes = http::inbound_routes(
             name.clone(),

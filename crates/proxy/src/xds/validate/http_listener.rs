@@ -4,7 +4,7 @@
 //!
 //! Like the rest of the validator it refuses what meshlink-proxy would
 //! otherwise silently ignore: an inline route table, any HTTP filter but
-//! RBAC, the local rate limit and the router, and protocol selection by the downstream's
+//! RBAC, the local rate limit, fault injection (after both) and the router, and protocol selection by the downstream's
 //! protocol or by ALPN.
 
 use std::collections::HashMap;
@@ -76,6 +76,7 @@ pub(super) fn connection_manager(
     let mut rbac = Vec::new();
     let mut router = false;
     let mut local_rate_limit = None;
+    let mut faults = Vec::new();
     for (i, f) in hcm.http_filters.iter().enumerate() {
         let ffield = format!("{field}.http_filters[{i}]");
         if router {
@@ -93,7 +94,21 @@ pub(super) fn connection_manager(
                 format!("HTTP filter {:?} has no typed_config", f.name),
             ));
         };
-        if any.type_url == HttpRbac::type_url() {
+        let before_faults = |what: &str| {
+            invalid(
+                &ffield,
+                format!(
+                    "{what} after a fault filter: meshlink-proxy checks RBAC and the local rate \
+                     limit before injecting faults, so they must come first"
+                ),
+            )
+        };
+        if super::fault::is_fault(any) {
+            faults.push(super::fault::fault(any, &format!("{ffield}.typed_config"))?);
+        } else if any.type_url == HttpRbac::type_url() {
+            if !faults.is_empty() {
+                return Err(before_faults("an RBAC filter"));
+            }
             let r: HttpRbac = decode(any, &ffield)?;
             if r.shadow_rules.is_some() || r.matcher.is_some() || r.shadow_matcher.is_some() {
                 return Err(invalid(
@@ -103,6 +118,9 @@ pub(super) fn connection_manager(
             }
             rbac.push(rbac_rules(r.rules, &format!("{ffield}.typed_config"))?);
         } else if any.type_url == LocalRateLimit::type_url() {
+            if !faults.is_empty() {
+                return Err(before_faults("a local rate limit filter"));
+            }
             if local_rate_limit.is_some() {
                 return Err(invalid(
                     ffield,
@@ -119,7 +137,7 @@ pub(super) fn connection_manager(
             return Err(invalid(
                 format!("{ffield}.typed_config"),
                 format!(
-                    "unsupported HTTP filter {:?}; meshlink-proxy supports envoy.filters.http.rbac, envoy.filters.http.local_ratelimit and envoy.filters.http.router",
+                    "unsupported HTTP filter {:?}; meshlink-proxy supports envoy.filters.http.rbac, envoy.filters.http.local_ratelimit, envoy.filters.http.fault and envoy.filters.http.router",
                     any.type_url
                 ),
             ));
@@ -156,6 +174,7 @@ pub(super) fn connection_manager(
             &hcm.access_log,
             &format!("{field}.access_log"),
         )?,
+        faults,
     };
     Ok((rbac, http))
 }

@@ -73,6 +73,18 @@ fn l7_policies() -> Vec<Resource> {
             json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {
                 "idleTimeout": "20m", "http": {"requestTimeout": "2s", "streamIdleTimeout": "1m", "maxStreamDuration": "10m"}}}]}),
         ),
+        policy(
+            "MeshFaultInjection",
+            "faults",
+            json!({"targetRef": {"kind": "MeshService", "name": "backend"}, "from": [
+                {"targetRef": {"kind": "Mesh"}, "default": {"http": [
+                    {"abort": {"httpStatus": 500, "percentage": "2.5"},
+                     "delay": {"value": "5s", "percentage": 5},
+                     "responseBandwidth": {"limit": "50Mbps", "percentage": 50}}]}},
+                {"targetRef": {"kind": "MeshService", "name": "web"}, "default": {"http": [
+                    {"abort": {"httpStatus": 503, "percentage": 70}},
+                    {"abort": {"httpStatus": 503, "percentage": 50}}]}}]}),
+        ),
     ]
 }
 
@@ -156,6 +168,9 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                             l.rbac_per_request,
                             mtls && l.direction == Direction::Inbound
                         );
+                        if name == "backend-1" && l.direction == Direction::Inbound {
+                            faults_seen(&http.faults);
+                        }
                     }
                 }
                 assert!(http_listeners > 0, "{protocol}: {name} has HTTP listeners");
@@ -175,6 +190,79 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
             }
         }
     }
+}
+
+/// backend-1's inbound faults: web's two steps (for web only), then the
+/// mesh-wide step for everyone else.
+fn faults_seen(faults: &[crate::model::fault::Fault]) {
+    use crate::model::fault::{Callers, Fraction};
+    let web = vec!["spiffe://example.org/web".to_owned()];
+    assert_eq!(faults.len(), 3, "{faults:?}");
+    assert_eq!(faults[0].callers, Callers::Only(web.clone()));
+    assert_eq!(
+        faults[1].abort,
+        Some((
+            503,
+            Fraction {
+                numerator: 50,
+                denominator: 100
+            }
+        ))
+    );
+    assert_eq!(faults[2].callers, Callers::Except(web));
+    assert_eq!(
+        faults[2].abort,
+        Some((
+            500,
+            Fraction {
+                numerator: 250,
+                denominator: 10_000
+            }
+        ))
+    );
+    assert_eq!(
+        faults[2].delay.map(|d| d.0),
+        Some(std::time::Duration::from_secs(5))
+    );
+    assert_eq!(
+        faults[2].response_bytes_per_second.map(|r| r.0),
+        Some(6_104 * 1024)
+    );
+}
+
+#[test]
+fn a_fault_filter_after_one_it_must_follow_is_rejected() {
+    use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
+    let router = || http_filter("envoy.filters.http.router", pack_any(Router::default()));
+    let fault = || http_filter("envoy.filters.http.fault", pack_any(HttpFault::default()));
+    let limit = || {
+        http_filter(
+            "envoy.filters.http.local_ratelimit",
+            pack_any(kuma_rate_limit()),
+        )
+    };
+    let spec = listener(&pack_any(hcm_listener(rds_hcm(vec![
+        limit(),
+        fault(),
+        fault(),
+        router(),
+    ]))))
+    .unwrap();
+    let ListenerProtocol::Http(http) = &spec.protocol else {
+        panic!("an HTTP listener: {spec:?}");
+    };
+    assert_eq!(http.faults.len(), 2);
+    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![
+        fault(),
+        limit(),
+        router(),
+    ]))))
+    .unwrap_err();
+    assert_eq!(
+        e.field,
+        "filter_chains[0].filters[0].typed_config.http_filters[1]"
+    );
+    assert!(e.reason.contains("before injecting faults"), "{e}");
 }
 
 #[test]
@@ -386,19 +474,17 @@ fn an_http_connection_manager_with_rds_and_the_router_is_an_http_listener() {
 
 #[test]
 fn an_unknown_http_filter_or_a_missing_router_is_rejected() {
-    let fault = http_filter(
-        "envoy.filters.http.fault",
-        pack_any(
-            envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault::default(),
-        ),
+    let cors = http_filter(
+        "envoy.filters.http.cors",
+        pack_any(envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default()),
     );
     let router = http_filter("envoy.filters.http.router", pack_any(Router::default()));
-    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![fault, router])))).unwrap_err();
+    let e = listener(&pack_any(hcm_listener(rds_hcm(vec![cors, router])))).unwrap_err();
     assert_eq!(
         e.field,
         "filter_chains[0].filters[0].typed_config.http_filters[0].typed_config"
     );
-    assert!(e.reason.contains("HTTPFault"), "{e}");
+    assert!(e.reason.contains("Cors"), "{e}");
     let e = listener(&pack_any(hcm_listener(rds_hcm(Vec::new())))).unwrap_err();
     assert!(e.reason.contains("envoy.filters.http.router"), "{e}");
 }
