@@ -47,11 +47,13 @@ pub enum Kind {
     MeshRetry,
     /// Kuma's local rate limits on inbound HTTP requests and TCP connections.
     MeshRateLimit,
+    /// Kuma's connection limits and outlier detection on clusters.
+    MeshCircuitBreaker,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -70,6 +72,7 @@ impl Kind {
         Kind::MeshTimeout,
         Kind::MeshRetry,
         Kind::MeshRateLimit,
+        Kind::MeshCircuitBreaker,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -93,6 +96,7 @@ impl Kind {
             Kind::MeshTimeout => "MeshTimeout",
             Kind::MeshRetry => "MeshRetry",
             Kind::MeshRateLimit => "MeshRateLimit",
+            Kind::MeshCircuitBreaker => "MeshCircuitBreaker",
         }
     }
 
@@ -117,6 +121,7 @@ impl Kind {
             Kind::MeshTimeout => "meshtimeouts",
             Kind::MeshRetry => "meshretries",
             Kind::MeshRateLimit => "meshratelimits",
+            Kind::MeshCircuitBreaker => "meshcircuitbreakers",
         }
     }
 
@@ -132,6 +137,7 @@ impl Kind {
             Kind::MeshTimeout => &["mtimeout"],
             Kind::MeshRetry => &["mretry"],
             Kind::MeshRateLimit => &["mratelimit"],
+            Kind::MeshCircuitBreaker => &["mcb"],
             _ => &[],
         }
     }
@@ -146,7 +152,7 @@ impl Kind {
 
     /// Whether this is one of Kuma's routing and outbound policies
     /// (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, and the
-    /// inbound MeshRateLimit), which combine through `crate::policy`.
+    /// inbound MeshRateLimit, and MeshCircuitBreaker), which combine through `crate::policy`.
     pub fn is_outbound_policy(self) -> bool {
         matches!(
             self,
@@ -155,6 +161,7 @@ impl Kind {
                 | Kind::MeshTimeout
                 | Kind::MeshRetry
                 | Kind::MeshRateLimit
+                | Kind::MeshCircuitBreaker
         )
     }
 

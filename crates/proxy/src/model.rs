@@ -14,6 +14,7 @@ use std::time::Duration;
 use meshlink_identity::TrustBundle;
 use serde::Serialize;
 
+pub mod circuit_breaker;
 pub mod http;
 pub mod rate_limit;
 pub mod route;
@@ -269,6 +270,13 @@ pub struct ClusterSpec {
     /// `HttpProtocolOptions.explicit_http_config.http2_protocol_options`);
     /// otherwise HTTP/1.1.
     pub http2: bool,
+    /// `circuit_breakers` (Envoy's defaults for unset limits); `None`:
+    /// none configured, no limit (the retry budget bounds retries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuit_breakers: Option<circuit_breaker::Thresholds>,
+    /// `outlier_detection` with `common_lb_config.healthy_panic_threshold`;
+    /// without one, [`circuit_breaker::OutlierSpec::builtin`].
+    pub outlier_detection: circuit_breaker::OutlierSpec,
 }
 
 /// A validated SDS secret (only trust bundles are used by meshlink-proxy;

@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 9] = [
+const KUMA_KINDS: [Kind; 10] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -23,6 +23,7 @@ const KUMA_KINDS: [Kind; 9] = [
     Kind::MeshTimeout,
     Kind::MeshRetry,
     Kind::MeshRateLimit,
+    Kind::MeshCircuitBreaker,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
@@ -36,10 +37,11 @@ fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
     // on Kubernetes those are `apiVersion: v1` Secrets.
     let accepted = if field == "type" {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, Secret or GlobalSecret"
+         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshCircuitBreaker, Secret or \
+         GlobalSecret"
     } else {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry or MeshRateLimit (Kuma Secrets are apiVersion: v1 Secrets of \
+         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit or MeshCircuitBreaker (Kuma Secrets are apiVersion: v1 Secrets of \
          type system.kuma.io/secret)"
     };
     match v {

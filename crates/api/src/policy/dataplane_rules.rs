@@ -17,7 +17,7 @@ use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
-pub const RULE_KINDS: [(Kind, &[Section]); 5] = [
+pub const RULE_KINDS: [(Kind, &[Section]); 6] = [
     (Kind::MeshHTTPRoute, &[Section::To]),
     (Kind::MeshTCPRoute, &[Section::To]),
     (
@@ -27,6 +27,10 @@ pub const RULE_KINDS: [(Kind, &[Section]); 5] = [
     (Kind::MeshRetry, &[Section::To]),
     (
         Kind::MeshRateLimit,
+        &[Section::To, Section::From, Section::Rules],
+    ),
+    (
+        Kind::MeshCircuitBreaker,
         &[Section::To, Section::From, Section::Rules],
     ),
 ];

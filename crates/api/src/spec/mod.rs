@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::resource::deserialize_at;
 use crate::{FieldError, Kind, Metadata};
 
+mod circuit_breaker;
 mod dataplane;
 mod gateway;
 mod grant;
@@ -46,6 +47,10 @@ mod timeout;
 mod traffic_permission;
 mod unknown_field_hint;
 
+pub use circuit_breaker::{
+    CircuitBreakerConf, CircuitBreakerEntry, CircuitBreakerRule, ConnectionLimits, Consecutive,
+    Decimal, Detectors, FailurePercentage, MeshCircuitBreakerSpec, OutlierDetection, SuccessRate,
+};
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, InboundHealth,
     Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, UnreachableApp, service_from_tags,
@@ -163,6 +168,8 @@ pub enum Spec {
     MeshRetry(MeshRetrySpec),
     /// A [`MeshRateLimitSpec`].
     MeshRateLimit(MeshRateLimitSpec),
+    /// A [`MeshCircuitBreakerSpec`].
+    MeshCircuitBreaker(MeshCircuitBreakerSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -187,6 +194,7 @@ macro_rules! each_spec {
             Spec::MeshTimeout($inner) => $body,
             Spec::MeshRetry($inner) => $body,
             Spec::MeshRateLimit($inner) => $body,
+            Spec::MeshCircuitBreaker($inner) => $body,
         }
     };
 }
@@ -215,6 +223,7 @@ impl Spec {
             Spec::MeshTimeout(_) => Kind::MeshTimeout,
             Spec::MeshRetry(_) => Kind::MeshRetry,
             Spec::MeshRateLimit(_) => Kind::MeshRateLimit,
+            Spec::MeshCircuitBreaker(_) => Kind::MeshCircuitBreaker,
         }
     }
 
@@ -246,6 +255,7 @@ impl Spec {
             Kind::MeshTimeout => policy(value).map(Spec::MeshTimeout),
             Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
             Kind::MeshRateLimit => policy(value).map(Spec::MeshRateLimit),
+            Kind::MeshCircuitBreaker => policy(value).map(Spec::MeshCircuitBreaker),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -284,6 +294,7 @@ impl Spec {
             Spec::MeshTimeout(s) => s.validate(&mut errs),
             Spec::MeshRetry(s) => s.validate(&mut errs),
             Spec::MeshRateLimit(s) => s.validate(&mut errs),
+            Spec::MeshCircuitBreaker(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

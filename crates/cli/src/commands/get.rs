@@ -158,7 +158,8 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         | Kind::MeshTCPRoute
         | Kind::MeshTimeout
         | Kind::MeshRetry
-        | Kind::MeshRateLimit => policy_columns(kind, spec, &r["metadata"]["labels"]),
+        | Kind::MeshRateLimit
+        | Kind::MeshCircuitBreaker => policy_columns(kind, spec, &r["metadata"]["labels"]),
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![
             ("STATUS", skupper_status(status)),

@@ -1,6 +1,6 @@
 //! `meshlink get` columns for Kuma policies: MeshTrafficPermission and the
 //! outbound policies (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry)
-//! and MeshRateLimit.
+//! and MeshRateLimit and MeshCircuitBreaker.
 //!
 //! Owns how a `targetRef` reads in one cell (`Mesh`, `Dataplane app=web`,
 //! `MeshService/backend:http`). It reads canonical JSON only and never
@@ -67,7 +67,10 @@ pub(super) fn policy_columns(
             .unwrap_or_default();
         cols.push(("RULES", rules.to_string()));
     }
-    if matches!(kind, Kind::MeshTimeout | Kind::MeshRateLimit) {
+    if matches!(
+        kind,
+        Kind::MeshTimeout | Kind::MeshRateLimit | Kind::MeshCircuitBreaker
+    ) {
         let inbound = ["from", "rules"]
             .iter()
             .filter_map(|f| spec[*f].as_array())

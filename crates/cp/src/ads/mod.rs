@@ -148,7 +148,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshTCPRoute"
         | "MeshTimeout"
         | "MeshRetry"
-        | "MeshRateLimit" => key.mesh.clone(),
+        | "MeshRateLimit"
+        | "MeshCircuitBreaker" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

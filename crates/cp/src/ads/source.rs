@@ -163,6 +163,7 @@ impl MeshSource for StoreSource {
             Kind::MeshTimeout,
             Kind::MeshRetry,
             Kind::MeshRateLimit,
+            Kind::MeshCircuitBreaker,
         ] {
             policies.extend(
                 self.resources

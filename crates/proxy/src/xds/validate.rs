@@ -36,6 +36,7 @@ use crate::model::{
     PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls, route::WeightedBackend,
 };
 
+mod circuit_breaker;
 mod http_listener;
 mod local_rate_limit;
 mod route;
@@ -480,6 +481,25 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
         .map(|t| upstream_tls(t, "transport_socket"))
         .transpose()?;
     let http2 = http_listener::upstream_http2(&c.typed_extension_protocol_options)?;
+    let circuit_breakers = c
+        .circuit_breakers
+        .as_ref()
+        .map(circuit_breaker::thresholds)
+        .transpose()?;
+    let outlier_detection = match &c.outlier_detection {
+        Some(od) => circuit_breaker::outlier(od, c.common_lb_config.as_ref())?,
+        None => {
+            let builtin = crate::model::circuit_breaker::OutlierSpec::builtin();
+            let panic = circuit_breaker::panic_threshold(
+                c.common_lb_config.as_ref(),
+                builtin.healthy_panic_threshold,
+            )?;
+            crate::model::circuit_breaker::OutlierSpec {
+                healthy_panic_threshold: panic,
+                ..builtin
+            }
+        }
+    };
     Ok(ClusterSpec {
         name: c.name,
         discovery,
@@ -487,6 +507,8 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
         connect_timeout,
         lb,
         http2,
+        circuit_breakers,
+        outlier_detection,
     })
 }
 

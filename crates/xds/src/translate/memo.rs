@@ -32,6 +32,8 @@ pub(crate) struct ClusterKey {
     /// MeshTimeout's `connectionTimeout` (seconds, nanos); `None`: the
     /// default.
     pub(crate) connect_timeout: Option<(i64, i32)>,
+    /// MeshCircuitBreaker's conf as canonical JSON; `None`: none applies.
+    pub(crate) circuit_breaker: Option<String>,
 }
 
 /// Shared, encoded resources of one mesh view (see the module doc).

@@ -12,6 +12,7 @@
 //! "nothing changed" means "same versions". Secret *contents* are whatever
 //! the caller passes in [`SecretsInput`]; this module never creates keys.
 
+mod circuit_breaker;
 mod endpoints;
 mod grpc;
 mod http;

@@ -1,5 +1,5 @@
 //! The routing and L7 policies of a mesh (MeshHTTPRoute, MeshTCPRoute,
-//! MeshTimeout, MeshRetry) as the translator reads them for one sidecar.
+//! MeshTimeout, MeshRetry, MeshRateLimit, MeshCircuitBreaker) as the translator reads them for one sidecar.
 //!
 //! Owns which policies select a Dataplane or an inbound, and which folded
 //! entries apply to one destination or route. Folding itself is the
@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, RateLimitConf, RetryConf, TargetRef,
-    TargetRefKind, TcpRouteRule, TcpRuleConf, TimeoutConf,
+    CircuitBreakerConf, DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, RateLimitConf,
+    RetryConf, TargetRef, TargetRefKind, TcpRouteRule, TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -33,6 +33,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshTimeout
             | Kind::MeshRetry
             | Kind::MeshRateLimit
+            | Kind::MeshCircuitBreaker
     )
 }
 
@@ -64,6 +65,7 @@ pub(crate) struct OutboundPolicies {
     tcp_routes: RuleSet,
     timeouts: RuleSet,
     retries: RuleSet,
+    circuit_breakers: RuleSet,
 }
 
 /// A MeshHTTPRoute rule for one destination, with the policy it came from.
@@ -98,6 +100,7 @@ impl OutboundPolicies {
             tcp_routes: fold(Kind::MeshTCPRoute),
             timeouts: fold(Kind::MeshTimeout),
             retries: fold(Kind::MeshRetry),
+            circuit_breakers: fold(Kind::MeshCircuitBreaker),
         }
     }
 
@@ -140,6 +143,12 @@ impl OutboundPolicies {
     pub(crate) fn retry(&self, dest: Destination<'_>, route: Option<&str>) -> Option<RetryConf> {
         typed(&self.retries, |e| applies(e, dest, route))
     }
+
+    /// The MeshCircuitBreaker conf for the Cluster of `dest`; `None` when
+    /// none applies.
+    pub(crate) fn circuit_breaker(&self, dest: Destination<'_>) -> Option<CircuitBreakerConf> {
+        typed(&self.circuit_breakers, |e| applies(e, dest, None))
+    }
 }
 
 fn typed<T: serde::de::DeserializeOwned>(
@@ -180,6 +189,20 @@ fn section_matches(t: &TargetRef, dest: Destination<'_>) -> bool {
 /// clients only are not applied (one route serves every client).
 pub(crate) fn inbound_timeout(policies: &[ViewPolicy], inbound: &InboundTarget<'_>) -> TimeoutConf {
     serde_json::from_value(inbound_conf(Kind::MeshTimeout, policies, inbound)).unwrap_or_default()
+}
+
+/// The MeshCircuitBreaker conf of an inbound's local application
+/// cluster, folded as [`inbound_timeout`] folds MeshTimeouts (`from[]`
+/// and `rules[]`); `None` when none applies.
+pub(crate) fn inbound_circuit_breaker(
+    policies: &[ViewPolicy],
+    inbound: &InboundTarget<'_>,
+) -> Option<CircuitBreakerConf> {
+    let conf = inbound_conf(Kind::MeshCircuitBreaker, policies, inbound);
+    if conf.is_null() {
+        return None;
+    }
+    serde_json::from_value(conf).ok()
 }
 
 /// The MeshRateLimit `local.http` limit of an inbound, folded as

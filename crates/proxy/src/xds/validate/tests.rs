@@ -73,6 +73,22 @@ fn l7_policies() -> Vec<Resource> {
             json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {
                 "idleTimeout": "20m", "http": {"requestTimeout": "2s", "streamIdleTimeout": "1m", "maxStreamDuration": "10m"}}}]}),
         ),
+        policy(
+            "MeshCircuitBreaker",
+            "circuit-breaker",
+            json!({"targetRef": {"kind": "Mesh"},
+                "to": [{"targetRef": {"kind": "Mesh"}, "default": {
+                    "connectionLimits": {"maxConnections": 2, "maxPendingRequests": 8, "maxRetries": 2, "maxRequests": 2},
+                    "outlierDetection": {"interval": "5s", "baseEjectionTime": "30s", "maxEjectionPercent": 20,
+                        "splitExternalAndLocalErrors": true, "healthyPanicThreshold": 0,
+                        "detectors": {"totalFailures": {"consecutive": 10}, "gatewayFailures": {"consecutive": 10},
+                            "localOriginFailures": {"consecutive": 10},
+                            "successRate": {"minimumHosts": 5, "requestVolume": 10, "standardDeviationFactor": "1.9"},
+                            "failurePercentage": {"requestVolume": 10, "minimumHosts": 5, "threshold": 85}}}}}],
+                "from": [{"targetRef": {"kind": "Mesh"}, "default": {
+                    "connectionLimits": {"maxRequests": 100},
+                    "outlierDetection": {"detectors": {"totalFailures": {"consecutive": 3}}}}}]}),
+        ),
     ]
 }
 
@@ -167,6 +183,23 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                 for (name, r) in snap.resources(CLUSTER) {
                     let c =
                         cluster(&r.resource).unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
+                    // MeshCircuitBreaker: to[] on destinations, from[] on
+                    // the local application.
+                    let limits = c.circuit_breakers.expect("limits on every cluster");
+                    let expected = if c.discovery == Discovery::Eds {
+                        2
+                    } else {
+                        100
+                    };
+                    assert_eq!(limits.max_requests, expected, "{name}");
+                    if c.discovery == Discovery::Eds {
+                        let od = &c.outlier_detection;
+                        assert!(od.split_external_local_origin_errors, "{name}");
+                        assert_eq!(od.success_rate_stdev_factor, 1900);
+                        assert_eq!(od.healthy_panic_threshold, 0);
+                    } else {
+                        assert_eq!(c.outlier_detection.consecutive_5xx, 3, "{name}");
+                    }
                     if c.discovery == Discovery::Eds && mtls {
                         assert!(c.http2, "{name}: sidecars speak HTTP/2 to each other");
                         assert_eq!(c.tls.expect("upstream TLS").alpn, ["h2"]);
