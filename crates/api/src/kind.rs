@@ -57,11 +57,13 @@ pub enum Kind {
     MeshMetric,
     /// Kuma's HTTP fault injection (abort, delay, response bandwidth).
     MeshFaultInjection,
+    /// Kuma's connection limits and outlier detection on clusters.
+    MeshCircuitBreaker,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 23] = [
+    pub const ALL: [Kind; 24] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -85,6 +87,7 @@ impl Kind {
         Kind::MeshHealthCheck,
         Kind::MeshMetric,
         Kind::MeshFaultInjection,
+        Kind::MeshCircuitBreaker,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -113,6 +116,7 @@ impl Kind {
             Kind::MeshHealthCheck => "MeshHealthCheck",
             Kind::MeshMetric => "MeshMetric",
             Kind::MeshFaultInjection => "MeshFaultInjection",
+            Kind::MeshCircuitBreaker => "MeshCircuitBreaker",
         }
     }
 
@@ -142,6 +146,7 @@ impl Kind {
             Kind::MeshHealthCheck => "meshhealthchecks",
             Kind::MeshMetric => "meshmetrics",
             Kind::MeshFaultInjection => "meshfaultinjections",
+            Kind::MeshCircuitBreaker => "meshcircuitbreakers",
         }
     }
 
@@ -162,6 +167,7 @@ impl Kind {
             Kind::MeshHealthCheck => &["mhc"],
             Kind::MeshMetric => &["mmetric"],
             Kind::MeshFaultInjection => &["mfaultinjection", "mfi"],
+            Kind::MeshCircuitBreaker => &["mcb"],
             _ => &[],
         }
     }
@@ -177,6 +183,7 @@ impl Kind {
     /// Whether this is one of Kuma's routing and outbound policies
     /// (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, and the
     /// inbound MeshRateLimit and MeshFaultInjection), which combine through `crate::policy`.
+    /// inbound MeshRateLimit, and MeshCircuitBreaker), which combine through `crate::policy`.
     pub fn is_outbound_policy(self) -> bool {
         matches!(
             self,
@@ -190,6 +197,7 @@ impl Kind {
                 | Kind::MeshHealthCheck
                 | Kind::MeshMetric
                 | Kind::MeshFaultInjection
+                | Kind::MeshCircuitBreaker
         )
     }
 

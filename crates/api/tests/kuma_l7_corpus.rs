@@ -1,5 +1,5 @@
-//! Kuma's documented MeshHTTPRoute, MeshTCPRoute, MeshTimeout and MeshRetry
-//! examples (one file each in `kuma_l7_corpus/`, including the default
+//! Kuma's documented MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry,
+//! MeshRateLimit and MeshCircuitBreaker examples (one file each in `kuma_l7_corpus/`, including the default
 //! policies Kuma creates in every mesh, in universal and Kubernetes form)
 //! apply as they would through `meshlink apply`: each parses and validates
 //! with no warning but the documented one for a Kubernetes
@@ -39,7 +39,7 @@ fn read(name: &str) -> Resource {
 
 #[test]
 fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged() {
-    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 40, &ALLOWED_WARNINGS)
+    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 54, &ALLOWED_WARNINGS)
         .iter()
         .map(Resource::kind)
         .collect();
@@ -54,6 +54,7 @@ fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged
         Kind::MeshHealthCheck,
         Kind::MeshMetric,
         Kind::MeshFaultInjection,
+        Kind::MeshCircuitBreaker,
     ] {
         assert!(kinds.contains(&kind), "no {kind} in the corpus");
     }
@@ -61,7 +62,7 @@ fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged
 
 #[test]
 fn kubernetes_and_universal_defaults_are_the_same_resource() {
-    for kind in ["mtimeout", "mretry"] {
+    for kind in ["mtimeout", "mretry", "mcb"] {
         let uni = read(&format!("{kind}-all-default.universal.yaml"));
         let kube = read(&format!("{kind}-all-default.kubernetes.yaml"));
         assert_eq!(uni.mesh(), Some("default"));

@@ -466,3 +466,74 @@ fn bad_mesh_fault_injections_name_the_field() {
         ]
     );
 }
+
+#[test]
+fn bad_mesh_circuit_breakers_name_the_field() {
+    let to = |default: &str| {
+        policy(
+            "MeshCircuitBreaker",
+            &format!("  to:\n    - targetRef: {{kind: Mesh}}\n      default:\n{default}"),
+        )
+    };
+    assert_eq!(
+        errors(&to(
+            "        connectionLimits: {maxRequests: 0, maxConnectionPools: 4}\n        \
+             outlierDetection:\n          interval: 0s\n          maxEjectionPercent: 120\n          \
+             healthyPanicThreshold: \"x\"\n          detectors:\n            totalFailures: \
+             {consecutive: 0}\n            successRate: {standardDeviationFactor: \"-1\"}\n            \
+             failurePercentage: {threshold: 101}\n"
+        )),
+        [
+            "spec.to[0].default.connectionLimits.maxRequests: must be greater than zero",
+            "spec.to[0].default.connectionLimits.maxConnectionPools: not supported: meshlink-proxy \
+             keeps one connection pool per endpoint; remove it (maxConnections bounds the \
+             connections)",
+            "spec.to[0].default.outlierDetection.interval: must be greater than zero, e.g. 10s",
+            "spec.to[0].default.outlierDetection.maxEjectionPercent: 120 is not a percentage; use \
+             0-100",
+            "spec.to[0].default.outlierDetection.healthyPanicThreshold: must be a percentage from \
+             0 to 100, e.g. 50",
+            "spec.to[0].default.outlierDetection.detectors.totalFailures.consecutive: must be \
+             greater than zero",
+            "spec.to[0].default.outlierDetection.detectors.successRate.standardDeviationFactor: \
+             must be a number greater than zero, e.g. 1.9",
+            "spec.to[0].default.outlierDetection.detectors.failurePercentage.threshold: 101 is not \
+             a percentage; use 0-100",
+        ]
+    );
+    assert_eq!(
+        errors(&to("        outlierDetection: {interval: 5s}\n")),
+        [
+            "spec.to[0].default.outlierDetection.detectors: required: set at least one of \
+             totalFailures, gatewayFailures, localOriginFailures, successRate, failurePercentage"
+        ]
+    );
+    assert_eq!(
+        errors(&to("        {}\n")),
+        [
+            "spec.to[0].default: set connectionLimits, outlierDetection or both, e.g. \
+             connectionLimits: {maxRequests: 1024}"
+        ]
+    );
+    // An unknown field is refused with its path; from[] takes Mesh only.
+    let e = errors(&to("        connectionLimits: {maxRequest: 5}\n"));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("spec.to[0].default.connectionLimits.maxRequest: unknown field"),
+        "{e:?}"
+    );
+    let e = errors(&policy(
+        "MeshCircuitBreaker",
+        "  from:\n    - targetRef: {kind: MeshService, name: web}\n      default: \
+         {connectionLimits: {maxRequests: 5}}\n",
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].starts_with("spec.from[0].targetRef.kind:"), "{e:?}");
+    assert_eq!(
+        errors(&policy("MeshCircuitBreaker", "  targetRef: {kind: Mesh}\n")),
+        [
+            "spec: at least one of to, from or rules is required, e.g. to: [{targetRef: {kind: \
+             Mesh}, default: {connectionLimits: {maxRequests: 1024}}}]"
+        ]
+    );
+}

@@ -31,6 +31,7 @@ use crate::apps::AppHealth;
 use crate::counted::Counted;
 use crate::dataplane::{ClusterRuntime, Dataplane};
 use crate::drain::{ConnectionDrain, Ended};
+use crate::lb::Event;
 use crate::metrics::{ClusterLabels, ListenerLabels, NameLabels, ProxyMetrics};
 use crate::model::{Authorization, Direction, ListenerProtocol, ListenerSpec, authorize};
 use crate::tcp_copy::{self, CopyEnd, TcpTimeouts};
@@ -202,7 +203,7 @@ async fn inbound(
 ) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
     let Some(tls) = &spec.tls else {
-        let upstream = connect(cluster, spec, metrics)
+        let (upstream, _connection) = connect(cluster, spec, metrics)
             .await
             .inspect_err(|why| app_down(spec, None, why, metrics, apps))?;
         return copy(
@@ -216,7 +217,7 @@ async fn inbound(
     };
     let (tls_stream, peer_id) = accept_mtls(stream, spec, tls, view, metrics).await?;
     authorize_connection(spec, peer_id.as_deref(), metrics)?;
-    let upstream = connect(cluster, spec, metrics)
+    let (upstream, _connection) = connect(cluster, spec, metrics)
         .await
         .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics, apps))?;
     copy(
@@ -302,7 +303,7 @@ async fn outbound(
     metrics: &ProxyMetrics,
 ) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
-    let upstream = connect(cluster, spec, metrics).await?;
+    let (upstream, _connection) = connect(cluster, spec, metrics).await?;
     let Some(client) = &cluster.tls else {
         return copy(
             stream,
@@ -355,8 +356,27 @@ fn peer_side(direction: Direction) -> Side {
 /// Connects to an endpoint of `cluster` for a connection of listener
 /// `spec`, making its `max_connect_attempts` (MeshRetry's `tcp`), else
 /// [`MAX_CONNECT_ATTEMPTS`], attempts over the endpoints in the
-/// balancer's order (again from the first when there are fewer).
+/// balancer's order (again from the first when there are fewer). The
+/// cluster's circuit breaker admits it first: a place among its
+/// `max_connections`, and while connecting one among its
+/// `max_pending_requests` (Envoy's limits for TCP); the connection's
+/// place is held until the returned slot drops.
 async fn connect(
+    cluster: &ClusterRuntime,
+    spec: &ListenerSpec,
+    metrics: &ProxyMetrics,
+) -> Result<(TcpStream, crate::circuit::Slot), ProxyError> {
+    let admit = |limit| {
+        crate::http::pool::admit(&cluster.circuit, limit)
+            .inspect_err(|_| metrics.overflowed(&cluster.spec.name, limit))
+    };
+    let connection = admit(meshlink_runtime::Limit::MaxConnections)?;
+    let _pending = admit(meshlink_runtime::Limit::MaxPendingRequests)?;
+    Ok((attempt_connects(cluster, spec, metrics).await?, connection))
+}
+
+/// [`connect`]'s attempts.
+async fn attempt_connects(
     cluster: &ClusterRuntime,
     spec: &ListenerSpec,
     metrics: &ProxyMetrics,
@@ -388,7 +408,7 @@ async fn connect(
         .await;
         match attempt {
             Ok(Ok(s)) => {
-                endpoint.record_success();
+                record(cluster, endpoint, Event::Connected { last: true }, metrics);
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
@@ -404,10 +424,11 @@ async fn connect(
             .upstream_connect_failures
             .get_or_create(&labels)
             .inc();
-        if endpoint.record_failure(tokio::time::Instant::now()) {
-            metrics.outlier_ejections.get_or_create(&labels).inc();
-            tracing::warn!(cluster = %cluster.spec.name, endpoint = %endpoint.addr, "endpoint ejected after consecutive connect failures");
-        }
+        let event = match kind {
+            ErrorKind::ConnectTimeout => Event::TimedOut,
+            _ => Event::ConnectFailed,
+        };
+        record(cluster, endpoint, event, metrics);
     }
     Err(ProxyError::upstream(
         kind,
@@ -416,6 +437,21 @@ async fn connect(
             cluster.spec.name
         ),
     ))
+}
+
+/// Feeds `event` to the cluster's outlier detection, counting and
+/// logging the ejections it makes.
+fn record(
+    cluster: &ClusterRuntime,
+    endpoint: &crate::lb::Endpoint,
+    event: Event,
+    metrics: &ProxyMetrics,
+) {
+    let now = tokio::time::Instant::now();
+    for (addr, detector) in cluster.balancer.record(endpoint, event, now) {
+        metrics.ejected(&cluster.spec.name, detector);
+        tracing::warn!(cluster = %cluster.spec.name, endpoint = %addr, detector = detector.as_str(), "endpoint ejected");
+    }
 }
 
 /// A TCP listener's bounds: its `idle_timeout` (zero: none; a year

@@ -32,6 +32,8 @@ pub struct ClusterRuntime {
     pub tls: Option<Arc<ClientConfig>>,
     /// Upstream HTTP connections, made on the first HTTP request.
     pub http: std::sync::OnceLock<Arc<Pool>>,
+    /// The cluster's circuit breaker (its `circuit_breakers` limits).
+    pub circuit: Arc<crate::circuit::Circuit>,
 }
 
 impl ClusterRuntime {
@@ -47,6 +49,7 @@ impl ClusterRuntime {
                     tls,
                     connect_timeout: self.spec.connect_timeout,
                     http2: self.spec.http2,
+                    circuit: self.circuit.clone(),
                 }))
             })
             .clone()
@@ -142,7 +145,13 @@ impl Dataplane {
             dp.clusters.insert(
                 name.clone(),
                 Arc::new(ClusterRuntime {
-                    balancer: Balancer::new(spec.lb, &addrs, previous_balancer),
+                    balancer: Balancer::new(
+                        spec.lb,
+                        &addrs,
+                        spec.outlier_detection.clone(),
+                        previous_balancer,
+                    ),
+                    circuit: Arc::new(crate::circuit::Circuit::new(spec.circuit_breakers)),
                     spec,
                     tls,
                     http: std::sync::OnceLock::new(),

@@ -23,6 +23,7 @@
 pub mod admin;
 pub mod apps;
 pub mod backoff;
+pub mod circuit;
 pub mod connection;
 pub mod counted;
 pub mod cp;

@@ -60,6 +60,24 @@ pub struct ClusterLabels {
     pub cluster: String,
 }
 
+/// `{cluster, detector}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutlierLabels {
+    /// Cluster name.
+    pub cluster: String,
+    /// The detector that ejected, e.g. `consecutive_5xx`.
+    pub detector: String,
+}
+
+/// `{cluster, limit}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OverflowLabels {
+    /// Cluster name.
+    pub cluster: String,
+    /// The circuit-breaking limit, e.g. `max_requests`.
+    pub limit: String,
+}
+
 /// `{type}` (short xDS type name).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TypeLabels {
@@ -117,8 +135,11 @@ pub struct ProxyMetrics {
     pub rbac_denied: Family<NameLabels, Counter>,
     /// Upstream connect attempts that failed.
     pub upstream_connect_failures: Family<ClusterLabels, Counter>,
-    /// Endpoints ejected after consecutive connect failures.
-    pub outlier_ejections: Family<ClusterLabels, Counter>,
+    /// Endpoints ejected by outlier detection, per detector.
+    pub outlier_ejections: Family<OutlierLabels, Counter>,
+    /// Requests, connections and retries a cluster's circuit breaker
+    /// refused, per limit.
+    pub upstream_overflow: Family<OverflowLabels, Counter>,
     /// 1 while an xDS stream is healthy.
     pub xds_connected: Gauge,
     /// xDS responses accepted, per type.
@@ -157,6 +178,7 @@ impl Default for ProxyMetrics {
             rbac_denied: Family::default(),
             upstream_connect_failures: Family::default(),
             outlier_ejections: Family::default(),
+            upstream_overflow: Family::default(),
             xds_connected: Gauge::default(),
             xds_updates: Family::default(),
             xds_rejected: Family::default(),
@@ -171,6 +193,26 @@ impl Default for ProxyMetrics {
 }
 
 impl ProxyMetrics {
+    /// Counts an ejection of an endpoint of `cluster` by `detector`.
+    pub fn ejected(&self, cluster: &str, detector: crate::lb::DetectorKind) {
+        self.outlier_ejections
+            .get_or_create(&OutlierLabels {
+                cluster: cluster.to_owned(),
+                detector: detector.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a refusal of `cluster`'s circuit breaker at `limit`.
+    pub fn overflowed(&self, cluster: &str, limit: meshlink_runtime::Limit) {
+        self.upstream_overflow
+            .get_or_create(&OverflowLabels {
+                cluster: cluster.to_owned(),
+                limit: limit.as_str().to_owned(),
+            })
+            .inc();
+    }
+
     /// Registers every metric in `registry` (under the caller's prefix) and
     /// creates the failure counters' known label sets at 0, so that they are
     /// exported from start-up, not only after their first event.
@@ -249,8 +291,13 @@ impl ProxyMetrics {
         );
         registry.register(
             "outlier_ejections",
-            "Endpoints ejected after consecutive connect failures",
+            "Endpoints ejected by outlier detection, per cluster and detector",
             self.outlier_ejections.clone(),
+        );
+        registry.register(
+            "upstream_overflow",
+            "Requests, connections and retries refused by a cluster's circuit breaker, per limit (max_connections, max_pending_requests, max_requests, max_retries)",
+            self.upstream_overflow.clone(),
         );
         registry.register(
             "xds_connected",
@@ -335,7 +382,16 @@ impl ProxyMetrics {
             cluster: cluster.to_owned(),
         };
         let _ = self.upstream_connect_failures.get_or_create(&labels);
-        let _ = self.outlier_ejections.get_or_create(&labels);
+        for detector in [
+            crate::lb::DetectorKind::Consecutive5xx,
+            crate::lb::DetectorKind::ConsecutiveGatewayFailure,
+            crate::lb::DetectorKind::ConsecutiveLocalOriginFailure,
+        ] {
+            let _ = self.outlier_ejections.get_or_create(&OutlierLabels {
+                cluster: cluster.to_owned(),
+                detector: detector.as_str().to_owned(),
+            });
+        }
     }
 
     /// Counts one xDS response of type `short` (accepted or NACKed).
@@ -417,7 +473,8 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
         for line in [
             r#"meshlink_proxy_upstream_connect_failures_total{cluster="backend"} 0"#,
-            r#"meshlink_proxy_outlier_ejections_total{cluster="backend"} 0"#,
+            r#"meshlink_proxy_outlier_ejections_total{cluster="backend",detector="consecutive_5xx"} 0"#,
+            r#"meshlink_proxy_outlier_ejections_total{cluster="backend",detector="consecutive_gateway_failure"} 0"#,
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }

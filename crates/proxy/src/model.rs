@@ -15,6 +15,7 @@ use meshlink_identity::TrustBundle;
 use serde::Serialize;
 
 pub mod access_log;
+pub mod circuit_breaker;
 pub mod fault;
 pub mod hash_policy;
 pub mod http;
@@ -245,6 +246,19 @@ pub enum LbPolicy {
     RoundRobin,
     /// The less loaded of two random endpoints (power of two choices).
     LeastRequest,
+    /// The least loaded of this many random endpoints.
+    LeastRequestOf(u32),
+    /// A random endpoint.
+    Random,
+    /// Consistent hashing of the request's hash (its route's
+    /// `hash_policy`) on a ring of `min` to `max` points (`RING_HASH`;
+    /// `MAGLEV` is served by a ring of its table size).
+    RingHash {
+        /// Least ring size.
+        min: u64,
+        /// Largest ring size.
+        max: u64,
+    },
 }
 
 /// Where a cluster's endpoints come from.
@@ -275,6 +289,13 @@ pub struct ClusterSpec {
     /// `HttpProtocolOptions.explicit_http_config.http2_protocol_options`);
     /// otherwise HTTP/1.1.
     pub http2: bool,
+    /// `circuit_breakers` (Envoy's defaults for unset limits); `None`:
+    /// none configured, no limit (the retry budget bounds retries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub circuit_breakers: Option<circuit_breaker::Thresholds>,
+    /// `outlier_detection` with `common_lb_config.healthy_panic_threshold`;
+    /// without one, [`circuit_breaker::OutlierSpec::builtin`].
+    pub outlier_detection: circuit_breaker::OutlierSpec,
 }
 
 /// A validated SDS secret (only trust bundles are used by meshlink-proxy;

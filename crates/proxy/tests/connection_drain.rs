@@ -70,6 +70,8 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 connect_timeout: Duration::from_secs(5),
                 lb: LbPolicy::RoundRobin,
                 http2: false,
+                circuit_breakers: None,
+                outlier_detection: meshlink_proxy::model::circuit_breaker::OutlierSpec::builtin(),
             }),
         )]),
         ..ProxyConfig::default()

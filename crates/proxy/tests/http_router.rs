@@ -249,6 +249,9 @@ async fn proxy_with(
                         connect_timeout: Duration::from_secs(5),
                         lb: LbPolicy::LeastRequest,
                         http2: false,
+                        circuit_breakers: None,
+                        outlier_detection:
+                            meshlink_proxy::model::circuit_breaker::OutlierSpec::builtin(),
                     }),
                 )
             })

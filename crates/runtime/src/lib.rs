@@ -13,7 +13,7 @@ mod shutdown;
 
 pub use fd_limit::{open_files_limit, raise_open_files_limit};
 pub use metrics::MetricsRegistry;
-pub use proxy_error::{ErrorKind, ProxyError, Side, TlsFailure};
+pub use proxy_error::{ErrorKind, Limit, ProxyError, Side, TlsFailure};
 pub use shutdown::{FORCED_EXIT_CODE, Shutdown, shutdown_signal};
 
 /// Initialises `tracing` to stderr. `RUST_LOG` overrides `default_filter`

@@ -69,6 +69,36 @@ pub enum ErrorKind {
     Shutdown,
     /// A defect in the proxy.
     Internal,
+    /// A cluster's circuit breaker refused the request or connection: the
+    /// limit it would have exceeded.
+    Overflow(Limit),
+}
+
+/// A cluster's circuit-breaking limit (Envoy's `circuit_breakers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// `max_connections`: upstream connections.
+    MaxConnections,
+    /// `max_pending_requests`: requests (TCP: connections) waiting for a
+    /// connection.
+    MaxPendingRequests,
+    /// `max_requests`: requests in flight.
+    MaxRequests,
+    /// `max_retries`: retries in flight.
+    MaxRetries,
+}
+
+impl Limit {
+    /// Envoy's field name, used as the `x-meshlink-overflow` header value
+    /// and metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::MaxConnections => "max_connections",
+            Limit::MaxPendingRequests => "max_pending_requests",
+            Limit::MaxRequests => "max_requests",
+            Limit::MaxRetries => "max_retries",
+        }
+    }
 }
 
 /// A data-path failure: its kind, its side and what happened, in words.
@@ -146,7 +176,13 @@ impl ProxyError {
             (ErrorKind::BadRequest, _) => 400,
             (ErrorKind::HeadersTooLarge, _) => 431,
             (ErrorKind::Timeout, _) => 504,
-            (ErrorKind::NotReady | ErrorKind::NoEndpoints | ErrorKind::Shutdown, _) => 503,
+            (
+                ErrorKind::NotReady
+                | ErrorKind::NoEndpoints
+                | ErrorKind::Shutdown
+                | ErrorKind::Overflow(_),
+                _,
+            ) => 503,
             (ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout, _) => 503,
             (ErrorKind::Internal, _) | (_, Side::Internal) => 500,
             (_, Side::Downstream) => 400,
@@ -186,6 +222,7 @@ impl ProxyError {
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::Shutdown => "shutdown",
             ErrorKind::Internal => "internal",
+            ErrorKind::Overflow(_) => "overflow",
         }
     }
 }

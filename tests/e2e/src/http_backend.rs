@@ -7,7 +7,12 @@
 //!   route (so K consecutive failures at most), then 200;
 //! - `/unavailable/P` → 503 with probability P % (drawn per request),
 //!   else 200;
+//! - `/hold` → 200 once the test calls [`HttpBackend::release`] (until
+//!   then [`HttpBackend::held`] counts it);
 //! - anything else → 200.
+//!
+//! While [`HttpBackend::set_sick`] is on, every answer is a 503 (body as
+//! usual, so the caller still sees which backend answered).
 //!
 //! Every answer's body is JSON: `{"name", "method", "path", "version",
 //! "bodyLen", "bodySum", "headers": {name: value}}` (`bodySum`: the sum of
@@ -17,7 +22,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -32,7 +37,17 @@ use serde_json::json;
 pub struct HttpBackend {
     addr: SocketAddr,
     hits: Arc<AtomicUsize>,
+    state: Arc<State>,
     _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// What the test switches while the backend runs.
+#[derive(Default)]
+struct State {
+    sick: AtomicBool,
+    held: AtomicUsize,
+    released: AtomicBool,
+    release: tokio::sync::Notify,
 }
 
 impl HttpBackend {
@@ -43,8 +58,9 @@ impl HttpBackend {
         std_listener.set_nonblocking(true).expect("nonblocking");
         let addr = std_listener.local_addr().expect("local addr");
         let hits = Arc::new(AtomicUsize::new(0));
+        let state = Arc::new(State::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (name, counted) = (name.to_owned(), hits.clone());
+        let (name, counted, shared) = (name.to_owned(), hits.clone(), state.clone());
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -60,9 +76,16 @@ impl HttpBackend {
                             continue;
                         };
                         let (name, hits, flaky) = (name.clone(), counted.clone(), flaky.clone());
+                        let state = shared.clone();
                         tokio::spawn(async move {
                             let service = service_fn(move |req| {
-                                answer(req, name.clone(), hits.clone(), flaky.clone())
+                                answer(
+                                    req,
+                                    name.clone(),
+                                    hits.clone(),
+                                    flaky.clone(),
+                                    state.clone(),
+                                )
                             });
                             let _ =
                                 hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
@@ -80,8 +103,25 @@ impl HttpBackend {
         HttpBackend {
             addr,
             hits,
+            state,
             _stop: stop,
         }
+    }
+
+    /// While `sick`, every request is answered 503.
+    pub fn set_sick(&self, sick: bool) {
+        self.state.sick.store(sick, Ordering::SeqCst);
+    }
+
+    /// Requests to `/hold` waiting for [`HttpBackend::release`].
+    pub fn held(&self) -> usize {
+        self.state.held.load(Ordering::SeqCst)
+    }
+
+    /// Answers every held `/hold` request, and any later one at once.
+    pub fn release(&self) {
+        self.state.released.store(true, Ordering::SeqCst);
+        self.state.release.notify_waiters();
     }
 
     /// The listening port.
@@ -100,6 +140,7 @@ async fn answer(
     name: String,
     hits: Arc<AtomicUsize>,
     flaky: Arc<AtomicUsize>,
+    state: Arc<State>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     hits.fetch_add(1, Ordering::SeqCst);
     let (parts, body) = req.into_parts();
@@ -124,6 +165,21 @@ async fn answer(
         if n % (k + 1) < k {
             status = StatusCode::SERVICE_UNAVAILABLE;
         }
+    } else if path == "/hold" {
+        state.held.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let released = state.release.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if state.released.load(Ordering::SeqCst) {
+                break;
+            }
+            released.await;
+        }
+        state.held.fetch_sub(1, Ordering::SeqCst);
+    }
+    if state.sick.load(Ordering::SeqCst) {
+        status = StatusCode::SERVICE_UNAVAILABLE;
     }
     let headers: BTreeMap<String, String> = parts
         .headers

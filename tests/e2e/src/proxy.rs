@@ -495,3 +495,27 @@ impl Drop for Sidecar {
         self.kill9();
     }
 }
+
+/// Another Dataplane `name` of the HTTP service `backend` (beside the
+/// pair's backend-1): its inbound on `inbound` to the app on `app`, and an
+/// outbound to `web` on `outbound`.
+pub fn extra_backend_yaml(name: &str, inbound: u16, app: u16, outbound: u16) -> String {
+    format!(
+        "type: Dataplane
+name: {name}
+mesh: {MESH}
+networking:
+  address: 127.0.0.1
+  inbound:
+    - port: {inbound}
+      servicePort: {app}
+      tags:
+        kuma.io/service: backend
+        kuma.io/protocol: http
+  outbound:
+    - port: {outbound}
+      tags:
+        kuma.io/service: web
+"
+    )
+}

@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 14] = [
+const KUMA_KINDS: [Kind; 15] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -28,6 +28,7 @@ const KUMA_KINDS: [Kind; 14] = [
     Kind::MeshHealthCheck,
     Kind::MeshMetric,
     Kind::MeshFaultInjection,
+    Kind::MeshCircuitBreaker,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.

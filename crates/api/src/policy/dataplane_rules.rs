@@ -17,7 +17,7 @@ use crate::spec::{DataplaneSpec, InboundTarget, TargetRef, TargetRefKind};
 use crate::{Kind, Resource};
 
 /// The kinds whose rules are computed per Dataplane, and their sections.
-pub const RULE_KINDS: [(Kind, &[Section]); 9] = [
+pub const RULE_KINDS: [(Kind, &[Section]); 10] = [
     (Kind::MeshHTTPRoute, &[Section::To]),
     (Kind::MeshTCPRoute, &[Section::To]),
     (
@@ -36,6 +36,10 @@ pub const RULE_KINDS: [(Kind, &[Section]); 9] = [
     (Kind::MeshLoadBalancingStrategy, &[Section::To]),
     (Kind::MeshHealthCheck, &[Section::To]),
     (Kind::MeshFaultInjection, &[Section::To, Section::From]),
+    (
+        Kind::MeshCircuitBreaker,
+        &[Section::To, Section::From, Section::Rules],
+    ),
 ];
 
 /// The folded rules of one section of one kind.

@@ -16,6 +16,7 @@ use crate::{FieldError, Kind, Metadata};
 
 mod access_log;
 pub mod access_log_format;
+mod circuit_breaker;
 mod dataplane;
 mod fault_injection;
 mod gateway;
@@ -56,6 +57,10 @@ pub use access_log::{
     AccessLogBackend, AccessLogConf, AccessLogEntry, AccessLogRule, DEFAULT_HTTP_FORMAT,
     DEFAULT_TCP_FORMAT, FileBackend, KeyValue, LogFormat, MeshAccessLogSpec, OtelBackend,
     TcpBackend,
+};
+pub use circuit_breaker::{
+    CircuitBreakerConf, CircuitBreakerEntry, CircuitBreakerRule, ConnectionLimits, Consecutive,
+    Decimal, Detectors, FailurePercentage, MeshCircuitBreakerSpec, OutlierDetection, SuccessRate,
 };
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, InboundHealth,
@@ -196,6 +201,8 @@ pub enum Spec {
     MeshMetric(MeshMetricSpec),
     /// A [`MeshFaultInjectionSpec`].
     MeshFaultInjection(MeshFaultInjectionSpec),
+    /// A [`MeshCircuitBreakerSpec`].
+    MeshCircuitBreaker(MeshCircuitBreakerSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -225,6 +232,7 @@ macro_rules! each_spec {
             Spec::MeshHealthCheck($inner) => $body,
             Spec::MeshMetric($inner) => $body,
             Spec::MeshFaultInjection($inner) => $body,
+            Spec::MeshCircuitBreaker($inner) => $body,
         }
     };
 }
@@ -258,6 +266,7 @@ impl Spec {
             Spec::MeshHealthCheck(_) => Kind::MeshHealthCheck,
             Spec::MeshMetric(_) => Kind::MeshMetric,
             Spec::MeshFaultInjection(_) => Kind::MeshFaultInjection,
+            Spec::MeshCircuitBreaker(_) => Kind::MeshCircuitBreaker,
         }
     }
 
@@ -294,6 +303,7 @@ impl Spec {
             Kind::MeshHealthCheck => policy(value).map(Spec::MeshHealthCheck),
             Kind::MeshMetric => policy(value).map(Spec::MeshMetric),
             Kind::MeshFaultInjection => policy(value).map(Spec::MeshFaultInjection),
+            Kind::MeshCircuitBreaker => policy(value).map(Spec::MeshCircuitBreaker),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -337,6 +347,7 @@ impl Spec {
             Spec::MeshHealthCheck(s) => s.validate(&mut errs),
             Spec::MeshMetric(s) => s.validate(&mut errs),
             Spec::MeshFaultInjection(s) => s.validate(&mut errs),
+            Spec::MeshCircuitBreaker(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

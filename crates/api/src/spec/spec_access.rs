@@ -185,6 +185,14 @@ impl Spec {
         }
     }
 
+    /// The MeshCircuitBreaker spec, if this is one.
+    pub fn as_mesh_circuit_breaker(&self) -> Option<&MeshCircuitBreakerSpec> {
+        match self {
+            Spec::MeshCircuitBreaker(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The top-level `targetRef` of a policy (MeshTrafficPermission and the
     /// outbound policies), if it has one set.
     pub fn policy_target_ref(&self) -> Option<&TargetRef> {
@@ -200,6 +208,7 @@ impl Spec {
             Spec::MeshHealthCheck(s) => s.target_ref.as_ref(),
             Spec::MeshMetric(s) => s.target_ref.as_ref(),
             Spec::MeshFaultInjection(s) => s.target_ref.as_ref(),
+            Spec::MeshCircuitBreaker(s) => s.target_ref.as_ref(),
             _ => None,
         }
     }

@@ -163,7 +163,8 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         | Kind::MeshLoadBalancingStrategy
         | Kind::MeshHealthCheck
         | Kind::MeshMetric
-        | Kind::MeshFaultInjection => policy_columns(kind, spec, &r["metadata"]["labels"]),
+        | Kind::MeshFaultInjection
+        | Kind::MeshCircuitBreaker => policy_columns(kind, spec, &r["metadata"]["labels"]),
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![
             ("STATUS", skupper_status(status)),

@@ -1,6 +1,6 @@
 //! `meshlink get` columns for Kuma policies: MeshTrafficPermission and the
 //! outbound policies (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry)
-//! and MeshRateLimit and MeshFaultInjection.
+//! and the resilience and observability policies.
 //!
 //! Owns how a `targetRef` reads in one cell (`Mesh`, `Dataplane app=web`,
 //! `MeshService/backend:http`). It reads canonical JSON only and never
@@ -69,7 +69,11 @@ pub(super) fn policy_columns(
     }
     if matches!(
         kind,
-        Kind::MeshTimeout | Kind::MeshRateLimit | Kind::MeshAccessLog | Kind::MeshFaultInjection
+        Kind::MeshTimeout
+            | Kind::MeshRateLimit
+            | Kind::MeshAccessLog
+            | Kind::MeshFaultInjection
+            | Kind::MeshCircuitBreaker
     ) {
         let inbound = ["from", "rules"]
             .iter()

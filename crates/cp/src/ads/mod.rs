@@ -153,7 +153,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshLoadBalancingStrategy"
         | "MeshHealthCheck"
         | "MeshMetric"
-        | "MeshFaultInjection" => key.mesh.clone(),
+        | "MeshFaultInjection"
+        | "MeshCircuitBreaker" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

@@ -167,6 +167,7 @@ impl MeshSource for StoreSource {
             Kind::MeshLoadBalancingStrategy,
             Kind::MeshHealthCheck,
             Kind::MeshFaultInjection,
+            Kind::MeshCircuitBreaker,
         ] {
             policies.extend(
                 self.resources

@@ -96,6 +96,8 @@ fn cluster(name: &str, discovery: Discovery, tls: bool) -> ClusterSpec {
         connect_timeout: Duration::from_secs(5),
         lb: LbPolicy::RoundRobin,
         http2: false,
+        circuit_breakers: None,
+        outlier_detection: crate::model::circuit_breaker::OutlierSpec::builtin(),
     }
 }
 

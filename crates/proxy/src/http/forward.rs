@@ -25,6 +25,7 @@ use super::replay::ReplayBody;
 use super::respond::{self, ResponseBody};
 use super::{headers, retry, route_select};
 use crate::dataplane::{ClusterRuntime, Dataplane};
+use crate::lb::Event;
 use crate::metrics::ProxyMetrics;
 use crate::model::route::{ForwardAction, PathMatch, RouteAction, RouteSpec};
 use crate::model::{Authorization, ListenerProtocol, ListenerSpec, authorize};
@@ -80,6 +81,9 @@ pub async fn handle(
         Ok(response) => response,
         Err(e) => {
             tracing::debug!(listener = %spec.name, peer = %ctx.peer, "request failed: {e}");
+            if let ErrorKind::Overflow(limit) = e.kind() {
+                ctx.metrics.overflowed(&labels.cluster, limit);
+            }
             respond::error(&e, grpc)
         }
     };
@@ -196,7 +200,18 @@ async fn route_and_send(
     headers::apply(&mut parts.headers, &route.request_headers);
     headers::apply(&mut parts.headers, &backend.request_headers);
     rewrite(&mut parts, route, forward);
+    if let Some(hash) = crate::model::hash_policy::request_hash(
+        &forward.hash_policies,
+        &parts.headers,
+        parts.uri.query(),
+        ctx.peer,
+    ) {
+        parts.extensions.insert(RequestHash(hash));
+    }
 
+    // Envoy's max_requests: a request over it is answered 503 at once;
+    // its place is held until its response body ends.
+    let request_slot = super::pool::admit(&cluster.circuit, meshlink_runtime::Limit::MaxRequests)?;
     if let Some(protocol) = upgrade {
         let pool = cluster.http_pool();
         let Some(endpoint) = cluster.balancer.pick(Instant::now()) else {
@@ -208,6 +223,7 @@ async fn route_and_send(
         let response =
             super::upgrade::forward(&pool, endpoint.addr, parts, protocol, ReplayBody::new(body))
                 .await?;
+        drop(request_slot);
         return Ok(response.map(|b| {
             use http_body_util::BodyExt;
             b.map_err(Into::into).boxed_unsync()
@@ -231,6 +247,7 @@ async fn route_and_send(
         use http_body_util::BodyExt;
         super::timed::TimedBody::new(b, idle, max, Some(in_flight))
             .holding(stream)
+            .keeping(request_slot)
             .boxed_unsync()
     });
     Ok(super::fault::throttle(response, throttle))
@@ -281,8 +298,12 @@ async fn send(
             // One request holds one retry slot at most: the previous
             // retry's goes back first.
             _retry_slot = None;
-            let Some(slot) = pool.budget.retry() else {
+            let Some(slot) = cluster.circuit.retry(&pool.budget) else {
                 ctx.metrics.http.retry_overflowed(labels);
+                if cluster.circuit.is_limited() {
+                    ctx.metrics
+                        .overflowed(&cluster.spec.name, meshlink_runtime::Limit::MaxRetries);
+                }
                 break;
             };
             _retry_slot = Some(slot);
@@ -296,7 +317,7 @@ async fn send(
             (None, None) => None,
         };
         let request = upstream_request(&parts, pool.is_http2(), this_body)?;
-        let outcome = try_once(cluster, &pool, request, try_deadline).await;
+        let outcome = try_once(cluster, &pool, request, try_deadline, Some(&*ctx.metrics)).await;
         let last_try = attempt + 1 == tries;
         match (&outcome, retry_spec) {
             (Ok(r), Some(spec))
@@ -333,15 +354,18 @@ fn finish(
 }
 
 /// One try on an endpoint the balancer picks, until the response's
-/// headers or `deadline`.
+/// headers or `deadline`; what happened feeds the cluster's outlier
+/// detection (ejections counted in `metrics`).
 pub(super) async fn try_once(
     cluster: &ClusterRuntime,
     pool: &super::pool::Pool,
     request: Request<ReplayBody>,
     deadline: Option<Instant>,
+    metrics: Option<&ProxyMetrics>,
 ) -> Result<Response<Incoming>, ProxyError> {
     let now = Instant::now();
-    let Some(endpoint) = cluster.balancer.pick(now) else {
+    let hash = request.extensions().get::<RequestHash>().map(|h| h.0);
+    let Some(endpoint) = cluster.balancer.pick_hashed(hash, now) else {
         return Err(ProxyError::upstream(
             ErrorKind::NoEndpoints,
             format!("cluster {:?} has no endpoints", cluster.spec.name),
@@ -381,21 +405,55 @@ pub(super) async fn try_once(
             .insert(super::access_log::UpstreamHost(addr));
         r
     });
-    let failed = match &outcome {
-        Ok(r) => {
-            matches!(r.status().as_u16(), 502..=504) || retry::grpc_status(r.headers()) == Some(14)
-        }
-        Err(e) => matches!(
-            e.kind(),
-            ErrorKind::ConnectFailed | ErrorKind::ConnectTimeout | ErrorKind::Handshake(_)
-        ),
+    let events = match &outcome {
+        Ok(r) => [
+            Some(Event::Connected { last: false }),
+            Some(Event::Response(outlier_status(r))),
+        ],
+        Err(e) => match e.kind() {
+            ErrorKind::ConnectFailed | ErrorKind::Handshake(_) | ErrorKind::Reset => {
+                [Some(Event::ConnectFailed), None]
+            }
+            ErrorKind::ConnectTimeout | ErrorKind::HandshakeTimeout | ErrorKind::Timeout => {
+                [Some(Event::TimedOut), None]
+            }
+            // Not the endpoint's doing (an overflow, a bad request).
+            _ => [None, None],
+        },
     };
-    if failed {
-        endpoint.record_failure(Instant::now());
-    } else {
-        endpoint.record_success();
+    let now = Instant::now();
+    for event in events.into_iter().flatten() {
+        for (addr, detector) in cluster.balancer.record(&endpoint, event, now) {
+            tracing::warn!(cluster = %cluster.spec.name, endpoint = %addr, detector = detector.as_str(), "endpoint ejected");
+            if let Some(m) = metrics {
+                m.ejected(&cluster.spec.name, detector);
+            }
+        }
     }
     outcome
+}
+
+/// The status outlier detection sees: a gRPC answer's `grpc-status`
+/// mapped to HTTP as Envoy maps it, else the HTTP status.
+fn outlier_status(r: &Response<Incoming>) -> u16 {
+    let grpc = retry::grpc_status(r.headers()).filter(|_| respond::is_grpc(r.headers()));
+    match grpc {
+        None => r.status().as_u16(),
+        Some(code) => match code {
+            0 => 200,
+            1 => 499,
+            3 | 9 | 11 => 400,
+            4 => 504,
+            5 => 404,
+            6 | 10 => 409,
+            7 => 403,
+            8 => 429,
+            12 => 501,
+            14 => 503,
+            16 => 401,
+            _ => 500,
+        },
+    }
 }
 
 fn upstream_reset(e: hyper::Error) -> ProxyError {
@@ -443,8 +501,16 @@ pub(super) fn upstream_request(
         .body(body)
         .map_err(|e| ProxyError::downstream(ErrorKind::BadRequest, e.to_string()))?;
     *request.headers_mut() = headers;
+    if let Some(hash) = parts.extensions.get::<RequestHash>() {
+        request.extensions_mut().insert(*hash);
+    }
     Ok(request)
 }
+
+/// A request's hash for a consistent-hash cluster (its route's
+/// `hash_policy`), carried in the request's extensions to each try.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHash(pub u64);
 
 /// Applies the route's path and host rewrites.
 fn rewrite(parts: &mut http::request::Parts, route: &RouteSpec, forward: &ForwardAction) {

@@ -33,7 +33,7 @@ pub fn spawn(view: &Dataplane, forward: &ForwardAction, parts: &Parts, body: &Re
                 Ok(r) => r,
                 Err(e) => return tracing::debug!("mirror not sent: {e}"),
             };
-            if let Err(e) = forward::try_once(&cluster, &pool, request, None).await {
+            if let Err(e) = forward::try_once(&cluster, &pool, request, None, None).await {
                 tracing::debug!(cluster = %cluster.spec.name, "mirror failed: {e}");
             }
         });

@@ -23,7 +23,9 @@ use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use meshlink_runtime::{ErrorKind, ProxyError, Side};
+use meshlink_runtime::{ErrorKind, Limit, ProxyError, Side};
+
+use crate::circuit::{Circuit, Slot};
 
 use super::replay::ReplayBody;
 
@@ -39,6 +41,9 @@ pub const CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 /// connections also spreads their frames and TLS over the runtime's
 /// workers, where one connection is one task.
 pub const STREAMS_PER_CONNECTION: usize = 100;
+/// How often a pending request looks for a connection again when no
+/// place was given back meanwhile (see [`Pool::sender`]).
+const PENDING_RECHECK: Duration = Duration::from_millis(20);
 /// How long a TLS handshake to an upstream may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// HTTP/1.1 connections kept per endpoint for reuse. Every connection
@@ -60,6 +65,10 @@ pub struct Dialer {
     pub connect_timeout: Duration,
     /// Speak HTTP/2 (else HTTP/1.1).
     pub http2: bool,
+    /// The cluster's circuit breaker: `max_connections` bounds the
+    /// connections dialed, `max_pending_requests` the requests waiting
+    /// for one.
+    pub circuit: Arc<crate::circuit::Circuit>,
 }
 
 /// A sender for one request on an upstream connection.
@@ -89,22 +98,36 @@ pub struct StreamSlot {
     _taken: Arc<Taken>,
 }
 
+/// A stream's place; giving it back may let a pending request in.
 #[derive(Debug)]
-struct Taken(Arc<AtomicUsize>);
+struct Taken(Arc<AtomicUsize>, Arc<Circuit>);
 
 impl Drop for Taken {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+        if self.1.connections_full() {
+            self.1.freed().notify_waiters();
+        }
     }
 }
 
 impl StreamSlot {
-    fn take(streams: &Arc<AtomicUsize>) -> StreamSlot {
+    fn take(streams: &Arc<AtomicUsize>, circuit: &Arc<Circuit>) -> StreamSlot {
         streams.fetch_add(1, Ordering::Relaxed);
         StreamSlot {
-            _taken: Arc::new(Taken(streams.clone())),
+            _taken: Arc::new(Taken(streams.clone(), circuit.clone())),
         }
     }
+}
+
+/// A place under `limit`, or the overflow error a client is answered.
+pub(crate) fn admit(circuit: &Circuit, limit: Limit) -> Result<Slot, ProxyError> {
+    circuit.admit(limit).map_err(|limit| {
+        ProxyError::upstream(
+            ErrorKind::Overflow(limit),
+            format!("the cluster's {} is reached", limit.as_str()),
+        )
+    })
 }
 
 /// The pool of one cluster.
@@ -149,8 +172,42 @@ impl Pool {
     }
 
     /// A sender on a connection to `addr`: the live HTTP/2 connection or
-    /// an idle HTTP/1.1 one, else a new connection.
+    /// an idle HTTP/1.1 one, else a new connection. A request that needs a
+    /// new connection is pending until it has one: refused when
+    /// `max_pending_requests` are already waiting, and waiting while the
+    /// cluster has `max_connections`.
     pub async fn sender(&self, addr: SocketAddr) -> Result<Sender, ProxyError> {
+        let mut pending = None;
+        loop {
+            let freed = self.dialer.circuit.freed().notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(sender) = self.try_sender(addr, &mut pending).await? {
+                return Ok(sender);
+            }
+            // Woken when a place is given back; an HTTP/1.1 connection
+            // becomes reusable a moment after its response ended (its
+            // connection task marks it), so look again after a while too.
+            let _ = tokio::time::timeout(PENDING_RECHECK, freed).await;
+        }
+    }
+
+    /// A place for a new connection; first a pending place for the
+    /// request (held in `pending` until it has a connection). `None`: the
+    /// cluster has `max_connections` open.
+    fn connection_slot(&self, pending: &mut Option<Slot>) -> Result<Option<Slot>, ProxyError> {
+        if pending.is_none() {
+            *pending = Some(admit(&self.dialer.circuit, Limit::MaxPendingRequests)?);
+        }
+        Ok(self.dialer.circuit.admit(Limit::MaxConnections).ok())
+    }
+
+    /// [`Pool::sender`]'s one attempt: `None` when it must wait.
+    async fn try_sender(
+        &self,
+        addr: SocketAddr,
+        pending: &mut Option<Slot>,
+    ) -> Result<Option<Sender>, ProxyError> {
         if self.dialer.http2 {
             let slot = self
                 .http2
@@ -169,16 +226,20 @@ impl Pool {
                 .min_by_key(|(n, _)| *n)
                 .map(|(_, c)| c);
             if let Some(c) = least_busy {
-                return Ok(Sender::Http2(c.send.clone(), StreamSlot::take(&c.streams)));
+                let slot = StreamSlot::take(&c.streams, &self.dialer.circuit);
+                return Ok(Some(Sender::Http2(c.send.clone(), slot)));
             }
-            let send = self.dial_http2(addr).await?;
+            let Some(connection) = self.connection_slot(pending)? else {
+                return Ok(None);
+            };
+            let send = self.dial_http2(addr, connection).await?;
             let streams = Arc::new(AtomicUsize::new(0));
-            let taken = StreamSlot::take(&streams);
+            let taken = StreamSlot::take(&streams, &self.dialer.circuit);
             conns.push(Http2Conn {
                 send: send.clone(),
                 streams,
             });
-            return Ok(Sender::Http2(send, taken));
+            return Ok(Some(Sender::Http2(send, taken)));
         }
         let idle = {
             let mut pool = self.http1.lock().expect("pool lock");
@@ -188,10 +249,15 @@ impl Pool {
                 .position(|s| s.is_ready())
                 .map(|i| list.swap_remove(i))
         };
-        match idle {
-            Some(send) => Ok(Sender::Http1(send)),
-            None => Ok(Sender::Http1(self.dial_http1(addr).await?)),
+        if let Some(send) = idle {
+            return Ok(Some(Sender::Http1(send)));
         }
+        let Some(connection) = self.connection_slot(pending)? else {
+            return Ok(None);
+        };
+        Ok(Some(Sender::Http1(
+            self.dial_http1(addr, connection).await?,
+        )))
     }
 
     /// The open HTTP/2 connections to `addr`.
@@ -222,6 +288,7 @@ impl Pool {
     async fn dial_http2(
         &self,
         addr: SocketAddr,
+        connection: Slot,
     ) -> Result<http2::SendRequest<ReplayBody>, ProxyError> {
         let io = self.dial(addr).await?;
         let (send, conn) = http2::Builder::new(TokioExecutor::new())
@@ -243,6 +310,7 @@ impl Pool {
             if let Err(e) = conn.await {
                 tracing::debug!(%addr, "upstream HTTP/2 connection ended: {e}");
             }
+            drop(connection);
         });
         Ok(send)
     }
@@ -253,14 +321,18 @@ impl Pool {
         &self,
         addr: SocketAddr,
     ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
-        self.dial_http1_with(addr, self.upgrade_tls.as_ref()).await
+        let connection = admit(&self.dialer.circuit, Limit::MaxConnections)?;
+        self.dial_http1_with(addr, self.upgrade_tls.as_ref(), connection)
+            .await
     }
 
     async fn dial_http1(
         &self,
         addr: SocketAddr,
+        connection: Slot,
     ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
-        self.dial_http1_with(addr, self.dialer.tls.as_ref()).await
+        self.dial_http1_with(addr, self.dialer.tls.as_ref(), connection)
+            .await
     }
 
     /// An HTTP/1.1 connection (upgrades allowed) over TCP, then `tls`.
@@ -268,6 +340,7 @@ impl Pool {
         &self,
         addr: SocketAddr,
         tls: Option<&(Arc<ClientConfig>, ServerName<'static>)>,
+        connection: Slot,
     ) -> Result<http1::SendRequest<ReplayBody>, ProxyError> {
         let io = self.dial_with(addr, tls).await?;
         let (send, conn) = http1::Builder::new().handshake(io).await.map_err(|e| {
@@ -280,6 +353,7 @@ impl Pool {
             if let Err(e) = conn.with_upgrades().await {
                 tracing::debug!(%addr, "upstream HTTP/1.1 connection ended: {e}");
             }
+            drop(connection);
         });
         Ok(send)
     }

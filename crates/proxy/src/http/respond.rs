@@ -43,8 +43,18 @@ pub fn error(error: &ProxyError, grpc: bool) -> Response<ResponseBody> {
     response
         .headers_mut()
         .insert(ERROR_HEADER, HeaderValue::from_static(error.label()));
+    if let meshlink_runtime::ErrorKind::Overflow(limit) = error.kind() {
+        // Envoy's header, and which limit was hit.
+        let h = response.headers_mut();
+        h.insert("x-envoy-overloaded", HeaderValue::from_static("true"));
+        h.insert(OVERFLOW_HEADER, HeaderValue::from_static(limit.as_str()));
+    }
     response
 }
+
+/// `x-meshlink-overflow`: the circuit-breaking limit that refused the
+/// request (`max_requests`, `max_pending_requests`, `max_connections`).
+pub const OVERFLOW_HEADER: &str = "x-meshlink-overflow";
 
 /// A plain answer with `status` and a one-line reason (CONNECT refused,
 /// no route).

@@ -34,6 +34,8 @@ pub struct TimedBody<B> {
     timers: Option<Box<Timers>>,
     _in_flight: Option<InFlight>,
     _stream: Option<super::pool::StreamSlot>,
+    /// The request's place in its cluster's `max_requests`.
+    _request: Option<crate::circuit::Slot>,
 }
 
 struct Timers {
@@ -59,6 +61,7 @@ impl<B> TimedBody<B> {
             timers: None,
             _in_flight: in_flight,
             _stream: None,
+            _request: None,
         }
     }
 
@@ -66,6 +69,12 @@ impl<B> TimedBody<B> {
     /// place on its connection) until it ends.
     pub fn holding(mut self, stream: Option<super::pool::StreamSlot>) -> TimedBody<B> {
         self._stream = stream;
+        self
+    }
+
+    /// Keeps the request's circuit-breaker place until the body ends.
+    pub fn keeping(mut self, request: crate::circuit::Slot) -> TimedBody<B> {
+        self._request = Some(request);
         self
     }
 }

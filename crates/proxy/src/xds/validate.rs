@@ -33,14 +33,16 @@ use prost::{Message, Name};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 
 use crate::model::{
-    ClusterSpec, Direction, Discovery, DownstreamTls, LbPolicy, ListenerProtocol, ListenerSpec,
+    ClusterSpec, Direction, Discovery, DownstreamTls, ListenerProtocol, ListenerSpec,
     PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls, route::WeightedBackend,
 };
 
 mod access_log;
+mod circuit_breaker;
 mod fault;
 mod hash_policy;
 mod http_listener;
+mod lb_policy;
 mod local_rate_limit;
 mod route;
 
@@ -491,16 +493,7 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
             ));
         }
     };
-    let lb = match c.lb_policy {
-        p if p == cluster::LbPolicy::RoundRobin as i32 => LbPolicy::RoundRobin,
-        p if p == cluster::LbPolicy::LeastRequest as i32 => LbPolicy::LeastRequest,
-        other => {
-            return Err(invalid(
-                "lb_policy",
-                format!("policy {other} is not supported; use ROUND_ROBIN or LEAST_REQUEST"),
-            ));
-        }
-    };
+    let lb = lb_policy::lb_policy(&c)?;
     let connect_timeout = match &c.connect_timeout {
         None => DEFAULT_CONNECT_TIMEOUT,
         Some(d) if d.seconds >= 0 && d.nanos >= 0 && (d.seconds > 0 || d.nanos > 0) => {
@@ -514,6 +507,25 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
         .map(|t| upstream_tls(t, "transport_socket"))
         .transpose()?;
     let http2 = http_listener::upstream_http2(&c.typed_extension_protocol_options)?;
+    let circuit_breakers = c
+        .circuit_breakers
+        .as_ref()
+        .map(circuit_breaker::thresholds)
+        .transpose()?;
+    let outlier_detection = match &c.outlier_detection {
+        Some(od) => circuit_breaker::outlier(od, c.common_lb_config.as_ref())?,
+        None => {
+            let builtin = crate::model::circuit_breaker::OutlierSpec::builtin();
+            let panic = circuit_breaker::panic_threshold(
+                c.common_lb_config.as_ref(),
+                builtin.healthy_panic_threshold,
+            )?;
+            crate::model::circuit_breaker::OutlierSpec {
+                healthy_panic_threshold: panic,
+                ..builtin
+            }
+        }
+    };
     Ok(ClusterSpec {
         name: c.name,
         discovery,
@@ -521,6 +533,8 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
         connect_timeout,
         lb,
         http2,
+        circuit_breakers,
+        outlier_detection,
     })
 }
 

@@ -28,7 +28,7 @@ use super::memo::{ClusterKey, Memo};
 use super::policies::{Destination, OutboundPolicies};
 use super::protocol::Protocol;
 use super::routes::{self, Backend, Outbound};
-use super::sidecar::eds_cluster;
+use super::sidecar::{ClusterTuning, eds_cluster};
 use super::snapshot::Versioned;
 use super::{MeshView, Snapshot, mesh_service, names, tls};
 
@@ -97,6 +97,8 @@ pub(super) fn build(
             grpc: true,
             protocol: Protocol::Tcp,
             connect_timeout: None,
+            circuit_breaker: None,
+            load_balancing: None,
         };
         let encoded = memo.cluster(key, || {
             let transport = view.mtls_enabled().then(|| {
@@ -120,7 +122,10 @@ pub(super) fn build(
             &api_listener(&listener, default_routes(&listener, &cluster)),
         );
     }
-    let mesh_services = mesh_services.into_iter().map(|d| (d, None)).collect();
+    let mesh_services = mesh_services
+        .into_iter()
+        .map(|d| (d, ClusterTuning::default()))
+        .collect();
     mesh_service::clusters(snap, view, None, true, &mesh_services, memo);
 }
 

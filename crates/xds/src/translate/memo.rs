@@ -32,6 +32,10 @@ pub(crate) struct ClusterKey {
     /// MeshTimeout's `connectionTimeout` (seconds, nanos); `None`: the
     /// default.
     pub(crate) connect_timeout: Option<(i64, i32)>,
+    /// MeshCircuitBreaker's conf as canonical JSON; `None`: none applies.
+    pub(crate) circuit_breaker: Option<String>,
+    /// MeshLoadBalancingStrategy's conf, as JSON (`None`: none applies).
+    pub(crate) load_balancing: Option<String>,
 }
 
 /// Shared, encoded resources of one mesh view (see the module doc).

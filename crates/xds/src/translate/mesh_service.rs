@@ -11,14 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envoy_types::pb::google::protobuf::Duration;
-
 use meshlink_api::spec::{DataplaneSpec, IdentityType, MeshServiceSpec};
 
 use super::endpoints::assignment;
-use super::memo::{ClusterKey, Memo};
+use super::memo::Memo;
 use super::protocol::{self, Protocol};
-use super::sidecar::destination_cluster;
+use super::sidecar::{ClusterTuning, destination_cluster};
 use super::snapshot::Versioned;
 use super::{MeshView, Snapshot, http, names, tls};
 
@@ -106,7 +104,7 @@ pub(super) fn accepted_identities(view: &MeshView, name: &str) -> Vec<String> {
 }
 
 /// The Clusters and load assignments of `destinations` (MeshService name,
-/// port → MeshTimeout's `connectionTimeout`, if one is set). `identity`
+/// port → what MeshTimeout and MeshCircuitBreaker set on it). `identity`
 /// is the sidecar's SDS identity secret (mTLS on); `grpc` selects the
 /// proxyless shape (certificate providers).
 pub(super) fn clusters(
@@ -114,23 +112,17 @@ pub(super) fn clusters(
     view: &MeshView,
     identity: Option<&String>,
     grpc: bool,
-    destinations: &BTreeMap<(String, u16), Option<Duration>>,
+    destinations: &BTreeMap<(String, u16), ClusterTuning>,
     memo: &mut Memo,
 ) {
-    for ((name, port), connect_timeout) in destinations {
+    for ((name, port), tuning) in destinations {
         let cluster = names::mesh_service_cluster(name, *port);
         // Proxyless gRPC clients keep their shape whatever the protocol.
         let protocol = match grpc {
             true => Protocol::Tcp,
             false => protocol::mesh_service_port(view, name, *port),
         };
-        let key = ClusterKey {
-            service: cluster.clone(),
-            identity: identity.cloned(),
-            grpc,
-            protocol,
-            connect_timeout: connect_timeout.map(|d| (d.seconds, d.nanos)),
-        };
+        let key = tuning.key(cluster.clone(), identity.cloned(), grpc, protocol);
         let encoded = memo.cluster(key, || {
             let ids = || accepted_identities(view, name);
             let alpn: &[&str] = match protocol.is_http() {
@@ -144,12 +136,11 @@ pub(super) fn clusters(
                 identity
                     .map(|id| tls::upstream_sds_any_alpn(id.clone(), view.mesh_name(), ids(), alpn))
             };
-            let timeout = *connect_timeout;
             Versioned::encode(&destination_cluster(
                 cluster.clone(),
                 transport,
                 protocol,
-                timeout,
+                tuning,
             ))
         });
         snap.insert_shared(cluster.clone(), encoded);

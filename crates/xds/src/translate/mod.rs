@@ -13,6 +13,7 @@
 //! the caller passes in [`SecretsInput`]; this module never creates keys.
 
 mod access_log;
+mod circuit_breaker;
 mod endpoints;
 mod fault;
 mod grpc;

@@ -1,5 +1,5 @@
 //! The routing and L7 policies of a mesh (MeshHTTPRoute, MeshTCPRoute,
-//! MeshTimeout, MeshRetry) as the translator reads them for one sidecar.
+//! MeshTimeout, MeshRetry, MeshRateLimit, MeshCircuitBreaker) as the translator reads them for one sidecar.
 //!
 //! Owns which policies select a Dataplane or an inbound, and which folded
 //! entries apply to one destination or route. Folding itself is the
@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    AccessLogConf, DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget, LoadBalancingConf,
-    RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit, TcpRouteRule, TcpRuleConf,
-    TimeoutConf,
+    AccessLogConf, CircuitBreakerConf, DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget,
+    LoadBalancingConf, RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit, TcpRouteRule,
+    TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -38,6 +38,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshLoadBalancingStrategy
             | Kind::MeshHealthCheck
             | Kind::MeshFaultInjection
+            | Kind::MeshCircuitBreaker
     )
 }
 
@@ -71,6 +72,7 @@ pub(crate) struct OutboundPolicies {
     retries: RuleSet,
     access_logs: RuleSet,
     load_balancing: RuleSet,
+    circuit_breakers: RuleSet,
 }
 
 /// A MeshHTTPRoute rule for one destination, with the policy it came from.
@@ -107,6 +109,7 @@ impl OutboundPolicies {
             retries: fold(Kind::MeshRetry),
             access_logs: fold(Kind::MeshAccessLog),
             load_balancing: fold(Kind::MeshLoadBalancingStrategy),
+            circuit_breakers: fold(Kind::MeshCircuitBreaker),
         }
     }
 
@@ -160,6 +163,12 @@ impl OutboundPolicies {
     pub(crate) fn access_log(&self, dest: Destination<'_>) -> Option<AccessLogConf> {
         typed(&self.access_logs, |e| applies(e, dest, None))
     }
+
+    /// The MeshCircuitBreaker conf for the Cluster of `dest`; `None` when
+    /// none applies.
+    pub(crate) fn circuit_breaker(&self, dest: Destination<'_>) -> Option<CircuitBreakerConf> {
+        typed(&self.circuit_breakers, |e| applies(e, dest, None))
+    }
 }
 
 fn typed<T: serde::de::DeserializeOwned>(
@@ -200,6 +209,20 @@ fn section_matches(t: &TargetRef, dest: Destination<'_>) -> bool {
 /// clients only are not applied (one route serves every client).
 pub(crate) fn inbound_timeout(policies: &[ViewPolicy], inbound: &InboundTarget<'_>) -> TimeoutConf {
     serde_json::from_value(inbound_conf(Kind::MeshTimeout, policies, inbound)).unwrap_or_default()
+}
+
+/// The MeshCircuitBreaker conf of an inbound's local application
+/// cluster, folded as [`inbound_timeout`] folds MeshTimeouts (`from[]`
+/// and `rules[]`); `None` when none applies.
+pub(crate) fn inbound_circuit_breaker(
+    policies: &[ViewPolicy],
+    inbound: &InboundTarget<'_>,
+) -> Option<CircuitBreakerConf> {
+    let conf = inbound_conf(Kind::MeshCircuitBreaker, policies, inbound);
+    if conf.is_null() {
+        return None;
+    }
+    serde_json::from_value(conf).ok()
 }
 
 /// The MeshRateLimit `local.http` limit of an inbound, folded as

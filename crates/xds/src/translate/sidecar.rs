@@ -30,8 +30,8 @@ use super::protocol::{self, Protocol};
 use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
 use super::{
-    MeshView, Snapshot, access_log, fault, http, mesh_service, names, network, rate_limit, rbac,
-    tls,
+    MeshView, Snapshot, access_log, circuit_breaker, fault, http, load_balancing, mesh_service,
+    names, network, rate_limit, rbac, tls,
 };
 
 /// Envoy's name of the TCP proxy filter.
@@ -145,25 +145,25 @@ pub(super) fn build(
         out.services.insert(service.to_owned());
     }
     for service in std::mem::take(&mut out.services) {
-        let timeout = out.connect_timeout(Destination {
+        let tuning = out.tuning(Destination {
             name: &service,
             port: None,
         });
         let name = names::service_cluster(&service);
         let identity = out.identity.as_ref();
-        let cluster = service_cluster(view, identity, &service, &name, timeout, memo);
+        let cluster = service_cluster(view, identity, &service, &name, &tuning, memo);
         snap.insert_shared(name.clone(), cluster);
         let cla = super::service_load_assignment(view, memo, &service);
         snap.insert_shared(name, cla);
     }
     for (service, tags) in std::mem::take(&mut out.subsets) {
-        let timeout = out.connect_timeout(Destination {
+        let tuning = out.tuning(Destination {
             name: &service,
             port: None,
         });
         let name = names::subset_cluster(&service, &tags);
         let identity = out.identity.as_ref();
-        let cluster = service_cluster(view, identity, &service, &name, timeout, memo);
+        let cluster = service_cluster(view, identity, &service, &name, &tuning, memo);
         snap.insert_shared(name.clone(), cluster);
         let cla = super::subset_load_assignment(view, memo, &service, &tags);
         snap.insert_shared(name, cla);
@@ -185,11 +185,11 @@ pub(super) fn build(
                 .mesh_service(&ms)
                 .and_then(|m| m.port(port))
                 .and_then(|p| p.name.as_deref());
-            let timeout = out.connect_timeout(Destination {
+            let tuning = out.tuning(Destination {
                 name: &ms,
                 port: Some((port, port_name)),
             });
-            ((ms, port), timeout)
+            ((ms, port), tuning)
         })
         .collect();
     let identity = out.identity.as_ref();
@@ -206,14 +206,19 @@ impl Outbounds<'_> {
             .get_or_insert_with(|| OutboundPolicies::new(view.policies(), name, labels, dp))
     }
 
-    /// MeshTimeout's `connectionTimeout` for the Cluster of `dest`
-    /// (`None`: no policy sets one, the default stands).
-    fn connect_timeout(&mut self, dest: Destination<'_>) -> Option<Duration> {
+    /// What policies set on the Cluster of `dest`: MeshTimeout's
+    /// `connectionTimeout` and MeshCircuitBreaker's conf (each `None`
+    /// when no policy sets it; the defaults stand).
+    fn tuning(&mut self, dest: Destination<'_>) -> ClusterTuning {
         if self.view.policies().is_empty() {
-            return None;
+            return ClusterTuning::default();
         }
         let conf = self.policies().timeout(dest, None);
-        http::kuma_duration(conf.connection_timeout.as_deref())
+        ClusterTuning {
+            connect_timeout: http::kuma_duration(conf.connection_timeout.as_deref()),
+            circuit_breaker: self.policies().circuit_breaker(dest),
+            load_balancing: self.policies().load_balancing(dest),
+        }
     }
 
     /// Records that a route sends to `b`: its Cluster joins the sidecar's.
@@ -332,26 +337,56 @@ impl Outbounds<'_> {
     }
 }
 
+/// What policies set on one destination Cluster.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ClusterTuning {
+    /// MeshTimeout's `connectionTimeout` (`None`: the default).
+    pub(super) connect_timeout: Option<Duration>,
+    /// MeshCircuitBreaker's conf (`None`: none applies).
+    pub(super) circuit_breaker: Option<meshlink_api::spec::CircuitBreakerConf>,
+    /// MeshLoadBalancingStrategy's conf (`None`: none applies).
+    pub(super) load_balancing: Option<meshlink_api::spec::LoadBalancingConf>,
+}
+
+impl ClusterTuning {
+    /// The memo key of a Cluster with this tuning for `service`.
+    pub(super) fn key(
+        &self,
+        service: String,
+        identity: Option<String>,
+        grpc: bool,
+        protocol: Protocol,
+    ) -> ClusterKey {
+        ClusterKey {
+            service,
+            identity,
+            grpc,
+            protocol,
+            connect_timeout: self.connect_timeout.map(|d| (d.seconds, d.nanos)),
+            circuit_breaker: circuit_breaker::key(self.circuit_breaker.as_ref()),
+            load_balancing: self
+                .load_balancing
+                .as_ref()
+                .and_then(|c| serde_json::to_string(c).ok()),
+        }
+    }
+}
+
 /// The (memoized) Cluster `name` of destination `service` (the whole
 /// service, or a subset of it) for a sidecar with SDS identity
 /// `identity`: EDS, TLS requiring the service's SPIFFE ID, for an HTTP
-/// service HTTP/2 (ALPN `h2`), and MeshTimeout's `connectionTimeout`.
+/// service HTTP/2 (ALPN `h2`), MeshTimeout's `connectionTimeout` and
+/// MeshCircuitBreaker's limits and detection.
 fn service_cluster(
     view: &MeshView,
     identity: Option<&String>,
     service: &str,
     name: &str,
-    connect_timeout: Option<Duration>,
+    tuning: &ClusterTuning,
     memo: &mut Memo,
 ) -> std::sync::Arc<Versioned> {
     let protocol = protocol::service(view, service);
-    let key = ClusterKey {
-        service: name.to_owned(),
-        identity: identity.cloned(),
-        grpc: false,
-        protocol,
-        connect_timeout: connect_timeout.map(|d| (d.seconds, d.nanos)),
-    };
+    let key = tuning.key(name.to_owned(), identity.cloned(), false, protocol);
     memo.cluster(key, || {
         let transport = identity.map(|id| {
             let spiffe = names::spiffe_id(view.trust_domain(), service);
@@ -366,26 +401,30 @@ fn service_cluster(
                 tls::upstream_sds(id.clone(), view.mesh_name(), spiffe)
             }
         });
-        let cluster = destination_cluster(name.to_owned(), transport, protocol, connect_timeout);
+        let cluster = destination_cluster(name.to_owned(), transport, protocol, tuning);
         Versioned::encode(&cluster)
     })
 }
 
 /// [`eds_cluster`], speaking HTTP/2 to its hosts when `protocol` is HTTP,
-/// with `connect_timeout` when a MeshTimeout sets one.
+/// with what `tuning` sets.
 pub(super) fn destination_cluster(
     name: String,
     transport: Option<TransportSocket>,
     protocol: Protocol,
-    connect_timeout: Option<Duration>,
+    tuning: &ClusterTuning,
 ) -> Cluster {
     let mut cluster = eds_cluster(name, transport);
     if protocol.is_http() {
         cluster.typed_extension_protocol_options = http::upstream_h2();
     }
-    if let Some(t) = connect_timeout {
+    if let Some(t) = tuning.connect_timeout {
         cluster.connect_timeout = Some(t);
     }
+    if let Some(cb) = &tuning.circuit_breaker {
+        circuit_breaker::apply(&mut cluster, cb);
+    }
+    load_balancing::apply(tuning.load_balancing.as_ref(), &mut cluster);
     cluster
 }
 
@@ -505,6 +544,9 @@ fn inbound_resources(
     };
     if protocol.app_speaks_h2() {
         cluster.typed_extension_protocol_options = http::upstream_h2();
+    }
+    if let Some(cb) = policies::inbound_circuit_breaker(view.policies(), target) {
+        circuit_breaker::apply(&mut cluster, &cb);
     }
     snap.insert(local, &cluster);
 }

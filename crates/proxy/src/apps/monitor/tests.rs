@@ -57,6 +57,8 @@ fn cluster(name: &str, discovery: Discovery) -> Versioned<ClusterSpec> {
         connect_timeout: Duration::from_secs(1),
         lb: LbPolicy::RoundRobin,
         http2: false,
+        circuit_breakers: None,
+        outlier_detection: crate::model::circuit_breaker::OutlierSpec::builtin(),
     })
 }
 

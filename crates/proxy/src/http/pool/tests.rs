@@ -42,6 +42,7 @@ async fn a_second_connection_is_dialed_only_when_the_first_is_full() {
         tls: None,
         connect_timeout: Duration::from_secs(5),
         http2: true,
+        circuit: Default::default(),
     });
     let mut held = Vec::new();
     for _ in 0..STREAMS_PER_CONNECTION {

@@ -33,7 +33,7 @@ fn cluster(name: &str, lb: i32) -> Any {
     })
 }
 
-const MAGLEV: i32 = cluster::LbPolicy::Maglev as i32;
+const UNSUPPORTED_LB: i32 = cluster::LbPolicy::ClusterProvided as i32;
 
 fn endpoints(name: &str, port: u32) -> Any {
     let address = Address {
@@ -128,7 +128,7 @@ fn a_rejected_resource_keeps_its_last_good_version_while_others_apply() {
     let r = response(
         CLUSTER,
         &[
-            ("a", "v2", cluster("a", MAGLEV)),
+            ("a", "v2", cluster("a", UNSUPPORTED_LB)),
             ("c", "v1", cluster("c", 0)),
         ],
         &[],
@@ -158,7 +158,7 @@ fn a_rejected_resource_keeps_its_last_good_version_while_others_apply() {
     // A new resource that is rejected stays absent.
     let absent = apply(
         &mut config,
-        &response(CLUSTER, &[("d", "v1", cluster("d", MAGLEV))], &[]),
+        &response(CLUSTER, &[("d", "v1", cluster("d", UNSUPPORTED_LB))], &[]),
     );
     assert!(!absent.changed);
     assert!(!config.clusters.contains_key("d"));
@@ -172,7 +172,7 @@ fn the_nack_detail_names_every_rejection_with_its_field_path() {
     let r = response(
         CLUSTER,
         &[
-            ("a", "v1", cluster("a", MAGLEV)),
+            ("a", "v1", cluster("a", UNSUPPORTED_LB)),
             ("b", "v1", cluster("not-b", 0)),
             ("ok", "v1", cluster("ok", 0)),
         ],

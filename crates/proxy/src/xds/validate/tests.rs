@@ -85,6 +85,22 @@ fn l7_policies() -> Vec<Resource> {
                     {"abort": {"httpStatus": 503, "percentage": 70}},
                     {"abort": {"httpStatus": 503, "percentage": 50}}]}}]}),
         ),
+        policy(
+            "MeshCircuitBreaker",
+            "circuit-breaker",
+            json!({"targetRef": {"kind": "Mesh"},
+                "to": [{"targetRef": {"kind": "Mesh"}, "default": {
+                    "connectionLimits": {"maxConnections": 2, "maxPendingRequests": 8, "maxRetries": 2, "maxRequests": 2},
+                    "outlierDetection": {"interval": "5s", "baseEjectionTime": "30s", "maxEjectionPercent": 20,
+                        "splitExternalAndLocalErrors": true, "healthyPanicThreshold": 0,
+                        "detectors": {"totalFailures": {"consecutive": 10}, "gatewayFailures": {"consecutive": 10},
+                            "localOriginFailures": {"consecutive": 10},
+                            "successRate": {"minimumHosts": 5, "requestVolume": 10, "standardDeviationFactor": "1.9"},
+                            "failurePercentage": {"requestVolume": 10, "minimumHosts": 5, "threshold": 85}}}}}],
+                "from": [{"targetRef": {"kind": "Mesh"}, "default": {
+                    "connectionLimits": {"maxRequests": 100},
+                    "outlierDetection": {"detectors": {"totalFailures": {"consecutive": 3}}}}}]}),
+        ),
     ]
 }
 
@@ -182,6 +198,23 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                 for (name, r) in snap.resources(CLUSTER) {
                     let c =
                         cluster(&r.resource).unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
+                    // MeshCircuitBreaker: to[] on destinations, from[] on
+                    // the local application.
+                    let limits = c.circuit_breakers.expect("limits on every cluster");
+                    let expected = if c.discovery == Discovery::Eds {
+                        2
+                    } else {
+                        100
+                    };
+                    assert_eq!(limits.max_requests, expected, "{name}");
+                    if c.discovery == Discovery::Eds {
+                        let od = &c.outlier_detection;
+                        assert!(od.split_external_local_origin_errors, "{name}");
+                        assert_eq!(od.success_rate_stdev_factor, 1900);
+                        assert_eq!(od.healthy_panic_threshold, 0);
+                    } else {
+                        assert_eq!(c.outlier_detection.consecutive_5xx, 3, "{name}");
+                    }
                     if c.discovery == Discovery::Eds && mtls {
                         assert!(c.http2, "{name}: sidecars speak HTTP/2 to each other");
                         assert_eq!(c.tls.expect("upstream TLS").alpn, ["h2"]);
@@ -615,10 +648,80 @@ fn unsupported_cluster_fields_are_rejected() {
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
             cluster::DiscoveryType::Eds as i32,
         )),
-        lb_policy: cluster::LbPolicy::Maglev as i32,
+        lb_policy: cluster::LbPolicy::ClusterProvided as i32,
         ..Default::default()
     };
     assert_eq!(cluster(&pack_any(c)).unwrap_err().field, "lb_policy");
+}
+
+#[test]
+fn ring_hash_maglev_random_and_least_request_clusters_are_read() {
+    use crate::model::LbPolicy;
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::{
+        LbConfig, LeastRequestLbConfig, MaglevLbConfig, RingHashLbConfig,
+        ring_hash_lb_config::HashFunction,
+    };
+    let eds = |policy: cluster::LbPolicy, config: Option<LbConfig>| {
+        cluster(&pack_any(Cluster {
+            name: "c".into(),
+            cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+                cluster::DiscoveryType::Eds as i32,
+            )),
+            lb_policy: policy as i32,
+            lb_config: config,
+            ..Default::default()
+        }))
+    };
+    let u64v = |value| Some(envoy_types::pb::google::protobuf::UInt64Value { value });
+    let ring = |function: HashFunction| {
+        Some(LbConfig::RingHashLbConfig(RingHashLbConfig {
+            minimum_ring_size: u64v(64),
+            maximum_ring_size: u64v(1024),
+            hash_function: function as i32,
+        }))
+    };
+    assert_eq!(
+        eds(cluster::LbPolicy::RingHash, ring(HashFunction::XxHash))
+            .unwrap()
+            .lb,
+        LbPolicy::RingHash { min: 64, max: 1024 }
+    );
+    let e = eds(cluster::LbPolicy::RingHash, ring(HashFunction::MurmurHash2)).unwrap_err();
+    assert_eq!(e.field, "ring_hash_lb_config.hash_function");
+    let maglev = Some(LbConfig::MaglevLbConfig(MaglevLbConfig {
+        table_size: u64v(65_537),
+    }));
+    assert_eq!(
+        eds(cluster::LbPolicy::Maglev, maglev.clone()).unwrap().lb,
+        LbPolicy::RingHash {
+            min: 65_537,
+            max: 65_537
+        }
+    );
+    assert_eq!(
+        eds(cluster::LbPolicy::RingHash, maglev).unwrap_err().field,
+        "lb_config"
+    );
+    assert_eq!(
+        eds(cluster::LbPolicy::Random, None).unwrap().lb,
+        LbPolicy::Random
+    );
+    let choices = |n| {
+        Some(LbConfig::LeastRequestLbConfig(LeastRequestLbConfig {
+            choice_count: Some(envoy_types::pb::google::protobuf::UInt32Value { value: n }),
+            ..Default::default()
+        }))
+    };
+    assert_eq!(
+        eds(cluster::LbPolicy::LeastRequest, choices(8)).unwrap().lb,
+        LbPolicy::LeastRequestOf(8)
+    );
+    assert_eq!(
+        eds(cluster::LbPolicy::LeastRequest, choices(1))
+            .unwrap_err()
+            .field,
+        "least_request_lb_config.choice_count"
+    );
 }
 
 #[test]
