@@ -49,11 +49,13 @@ pub enum Kind {
     MeshRateLimit,
     /// Kuma's access logs (file, TCP, OpenTelemetry backends).
     MeshAccessLog,
+    /// Kuma's request tracing (Zipkin, Datadog, OpenTelemetry backends).
+    MeshTrace,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 19] = [
+    pub const ALL: [Kind; 20] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -73,6 +75,7 @@ impl Kind {
         Kind::MeshRetry,
         Kind::MeshRateLimit,
         Kind::MeshAccessLog,
+        Kind::MeshTrace,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -97,6 +100,7 @@ impl Kind {
             Kind::MeshRetry => "MeshRetry",
             Kind::MeshRateLimit => "MeshRateLimit",
             Kind::MeshAccessLog => "MeshAccessLog",
+            Kind::MeshTrace => "MeshTrace",
         }
     }
 
@@ -122,6 +126,7 @@ impl Kind {
             Kind::MeshRetry => "meshretries",
             Kind::MeshRateLimit => "meshratelimits",
             Kind::MeshAccessLog => "meshaccesslogs",
+            Kind::MeshTrace => "meshtraces",
         }
     }
 
@@ -138,6 +143,7 @@ impl Kind {
             Kind::MeshRetry => &["mretry"],
             Kind::MeshRateLimit => &["mratelimit"],
             Kind::MeshAccessLog => &["mal"],
+            Kind::MeshTrace => &["mtrace"],
             _ => &[],
         }
     }
@@ -162,6 +168,7 @@ impl Kind {
                 | Kind::MeshRetry
                 | Kind::MeshRateLimit
                 | Kind::MeshAccessLog
+                | Kind::MeshTrace
         )
     }
 

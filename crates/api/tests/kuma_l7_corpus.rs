@@ -39,7 +39,7 @@ fn read(name: &str) -> Resource {
 
 #[test]
 fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged() {
-    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 26, &ALLOWED_WARNINGS)
+    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 38, &ALLOWED_WARNINGS)
         .iter()
         .map(Resource::kind)
         .collect();
@@ -50,6 +50,7 @@ fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged
         Kind::MeshRetry,
         Kind::MeshRateLimit,
         Kind::MeshAccessLog,
+        Kind::MeshTrace,
     ] {
         assert!(kinds.contains(&kind), "no {kind} in the corpus");
     }

@@ -18,6 +18,7 @@ pub mod access_log;
 pub mod http;
 pub mod rate_limit;
 pub mod route;
+pub mod trace;
 
 use http::HttpListener;
 use route::{RouteConfigSpec, WeightedBackend};

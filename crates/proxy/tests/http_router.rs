@@ -213,6 +213,7 @@ async fn proxy_limited(
                     max_connection_duration: None,
                     local_rate_limit,
                     access_logs: Vec::new(),
+                    tracing: None,
                 }),
             }),
         )]),

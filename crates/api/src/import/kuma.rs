@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 10] = [
+const KUMA_KINDS: [Kind; 11] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -24,6 +24,7 @@ const KUMA_KINDS: [Kind; 10] = [
     Kind::MeshRetry,
     Kind::MeshRateLimit,
     Kind::MeshAccessLog,
+    Kind::MeshTrace,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.
@@ -37,10 +38,10 @@ fn kuma_kind(field: &str, v: Option<Value>) -> Result<Kind, FieldError> {
     // on Kubernetes those are `apiVersion: v1` Secrets.
     let accepted = if field == "type" {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, Secret or GlobalSecret"
+         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshTrace, Secret or GlobalSecret"
     } else {
         "meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, \
-         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit or MeshAccessLog (Kuma Secrets are apiVersion: v1 Secrets of \
+         MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog or MeshTrace (Kuma Secrets are apiVersion: v1 Secrets of \
          type system.kuma.io/secret)"
     };
     match v {

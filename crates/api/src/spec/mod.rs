@@ -45,6 +45,7 @@ mod tags;
 mod target_ref;
 mod tcp_route;
 mod timeout;
+mod trace;
 mod traffic_permission;
 mod unknown_field_hint;
 
@@ -123,6 +124,10 @@ pub use timeout::{
     HttpTimeouts, MeshTimeoutSpec, TimeoutConf, TimeoutDefaults, TimeoutFrom, TimeoutRule,
     TimeoutTo,
 };
+pub use trace::{
+    DatadogBackend, HeaderTag, MeshTraceSpec, OtelTraceBackend, Percentage, Sampling, TraceBackend,
+    TraceConf, TraceTag, ZipkinBackend, url_host_port,
+};
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
 
 /// What secret values are replaced with by the `redacted()` methods.
@@ -172,6 +177,8 @@ pub enum Spec {
     MeshRateLimit(MeshRateLimitSpec),
     /// A [`MeshAccessLogSpec`].
     MeshAccessLog(MeshAccessLogSpec),
+    /// A [`MeshTraceSpec`].
+    MeshTrace(MeshTraceSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -197,6 +204,7 @@ macro_rules! each_spec {
             Spec::MeshRetry($inner) => $body,
             Spec::MeshRateLimit($inner) => $body,
             Spec::MeshAccessLog($inner) => $body,
+            Spec::MeshTrace($inner) => $body,
         }
     };
 }
@@ -226,6 +234,7 @@ impl Spec {
             Spec::MeshRetry(_) => Kind::MeshRetry,
             Spec::MeshRateLimit(_) => Kind::MeshRateLimit,
             Spec::MeshAccessLog(_) => Kind::MeshAccessLog,
+            Spec::MeshTrace(_) => Kind::MeshTrace,
         }
     }
 
@@ -258,6 +267,7 @@ impl Spec {
             Kind::MeshRetry => policy(value).map(Spec::MeshRetry),
             Kind::MeshRateLimit => policy(value).map(Spec::MeshRateLimit),
             Kind::MeshAccessLog => policy(value).map(Spec::MeshAccessLog),
+            Kind::MeshTrace => policy(value).map(Spec::MeshTrace),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -297,6 +307,7 @@ impl Spec {
             Spec::MeshRetry(s) => s.validate(&mut errs),
             Spec::MeshRateLimit(s) => s.validate(&mut errs),
             Spec::MeshAccessLog(s) => s.validate(&mut errs),
+            Spec::MeshTrace(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

@@ -159,7 +159,8 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         | Kind::MeshTimeout
         | Kind::MeshRetry
         | Kind::MeshRateLimit
-        | Kind::MeshAccessLog => policy_columns(kind, spec, &r["metadata"]["labels"]),
+        | Kind::MeshAccessLog
+        | Kind::MeshTrace => policy_columns(kind, spec, &r["metadata"]["labels"]),
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![
             ("STATUS", skupper_status(status)),

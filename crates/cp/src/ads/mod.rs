@@ -149,7 +149,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshTimeout"
         | "MeshRetry"
         | "MeshRateLimit"
-        | "MeshAccessLog" => key.mesh.clone(),
+        | "MeshAccessLog"
+        | "MeshTrace" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

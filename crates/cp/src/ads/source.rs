@@ -164,6 +164,7 @@ impl MeshSource for StoreSource {
             Kind::MeshRetry,
             Kind::MeshRateLimit,
             Kind::MeshAccessLog,
+            Kind::MeshTrace,
         ] {
             policies.extend(
                 self.resources

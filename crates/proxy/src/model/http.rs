@@ -37,4 +37,7 @@ pub struct HttpListener {
     /// Access logs written for every request (`access_log`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub access_logs: Vec<crate::model::access_log::AccessLog>,
+    /// Request tracing (`tracing`): a span per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<Box<crate::model::trace::Tracing>>,
 }

@@ -41,6 +41,7 @@ mod access_log;
 mod http_listener;
 mod local_rate_limit;
 mod route;
+mod trace;
 
 pub use route::route_configuration;
 

@@ -34,6 +34,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshRetry
             | Kind::MeshRateLimit
             | Kind::MeshAccessLog
+            | Kind::MeshTrace
     )
 }
 

@@ -31,6 +31,7 @@ use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
 use super::{
     MeshView, Snapshot, access_log, http, mesh_service, names, network, rate_limit, rbac, tls,
+    trace,
 };
 
 /// Envoy's name of the TCP proxy filter.
@@ -62,6 +63,8 @@ struct Outbounds<'a> {
     /// Clusters without endpoints, for MeshTCPRoutes without a reachable
     /// backend.
     empty: BTreeSet<String>,
+    /// The MeshTrace selecting the sidecar, folded.
+    trace: Option<meshlink_api::spec::TraceConf>,
 }
 
 /// Emits the listeners, clusters and load assignments of a sidecar;
@@ -79,6 +82,7 @@ pub(super) fn build(
     let labels = view
         .dataplane_resource(name)
         .map_or(&no_labels, |r| r.labels());
+    let trace = trace::dataplane_trace(view.policies(), name, labels, dp);
     for inbound in &dp.networking.inbound {
         let target = InboundTarget {
             dataplane: name,
@@ -87,7 +91,17 @@ pub(super) fn build(
             name: inbound.name.as_deref(),
             tags: &inbound.tags,
         };
-        inbound_resources(snap, view, dp, inbound, &target, identity.as_deref(), memo);
+        let trace = trace.as_ref();
+        inbound_resources(
+            snap,
+            view,
+            dp,
+            inbound,
+            &target,
+            identity.as_deref(),
+            trace,
+            memo,
+        );
     }
     let mut out = Outbounds {
         view,
@@ -100,6 +114,7 @@ pub(super) fn build(
         mesh_services: BTreeSet::new(),
         subsets: BTreeSet::new(),
         empty: BTreeSet::new(),
+        trace,
     };
     for outbound in &dp.networking.outbound {
         let (address, port) = (outbound.address(), outbound.port.get());
@@ -278,6 +293,11 @@ impl Outbounds<'_> {
         let filter = if protocol.is_http() {
             let view = self.view;
             let (dp, dp_name) = (self.dp, self.name);
+            let service = dp.identity_service(dp_name).unwrap_or(dp_name);
+            let tracing = self
+                .trace
+                .as_ref()
+                .and_then(|t| trace::tracing(t, service, false, dest.name));
             let policies = self.policies();
             let out = Outbound {
                 dest,
@@ -298,7 +318,7 @@ impl Outbounds<'_> {
                 },
             );
             let timeouts = policies.timeout(dest, None);
-            let hcm = http::hcm(&name, Vec::new(), &timeouts, false, logs);
+            let hcm = http::hcm(&name, Vec::new(), &timeouts, false, logs, tracing);
             snap.insert(name.clone(), &routes);
             for b in backends {
                 self.needs(b);
@@ -378,6 +398,7 @@ pub(super) fn destination_cluster(
     cluster
 }
 
+#[allow(clippy::too_many_arguments)] // one per thing an inbound is made of
 fn inbound_resources(
     snap: &mut Snapshot,
     view: &MeshView,
@@ -385,6 +406,7 @@ fn inbound_resources(
     inbound: &Inbound,
     target: &InboundTarget<'_>,
     identity: Option<&str>,
+    trace: Option<&meshlink_api::spec::TraceConf>,
     memo: &mut Memo,
 ) {
     // A tagless inbound (selected by a MeshService) is named after the
@@ -433,7 +455,15 @@ fn inbound_resources(
                 address: &dp.networking.address,
             },
         );
-        filters.push(http::hcm(&name, http_filters, &timeouts, true, logs));
+        let tracing = trace.and_then(|t| trace::tracing(t, service, true, service));
+        filters.push(http::hcm(
+            &name,
+            http_filters,
+            &timeouts,
+            true,
+            logs,
+            tracing,
+        ));
         let routes = http::inbound_routes(
             name.clone(),
             service,

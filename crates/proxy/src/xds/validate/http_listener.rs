@@ -156,6 +156,11 @@ pub(super) fn connection_manager(
             &hcm.access_log,
             &format!("{field}.access_log"),
         )?,
+        tracing: hcm
+            .tracing
+            .as_ref()
+            .map(|t| super::trace::tracing(t, &format!("{field}.tracing")).map(Box::new))
+            .transpose()?,
     };
     Ok((rbac, http))
 }
