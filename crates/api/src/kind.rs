@@ -59,11 +59,13 @@ pub enum Kind {
     MeshFaultInjection,
     /// Kuma's connection limits and outlier detection on clusters.
     MeshCircuitBreaker,
+    /// Kuma's request tracing (Zipkin, Datadog, OpenTelemetry backends).
+    MeshTrace,
 }
 
 impl Kind {
     /// All kinds, in the order the CLI lists them.
-    pub const ALL: [Kind; 24] = [
+    pub const ALL: [Kind; 25] = [
         Kind::Mesh,
         Kind::Dataplane,
         Kind::MeshTrafficPermission,
@@ -88,6 +90,7 @@ impl Kind {
         Kind::MeshMetric,
         Kind::MeshFaultInjection,
         Kind::MeshCircuitBreaker,
+        Kind::MeshTrace,
     ];
 
     /// The canonical `kind:` value, e.g. `MeshTrafficPermission`.
@@ -117,6 +120,7 @@ impl Kind {
             Kind::MeshMetric => "MeshMetric",
             Kind::MeshFaultInjection => "MeshFaultInjection",
             Kind::MeshCircuitBreaker => "MeshCircuitBreaker",
+            Kind::MeshTrace => "MeshTrace",
         }
     }
 
@@ -147,6 +151,7 @@ impl Kind {
             Kind::MeshMetric => "meshmetrics",
             Kind::MeshFaultInjection => "meshfaultinjections",
             Kind::MeshCircuitBreaker => "meshcircuitbreakers",
+            Kind::MeshTrace => "meshtraces",
         }
     }
 
@@ -168,6 +173,7 @@ impl Kind {
             Kind::MeshMetric => &["mmetric"],
             Kind::MeshFaultInjection => &["mfaultinjection", "mfi"],
             Kind::MeshCircuitBreaker => &["mcb"],
+            Kind::MeshTrace => &["mtrace"],
             _ => &[],
         }
     }
@@ -198,6 +204,7 @@ impl Kind {
                 | Kind::MeshMetric
                 | Kind::MeshFaultInjection
                 | Kind::MeshCircuitBreaker
+                | Kind::MeshTrace
         )
     }
 

@@ -16,7 +16,7 @@ use crate::{API_VERSION, FieldError, Resource};
 pub use crate::import::{Family, IGNORED_FIELDS, IgnoredField, Scope};
 
 /// The formats `apply` accepts, for error messages.
-pub const ACCEPTED_FORMATS: &str = "meshlink.dev/v1alpha1, Kuma universal (type: Mesh|Dataplane|MeshTrafficPermission|MeshService|MeshHTTPRoute|MeshTCPRoute|MeshTimeout|MeshRetry|MeshRateLimit|MeshAccessLog|MeshLoadBalancingStrategy|MeshHealthCheck|MeshMetric|MeshFaultInjection|MeshCircuitBreaker|Secret|GlobalSecret), kuma.io/v1alpha1, skupper.io/v2alpha1, skupper.io/v1alpha1, v1 (kind: Secret)";
+pub const ACCEPTED_FORMATS: &str = "meshlink.dev/v1alpha1, Kuma universal (type: Mesh|Dataplane|MeshTrafficPermission|MeshService|MeshHTTPRoute|MeshTCPRoute|MeshTimeout|MeshRetry|MeshRateLimit|MeshAccessLog|MeshLoadBalancingStrategy|MeshHealthCheck|MeshMetric|MeshFaultInjection|MeshCircuitBreaker|MeshTrace|Secret|GlobalSecret), kuma.io/v1alpha1, skupper.io/v2alpha1, skupper.io/v1alpha1, v1 (kind: Secret)";
 
 /// Which format a document was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -154,13 +154,13 @@ fn unknown_kuma_types_list_what_is_accepted() {
     assert_eq!(
         errors("type: TrafficRoute\nname: r\n"),
         [
-            r#"type: unknown Kuma type "TrafficRoute"; meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, MeshHealthCheck, MeshMetric, MeshFaultInjection, MeshCircuitBreaker, Secret or GlobalSecret"#
+            r#"type: unknown Kuma type "TrafficRoute"; meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, MeshHealthCheck, MeshMetric, MeshFaultInjection, MeshCircuitBreaker, MeshTrace, Secret or GlobalSecret"#
         ]
     );
     assert_eq!(
         errors("apiVersion: kuma.io/v1alpha1\nkind: MeshProxyPatch\nmetadata: {name: t}\n"),
         [
-            r#"kind: unknown Kuma kind "MeshProxyPatch"; meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, MeshHealthCheck, MeshMetric, MeshFaultInjection or MeshCircuitBreaker (Kuma Secrets are apiVersion: v1 Secrets of type system.kuma.io/secret)"#
+            r#"kind: unknown Kuma kind "MeshProxyPatch"; meshlink accepts Mesh, Dataplane, MeshTrafficPermission, MeshService, MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, MeshRateLimit, MeshAccessLog, MeshLoadBalancingStrategy, MeshHealthCheck, MeshMetric, MeshFaultInjection, MeshCircuitBreaker or MeshTrace (Kuma Secrets are apiVersion: v1 Secrets of type system.kuma.io/secret)"#
         ]
     );
 }

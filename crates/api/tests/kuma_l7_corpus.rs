@@ -39,7 +39,7 @@ fn read(name: &str) -> Resource {
 
 #[test]
 fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged() {
-    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 54, &ALLOWED_WARNINGS)
+    let kinds: Vec<Kind> = support::corpus::check_all(&corpus_dir(), 66, &ALLOWED_WARNINGS)
         .iter()
         .map(Resource::kind)
         .collect();
@@ -55,6 +55,7 @@ fn every_documented_l7_policy_applies_and_its_canonical_yaml_reapplies_unchanged
         Kind::MeshMetric,
         Kind::MeshFaultInjection,
         Kind::MeshCircuitBreaker,
+        Kind::MeshTrace,
     ] {
         assert!(kinds.contains(&kind), "no {kind} in the corpus");
     }

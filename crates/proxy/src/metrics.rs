@@ -115,6 +115,11 @@ pub struct ProxyMetrics {
     pub rate_limited: Family<NameLabels, Counter>,
     /// Access log entries dropped because their file's queue was full.
     pub access_log_dropped: Counter,
+    /// Spans a collector took (MeshTrace).
+    pub trace_spans_exported: Counter,
+    /// Spans dropped: their collector's queue was full, or it did not
+    /// take their batch.
+    pub trace_spans_dropped: Counter,
     /// Connections closed by the network local rate limit, per listener.
     pub connections_rate_limited: Family<NameLabels, Counter>,
     /// Faults injected by the fault filter, per listener and kind.
@@ -170,6 +175,8 @@ impl Default for ProxyMetrics {
             connections_rate_limited: Family::default(),
             access_log_dropped: Counter::default(),
             faults: Family::default(),
+            trace_spans_exported: Counter::default(),
+            trace_spans_dropped: Counter::default(),
             listener_connections_active: Family::default(),
             listener_rx_bytes: Family::default(),
             listener_tx_bytes: Family::default(),
@@ -242,6 +249,16 @@ impl ProxyMetrics {
             "access_log_dropped",
             "Access log entries dropped because their file's queue was full (logging never blocks a request)",
             self.access_log_dropped.clone(),
+        );
+        registry.register(
+            "trace_spans_exported",
+            "Spans (MeshTrace) taken by their collector",
+            self.trace_spans_exported.clone(),
+        );
+        registry.register(
+            "trace_spans_dropped",
+            "Spans (MeshTrace) dropped because their collector's queue was full or it did not take their batch (tracing never blocks a request)",
+            self.trace_spans_dropped.clone(),
         );
         registry.register(
             "connections_rate_limited",

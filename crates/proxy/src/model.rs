@@ -21,6 +21,7 @@ pub mod hash_policy;
 pub mod http;
 pub mod rate_limit;
 pub mod route;
+pub mod trace;
 
 use http::HttpListener;
 use route::{RouteConfigSpec, WeightedBackend};

@@ -234,6 +234,7 @@ async fn proxy_with(
                     local_rate_limit,
                     access_logs: Vec::new(),
                     faults,
+                    tracing: None,
                 }),
             }),
         )]),

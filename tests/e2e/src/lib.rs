@@ -23,6 +23,7 @@ pub mod pty;
 pub mod replicas;
 mod secret;
 pub mod site;
+pub mod span_collector;
 
 pub use cli::{CliOutput, run_cli};
 pub use cp::{ControlPlane, StoreKind};

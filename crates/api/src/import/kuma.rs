@@ -13,7 +13,7 @@ use crate::spec::SERVICE_TAG;
 use crate::{FieldError, Kind};
 
 /// The Kuma kinds meshlink implements.
-const KUMA_KINDS: [Kind; 15] = [
+const KUMA_KINDS: [Kind; 16] = [
     Kind::Mesh,
     Kind::Dataplane,
     Kind::MeshTrafficPermission,
@@ -29,6 +29,7 @@ const KUMA_KINDS: [Kind; 15] = [
     Kind::MeshMetric,
     Kind::MeshFaultInjection,
     Kind::MeshCircuitBreaker,
+    Kind::MeshTrace,
 ];
 
 /// The label Kuma on Kubernetes uses to place a resource in a mesh.

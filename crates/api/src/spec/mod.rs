@@ -50,6 +50,7 @@ mod tags;
 mod target_ref;
 mod tcp_route;
 mod timeout;
+mod trace;
 mod traffic_permission;
 mod unknown_field_hint;
 
@@ -144,6 +145,10 @@ pub use timeout::{
     HttpTimeouts, MeshTimeoutSpec, TimeoutConf, TimeoutDefaults, TimeoutFrom, TimeoutRule,
     TimeoutTo,
 };
+pub use trace::{
+    DatadogBackend, HeaderTag, MeshTraceSpec, OtelTraceBackend, Percentage as TracePercentage,
+    Sampling, TraceBackend, TraceConf, TraceTag, ZipkinBackend, url_host_port,
+};
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
 
 /// What secret values are replaced with by the `redacted()` methods.
@@ -203,6 +208,8 @@ pub enum Spec {
     MeshFaultInjection(MeshFaultInjectionSpec),
     /// A [`MeshCircuitBreakerSpec`].
     MeshCircuitBreaker(MeshCircuitBreakerSpec),
+    /// A [`MeshTraceSpec`].
+    MeshTrace(MeshTraceSpec),
 }
 
 /// Applies `$body` to the inner value of every [`Spec`] variant.
@@ -233,6 +240,7 @@ macro_rules! each_spec {
             Spec::MeshMetric($inner) => $body,
             Spec::MeshFaultInjection($inner) => $body,
             Spec::MeshCircuitBreaker($inner) => $body,
+            Spec::MeshTrace($inner) => $body,
         }
     };
 }
@@ -267,6 +275,7 @@ impl Spec {
             Spec::MeshMetric(_) => Kind::MeshMetric,
             Spec::MeshFaultInjection(_) => Kind::MeshFaultInjection,
             Spec::MeshCircuitBreaker(_) => Kind::MeshCircuitBreaker,
+            Spec::MeshTrace(_) => Kind::MeshTrace,
         }
     }
 
@@ -304,6 +313,7 @@ impl Spec {
             Kind::MeshMetric => policy(value).map(Spec::MeshMetric),
             Kind::MeshFaultInjection => policy(value).map(Spec::MeshFaultInjection),
             Kind::MeshCircuitBreaker => policy(value).map(Spec::MeshCircuitBreaker),
+            Kind::MeshTrace => policy(value).map(Spec::MeshTrace),
         };
         parsed.map_err(|e| vec![e])
     }
@@ -348,6 +358,7 @@ impl Spec {
             Spec::MeshMetric(s) => s.validate(&mut errs),
             Spec::MeshFaultInjection(s) => s.validate(&mut errs),
             Spec::MeshCircuitBreaker(s) => s.validate(&mut errs),
+            Spec::MeshTrace(s) => s.validate(&mut errs),
         }
         errs.into_vec()
     }

@@ -193,6 +193,14 @@ impl Spec {
         }
     }
 
+    /// The MeshTrace spec, if this is one.
+    pub fn as_mesh_trace(&self) -> Option<&MeshTraceSpec> {
+        match self {
+            Spec::MeshTrace(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The top-level `targetRef` of a policy (MeshTrafficPermission and the
     /// outbound policies), if it has one set.
     pub fn policy_target_ref(&self) -> Option<&TargetRef> {
@@ -209,6 +217,7 @@ impl Spec {
             Spec::MeshMetric(s) => s.target_ref.as_ref(),
             Spec::MeshFaultInjection(s) => s.target_ref.as_ref(),
             Spec::MeshCircuitBreaker(s) => s.target_ref.as_ref(),
+            Spec::MeshTrace(s) => s.target_ref.as_ref(),
             _ => None,
         }
     }

@@ -164,7 +164,8 @@ fn summary(kind: Kind, r: &Value) -> Vec<(&'static str, String)> {
         | Kind::MeshHealthCheck
         | Kind::MeshMetric
         | Kind::MeshFaultInjection
-        | Kind::MeshCircuitBreaker => policy_columns(kind, spec, &r["metadata"]["labels"]),
+        | Kind::MeshCircuitBreaker
+        | Kind::MeshTrace => policy_columns(kind, spec, &r["metadata"]["labels"]),
         // Skupper's printer columns for its kinds.
         Kind::Site => vec![
             ("STATUS", skupper_status(status)),

@@ -82,6 +82,9 @@ pub(super) fn policy_columns(
             .sum::<usize>();
         cols.push(("INBOUND RULES", inbound.to_string()));
     }
+    if kind == Kind::MeshTrace {
+        cols.push(("BACKEND", trace_backend(&spec["default"]["backends"][0])));
+    }
     let effect = if labels[EFFECT_LABEL].as_str() == Some(SHADOW) {
         "shadow"
     } else {
@@ -89,6 +92,23 @@ pub(super) fn policy_columns(
     };
     cols.push(("EFFECT", effect.to_string()));
     cols
+}
+
+/// A MeshTrace backend in one cell: its type and where it sends spans,
+/// e.g. `OpenTelemetry otel-collector:4317`.
+fn trace_backend(b: &Value) -> String {
+    let (kind, block, field) = [
+        ("Zipkin", "zipkin", "url"),
+        ("Datadog", "datadog", "url"),
+        ("OpenTelemetry", "openTelemetry", "endpoint"),
+    ]
+    .into_iter()
+    .find(|(k, block, _)| s(&b["type"]) == *k || !b[*block].is_null())
+    .unwrap_or_default();
+    if kind.is_empty() {
+        return String::new();
+    }
+    format!("{kind} {}", s(&b[block][field]))
 }
 
 #[cfg(test)]

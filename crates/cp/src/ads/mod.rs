@@ -154,7 +154,8 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
         | "MeshHealthCheck"
         | "MeshMetric"
         | "MeshFaultInjection"
-        | "MeshCircuitBreaker" => key.mesh.clone(),
+        | "MeshCircuitBreaker"
+        | "MeshTrace" => key.mesh.clone(),
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();

@@ -168,6 +168,7 @@ impl MeshSource for StoreSource {
             Kind::MeshHealthCheck,
             Kind::MeshFaultInjection,
             Kind::MeshCircuitBreaker,
+            Kind::MeshTrace,
         ] {
             policies.extend(
                 self.resources

@@ -60,6 +60,14 @@ pub async fn handle(
     let mut labels = RequestLabels::new(spec.direction);
     let _active = ctx.metrics.http.active(spec.direction);
     let in_flight = ctx.activity.start();
+    let mut request = request;
+    let traced = match &spec.protocol {
+        ListenerProtocol::Http(h) => h.tracing.as_ref().and_then(|t| {
+            let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+            super::trace::start(t, spec.direction, &method, &path, request.headers_mut())
+        }),
+        _ => None,
+    };
     let logged = match &spec.protocol {
         ListenerProtocol::Http(h) if !h.access_logs.is_empty() => {
             Some(super::access_log::RequestSnapshot::of(&request))
@@ -91,6 +99,11 @@ pub async fn handle(
     ctx.metrics.http.record(&labels, &response, took);
     if let (Some(snapshot), ListenerProtocol::Http(h)) = (&logged, &spec.protocol) {
         super::access_log::write(&h.access_logs, &ctx, snapshot, &response, &labels, took);
+    }
+    if let (Some(span), ListenerProtocol::Http(h)) = (traced, &spec.protocol)
+        && let Some(tracing) = &h.tracing
+    {
+        span.finish(tracing, spec.direction, &response, &labels, &ctx.metrics);
     }
     Ok(response)
 }

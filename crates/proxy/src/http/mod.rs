@@ -40,6 +40,9 @@ pub mod respond;
 pub mod retry;
 pub mod route_select;
 pub mod timed;
+pub mod trace;
+pub mod trace_context;
+pub mod trace_export;
 pub mod upgrade;
 
 /// Most concurrent streams a downstream HTTP/2 connection may open.

@@ -41,4 +41,7 @@ pub struct HttpListener {
     /// after RBAC and the local rate limit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::model::fault::Fault>,
+    /// Request tracing (`tracing`): a span per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<Box<crate::model::trace::Tracing>>,
 }

@@ -45,6 +45,7 @@ mod http_listener;
 mod lb_policy;
 mod local_rate_limit;
 mod route;
+mod trace;
 
 pub use route::route_configuration;
 

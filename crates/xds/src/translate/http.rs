@@ -81,13 +81,17 @@ pub(super) fn request_timeout(conf: &TimeoutConf) -> Duration {
 /// The HCM filter of listener `name`: RDS for the RouteConfiguration of
 /// the same name over ADS, `http_filters` then the router, timeouts from
 /// `timeouts` (MeshTimeout) or Kuma's defaults. `inbound` appends the
-/// peer's address to `x-forwarded-for`.
+/// peer's address to `x-forwarded-for`. `tracing` is MeshTrace's (see
+/// [`super::trace`]).
 pub(super) fn hcm(
     name: &str,
     mut http_filters: Vec<HttpFilter>,
     timeouts: &TimeoutConf,
     inbound: bool,
     access_log: Vec<envoy_types::pb::envoy::config::accesslog::v3::AccessLog>,
+    tracing: Option<
+        envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::Tracing,
+    >,
 ) -> Filter {
     http_filters.push(HttpFilter {
         name: ROUTER_FILTER.to_owned(),
@@ -106,6 +110,7 @@ pub(super) fn hcm(
         })),
         http_filters,
         access_log,
+        tracing,
         use_remote_address: Some(BoolValue { value: inbound }),
         common_http_protocol_options: Some(CommonHttpOptions {
             idle_timeout: Some(or_default(

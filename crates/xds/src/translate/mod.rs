@@ -34,6 +34,7 @@ mod routes;
 mod sidecar;
 mod snapshot;
 mod tls;
+mod trace;
 mod view;
 
 use std::sync::Arc;

@@ -39,6 +39,7 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshHealthCheck
             | Kind::MeshFaultInjection
             | Kind::MeshCircuitBreaker
+            | Kind::MeshTrace
     )
 }
 

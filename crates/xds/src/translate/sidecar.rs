@@ -31,7 +31,7 @@ use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
 use super::{
     MeshView, Snapshot, access_log, circuit_breaker, fault, http, load_balancing, mesh_service,
-    names, network, rate_limit, rbac, tls,
+    names, network, rate_limit, rbac, tls, trace,
 };
 
 /// Envoy's name of the TCP proxy filter.
@@ -66,6 +66,8 @@ struct Outbounds<'a> {
     /// Clusters without endpoints, for MeshTCPRoutes without a reachable
     /// backend.
     empty: BTreeSet<String>,
+    /// The MeshTrace selecting the sidecar, folded.
+    trace: Option<meshlink_api::spec::TraceConf>,
 }
 
 /// Emits the listeners, clusters and load assignments of a sidecar;
@@ -84,6 +86,7 @@ pub(super) fn build(
     let labels = view
         .dataplane_resource(name)
         .map_or(&no_labels, |r| r.labels());
+    let trace = trace::dataplane_trace(view.policies(), name, labels, dp);
     for inbound in &dp.networking.inbound {
         let target = InboundTarget {
             dataplane: name,
@@ -95,6 +98,7 @@ pub(super) fn build(
         let client = Client {
             identity: identity.as_deref(),
             meshlink_proxy,
+            trace: trace.as_ref(),
         };
         inbound_resources(snap, view, dp, inbound, &target, client, memo);
     }
@@ -110,6 +114,7 @@ pub(super) fn build(
         mesh_services: BTreeSet::new(),
         subsets: BTreeSet::new(),
         empty: BTreeSet::new(),
+        trace,
     };
     for outbound in &dp.networking.outbound {
         let (address, port) = (outbound.address(), outbound.port.get());
@@ -293,6 +298,11 @@ impl Outbounds<'_> {
         let filter = if protocol.is_http() {
             let view = self.view;
             let (dp, dp_name, tcp_logger) = (self.dp, self.name, self.meshlink_proxy);
+            let service = dp.identity_service(dp_name).unwrap_or(dp_name);
+            let tracing = self
+                .trace
+                .as_ref()
+                .and_then(|t| trace::tracing(t, service, false, dest.name));
             let policies = self.policies();
             let out = Outbound {
                 dest,
@@ -314,7 +324,7 @@ impl Outbounds<'_> {
                 },
             );
             let timeouts = policies.timeout(dest, None);
-            let hcm = http::hcm(&name, Vec::new(), &timeouts, false, logs);
+            let hcm = http::hcm(&name, Vec::new(), &timeouts, false, logs, tracing);
             snap.insert(name.clone(), &routes);
             for b in backends {
                 self.needs(b);
@@ -435,6 +445,8 @@ struct Client<'a> {
     identity: Option<&'a str>,
     /// The client is meshlink-proxy (see [`Outbounds`]).
     meshlink_proxy: bool,
+    /// The MeshTrace conf that selects the sidecar, if any.
+    trace: Option<&'a meshlink_api::spec::TraceConf>,
 }
 
 fn inbound_resources(
@@ -496,7 +508,17 @@ fn inbound_resources(
         );
         // MeshFaultInjection after the rate limit: one filter per step.
         http_filters.extend(fault::inbound_filters(view, target));
-        filters.push(http::hcm(&name, http_filters, &timeouts, true, logs));
+        let tracing = client
+            .trace
+            .and_then(|t| trace::tracing(t, service, true, service));
+        filters.push(http::hcm(
+            &name,
+            http_filters,
+            &timeouts,
+            true,
+            logs,
+            tracing,
+        ));
         let routes = http::inbound_routes(
             name.clone(),
             service,

@@ -175,6 +175,11 @@ pub(super) fn connection_manager(
             &format!("{field}.access_log"),
         )?,
         faults,
+        tracing: hcm
+            .tracing
+            .as_ref()
+            .map(|t| super::trace::tracing(t, &format!("{field}.tracing")).map(Box::new))
+            .transpose()?,
     };
     Ok((rbac, http))
 }

@@ -101,6 +101,14 @@ fn l7_policies() -> Vec<Resource> {
                     "connectionLimits": {"maxRequests": 100},
                     "outlierDetection": {"detectors": {"totalFailures": {"consecutive": 3}}}}}]}),
         ),
+        policy(
+            "MeshTrace",
+            "traces",
+            json!({"targetRef": {"kind": "Mesh"}, "default": {
+                "backends": [{"type": "OpenTelemetry", "openTelemetry": {"endpoint": "http://127.0.0.1:4318"}}],
+                "sampling": {"overall": 80, "random": "60.5"},
+                "tags": [{"name": "team", "literal": "core"}, {"name": "env", "header": {"name": "x-env", "default": "prod"}}]}}),
+        ),
     ]
 }
 
@@ -187,6 +195,8 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                         if name == "backend-1" && l.direction == Direction::Inbound {
                             faults_seen(&http.faults);
                         }
+                        let tracing = http.tracing.as_ref().expect("MeshTrace's tracing");
+                        assert_eq!(tracing.sampling.random, 60.5, "{name}");
                     }
                 }
                 assert!(http_listeners > 0, "{protocol}: {name} has HTTP listeners");
@@ -950,4 +960,92 @@ fn file_access_logs_are_read_and_unknown_operators_named() {
         with(vec![filtered]).unwrap_err().field,
         format!("{field}.filter")
     );
+}
+
+#[test]
+fn tracing_is_read_and_what_the_proxy_cannot_do_is_named() {
+    use envoy_types::pb::envoy::config::trace::v3::{
+        DatadogConfig, ZipkinConfig, tracing::Http, tracing::http::ConfigType as TracerConfig,
+    };
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::Tracing as PbTracing;
+    use envoy_types::pb::envoy::r#type::tracing::v3::{CustomTag, custom_tag};
+    use envoy_types::pb::envoy::r#type::v3::Percent;
+    let with = |tracing: PbTracing| {
+        let mut hcm = rds_hcm(vec![http_filter(
+            "envoy.filters.http.router",
+            pack_any(Router::default()),
+        )]);
+        hcm.tracing = Some(tracing);
+        listener(&pack_any(hcm_listener(hcm)))
+    };
+    let provider = |any| {
+        Some(Http {
+            name: "t".into(),
+            config_type: Some(TracerConfig::TypedConfig(any)),
+        })
+    };
+    let zipkin = ZipkinConfig {
+        collector_cluster: "c".into(),
+        collector_endpoint: "/api/v2/spans".into(),
+        collector_hostname: "127.0.0.1:9411".into(),
+        collector_endpoint_version: 1,
+        ..Default::default()
+    };
+    let spec = with(PbTracing {
+        provider: provider(pack_any(zipkin.clone())),
+        overall_sampling: Some(Percent { value: 0.0 }),
+        custom_tags: vec![CustomTag {
+            tag: "env".into(),
+            r#type: Some(custom_tag::Type::RequestHeader(custom_tag::Header {
+                name: "x-env".into(),
+                default_value: String::new(),
+            })),
+        }],
+        ..Default::default()
+    })
+    .unwrap();
+    let ListenerProtocol::Http(http) = &spec.protocol else {
+        panic!("an HTTP listener: {spec:?}");
+    };
+    let t = http.tracing.as_ref().expect("tracing");
+    assert_eq!(t.sampling.overall, 0.0);
+    assert_eq!(t.sampling.random, 100.0, "unset is 100 %");
+    assert!(matches!(
+        &t.collector,
+        crate::model::trace::Collector::Zipkin { host, shared_span_context: true, .. } if host == "127.0.0.1:9411"
+    ));
+
+    let field = "filter_chains[0].filters[0].typed_config.tracing";
+    let e = with(PbTracing {
+        provider: provider(pack_any(DatadogConfig::default())),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.field, format!("{field}.provider.typed_config"));
+    assert!(e.reason.contains("Datadog is not supported yet"), "{e}");
+    let e = with(PbTracing {
+        provider: provider(pack_any(ZipkinConfig {
+            collector_hostname: String::new(),
+            ..zipkin.clone()
+        })),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(
+        e.field,
+        format!("{field}.provider.typed_config.collector_hostname")
+    );
+    let e = with(PbTracing {
+        provider: provider(pack_any(zipkin)),
+        random_sampling: Some(Percent { value: 101.0 }),
+        custom_tags: vec![CustomTag {
+            tag: "e".into(),
+            r#type: Some(custom_tag::Type::Environment(
+                custom_tag::Environment::default(),
+            )),
+        }],
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.field, format!("{field}.random_sampling.value"));
 }
