@@ -29,6 +29,12 @@ export const KINDS: Record<string, string> = {
   MeshRetry: "meshretries",
   MeshRateLimit: "meshratelimits",
   MeshAccessLog: "meshaccesslogs",
+  MeshCircuitBreaker: "meshcircuitbreakers",
+  MeshFaultInjection: "meshfaultinjections",
+  MeshLoadBalancingStrategy: "meshloadbalancingstrategies",
+  MeshHealthCheck: "meshhealthchecks",
+  MeshTrace: "meshtraces",
+  MeshMetric: "meshmetrics",
 };
 
 /** The Kuma policies the Policies page lists besides permissions, with
@@ -38,6 +44,12 @@ export const POLICY_KINDS: Record<string, string> = {
   MeshRetry: "retries",
   MeshRateLimit: "local rate limits",
   MeshAccessLog: "access logs",
+  MeshCircuitBreaker: "connection limits and outlier detection",
+  MeshFaultInjection: "fault injection",
+  MeshLoadBalancingStrategy: "load balancing",
+  MeshHealthCheck: "active health checks (stored, not applied yet)",
+  MeshTrace: "tracing",
+  MeshMetric: "metrics (stored, not applied yet)",
 };
 
 export type Kind = keyof typeof KINDS;

@@ -71,6 +71,16 @@ function summary(kind: string, d: any): string {
     const tcp = d.local?.tcp?.connectionRate;
     return [http && `${http.num} requests / ${http.interval}`, tcp && `${tcp.num} connections / ${tcp.interval}`].filter(Boolean).join(", ");
   }
+  if (kind === "MeshFaultInjection")
+    return (d.http ?? [])
+      .map((f: any) =>
+        [f.abort && `abort ${f.abort.httpStatus} ${f.abort.percentage}%`, f.delay && `delay ${f.delay.value} ${f.delay.percentage}%`]
+          .filter(Boolean)
+          .join(", "),
+      )
+      .join("; ");
+  if (kind === "MeshLoadBalancingStrategy") return d.loadBalancer?.type ?? "";
+  if (kind === "MeshTrace") return (d.backends ?? []).map((b: any) => b.type).join(", ");
   if (kind === "MeshAccessLog")
     return (d.backends ?? []).map((b: any) => `${b.type} ${b.file?.path ?? b.tcp?.address ?? b.openTelemetry?.endpoint ?? ""}`.trim()).join(", ");
   return Object.keys(d).join(", ");
@@ -81,14 +91,21 @@ function summary(kind: string, d: any): string {
 function L7Policies({ store }: { store: Store }) {
   const rows = Object.keys(POLICY_KINDS).flatMap((kind) =>
     store.list(kind as Kind).flatMap((p) =>
-      (["to", "from", "rules"] as const).flatMap((section) =>
-        (p.spec?.[section] ?? []).map((e: any) => ({
+      (["to", "from", "rules", "default"] as const).flatMap((section) =>
+        (section === "default" ? (p.spec?.default ? [{ default: p.spec.default }] : []) : (p.spec?.[section] ?? [])).map((e: any) => ({
           kind,
           mesh: p.metadata.mesh ?? "",
           policy: p.metadata.name,
           proxies: target(p.spec?.targetRef),
           section,
-          entry: section === "rules" ? (e.matches ? e.matches.map(spiffeMatch).join(", ") : "any client") : target(e.targetRef),
+          entry:
+            section === "default"
+              ? "every request"
+              : section === "rules"
+                ? e.matches
+                  ? e.matches.map(spiffeMatch).join(", ")
+                  : "any client"
+                : target(e.targetRef),
           what: summary(kind, e.default),
           valid: condition(p, "Valid"),
         })),
@@ -97,7 +114,7 @@ function L7Policies({ store }: { store: Store }) {
   );
   return (
     <>
-      <h2>Timeouts, retries, rate limits and access logs</h2>
+      <h2>Timeouts, retries and the resilience and observability policies</h2>
       <table id="l7-policies">
         <thead>
           <tr>
