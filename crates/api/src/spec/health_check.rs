@@ -11,9 +11,9 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::kuma_duration;
-use super::policy_target::{self, ROUTE_TOP_KINDS, TIMEOUT_TO_KINDS};
+use super::policy_target::{self, ROUTE_TOP_KINDS};
 use super::rate_limit::HeaderChanges;
-use super::target_ref::{Position, TargetRef};
+use super::target_ref::TargetRef;
 use crate::validate::Errors;
 
 /// `spec` of a MeshHealthCheck.
@@ -151,23 +151,14 @@ pub struct GrpcCheck {
 impl MeshHealthCheckSpec {
     pub(crate) fn validate(&self, errs: &mut Errors) {
         policy_target::validate_top(errs, self.target_ref.as_ref(), ROUTE_TOP_KINDS);
-        if self.to.is_empty() {
-            errs.add(
-                "spec.to",
-                "at least one entry is required, e.g. [{targetRef: {kind: MeshService, name: \
-                 backend}, default: {interval: 10s, http: {path: /health}}}]",
-            );
-        }
-        for (i, entry) in self.to.iter().enumerate() {
-            let at = format!("spec.to[{i}]");
-            entry.target_ref.validate_allowed(
-                errs,
-                &format!("{at}.targetRef"),
-                Position::To,
-                TIMEOUT_TO_KINDS,
-            );
-            entry.default_.validate(errs, &format!("{at}.default"));
-        }
+        policy_target::validate_to_entries(
+            errs,
+            &self.to,
+            "[{targetRef: {kind: MeshService, name: backend}, default: {interval: 10s, http: \
+             {path: /health}}}]",
+            |e| &e.target_ref,
+            |errs, e, at| e.default_.validate(errs, at),
+        );
     }
 }
 

@@ -12,8 +12,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::kuma_duration;
-use super::policy_target::{self, ROUTE_TOP_KINDS, TIMEOUT_TO_KINDS};
-use super::target_ref::{Position, TargetRef};
+use super::policy_target::{self, ROUTE_TOP_KINDS};
+use super::target_ref::TargetRef;
 use crate::validate::Errors;
 
 /// The largest ring (Envoy's limit).
@@ -200,25 +200,18 @@ pub struct FilterState {
 impl MeshLoadBalancingStrategySpec {
     pub(crate) fn validate(&self, errs: &mut Errors) {
         policy_target::validate_top(errs, self.target_ref.as_ref(), ROUTE_TOP_KINDS);
-        if self.to.is_empty() {
-            errs.add(
-                "spec.to",
-                "at least one entry is required, e.g. [{targetRef: {kind: MeshService, name: \
-                 backend}, default: {loadBalancer: {type: RoundRobin}}}]",
-            );
-        }
-        for (i, entry) in self.to.iter().enumerate() {
-            let at = format!("spec.to[{i}]");
-            entry.target_ref.validate_allowed(
-                errs,
-                &format!("{at}.targetRef"),
-                Position::To,
-                TIMEOUT_TO_KINDS,
-            );
-            if let Some(lb) = &entry.default_.load_balancer {
-                lb.validate(errs, &format!("{at}.default.loadBalancer"));
-            }
-        }
+        policy_target::validate_to_entries(
+            errs,
+            &self.to,
+            "[{targetRef: {kind: MeshService, name: backend}, default: {loadBalancer: {type: \
+             RoundRobin}}}]",
+            |e| &e.target_ref,
+            |errs, e, at| {
+                if let Some(lb) = &e.default_.load_balancer {
+                    lb.validate(errs, &format!("{at}.loadBalancer"));
+                }
+            },
+        );
     }
 }
 

@@ -147,3 +147,32 @@ pub(crate) fn validate_to_list<'a>(
         );
     }
 }
+
+/// Validates a policy's `to[]` list of destinations: at least one entry
+/// (else an error showing `example`), each `targetRef` among
+/// [`TIMEOUT_TO_KINDS`], and each `default` by `default` at its path
+/// (`spec.to[i].default`).
+pub(crate) fn validate_to_entries<E>(
+    errs: &mut Errors,
+    entries: &[E],
+    example: &str,
+    target: impl Fn(&E) -> &TargetRef,
+    mut default: impl FnMut(&mut Errors, &E, &str),
+) {
+    if entries.is_empty() {
+        errs.add(
+            "spec.to",
+            format!("at least one entry is required, e.g. {example}"),
+        );
+    }
+    for (i, entry) in entries.iter().enumerate() {
+        let at = format!("spec.to[{i}]");
+        target(entry).validate_allowed(
+            errs,
+            &format!("{at}.targetRef"),
+            Position::To,
+            TIMEOUT_TO_KINDS,
+        );
+        default(errs, entry, &format!("{at}.default"));
+    }
+}
