@@ -186,10 +186,11 @@ impl Kind {
         ) || self.is_outbound_policy()
     }
 
-    /// Whether this is one of Kuma's routing and outbound policies
-    /// (MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry, and the
-    /// inbound MeshRateLimit and MeshFaultInjection), which combine through `crate::policy`.
-    /// inbound MeshRateLimit, and MeshCircuitBreaker), which combine through `crate::policy`.
+    /// Whether this is one of Kuma's policies other than
+    /// MeshTrafficPermission: the routes (MeshHTTPRoute, MeshTCPRoute) and
+    /// the resilience and observability policies (MeshTimeout, MeshRetry,
+    /// MeshRateLimit, MeshAccessLog, …), which combine through
+    /// `crate::policy`.
     pub fn is_outbound_policy(self) -> bool {
         matches!(
             self,

@@ -1,5 +1,5 @@
-//! Kuma's documented MeshHTTPRoute, MeshTCPRoute, MeshTimeout, MeshRetry,
-//! MeshRateLimit and MeshCircuitBreaker examples (one file each in `kuma_l7_corpus/`, including the default
+//! Kuma's documented examples of its routes and of its resilience and
+//! observability policies (one file each in `kuma_l7_corpus/`, including the default
 //! policies Kuma creates in every mesh, in universal and Kubernetes form)
 //! apply as they would through `meshlink apply`: each parses and validates
 //! with no warning but the documented one for a Kubernetes

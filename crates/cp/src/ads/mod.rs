@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use meshlink_api::Resource;
+use meshlink_api::{Kind, Resource};
 use meshlink_runtime::Shutdown;
 use meshlink_store::{Change, ChangeType, Store};
 use meshlink_xds::hub::{Hub, Update};
@@ -141,21 +141,14 @@ fn pass_on(to: &mut Reconcilers, change: Change) {
             return;
         }
         "Mesh" => key.name.clone(),
-        "Dataplane"
-        | "MeshTrafficPermission"
-        | "MeshService"
-        | "MeshHTTPRoute"
-        | "MeshTCPRoute"
-        | "MeshTimeout"
-        | "MeshRetry"
-        | "MeshRateLimit"
-        | "MeshAccessLog"
-        | "MeshLoadBalancingStrategy"
-        | "MeshHealthCheck"
-        | "MeshMetric"
-        | "MeshFaultInjection"
-        | "MeshCircuitBreaker"
-        | "MeshTrace" => key.mesh.clone(),
+        // Every mesh-scoped kind (Dataplane, MeshTrafficPermission,
+        // MeshService and the Kuma policies) touches its mesh's view.
+        k if Kind::ALL
+            .iter()
+            .any(|kind| kind.is_mesh_scoped() && kind.as_str() == k) =>
+        {
+            key.mesh.clone()
+        }
         k if k == MESH_CA || k == MESH_CA_STATE => {
             hub.trust_changed(key.mesh.clone());
             to.routers.trust_changed();
