@@ -9,15 +9,18 @@
 #   h1  HTTP/1.1 keep-alive from the client, 4 connections (h2load --h1);
 #   h2  HTTP/2 cleartext from the client, 4 connections x 10 streams (the
 #       HTTP variants only: a byte-copying pair and the app speak HTTP/1.1).
-# Last, `meshlink-http+accesslog`: the http pair again with a MeshAccessLog
-# writing a JSON line per request to a file on both sidecars (issue 36:
-# CPU per request with access logging on). Prints a markdown table with
-# the ratios to haproxy. The callgrind files
+# Last, the policy variants of issue 36 (CPU per request with a policy on;
+# bench/lib/http-setup.sh, policy_on): the http pair again with, in turn,
+# `+accesslog` (a JSON line per request to a file on both sidecars),
+# `+trace` (100 % sampling, OTLP/HTTP export) and `+faultmiss` (a fault
+# policy that matches no request). Prints a markdown table with the ratios
+# to haproxy and to the plain http pair. The callgrind files
 # stay in the work dir with HTTP_PAIR_KEEP=1 (callgrind_annotate them).
 #
 #   bench/http-callgrind.sh
 #
-# Environment: REQUESTS (2000), PORT_BASE (28860), HTTP_PAIR_KEEP=1.
+# Environment: REQUESTS (2000), PORT_BASE (28860), VARIANTS (all of the
+# above, in that order), HTTP_PAIR_KEEP=1.
 # Needs valgrind, haproxy, h2load (nghttp2-client), jq and openssl;
 # installs the missing ones with apt-get.
 set -euo pipefail
@@ -60,27 +63,30 @@ measure() {
     target=$(target_of "$v")
     h2load "$@" -n 200 "http://$target/" >/dev/null # warm-up: connections, pools, caches
     for pid in $(pids_of "$v"); do callgrind_control -z "$pid" >/dev/null 2>&1; done
-    h2load "$@" -n "$REQUESTS" "http://$target/" >"$WORK/h2load.txt"
-    grep -q "succeeded, 0 failed, 0 errored" "$WORK/h2load.txt" || {
-        echo "# $v $load: requests failed: $(grep '^requests:' "$WORK/h2load.txt")"
+    local out="$WORK/h2load-$v-$load.txt"
+    h2load "$@" -n "$REQUESTS" "http://$target/" >"$out"
+    grep -q "succeeded, 0 failed, 0 errored" "$out" || {
+        echo "# $v $load: requests failed: $(grep -E '^(requests|status codes):' "$out" | tr '\n' ' ')"
     }
     for pid in $(pids_of "$v"); do callgrind_control -d "$pid" >/dev/null 2>&1; done
     read -r a b <<<"$(pids_of "$v")"
     printf '%s\t%s\t%s\t%s\n' "$v" "$load" "$(($(instructions "$a") / REQUESTS))" \
         "$(($(instructions "$b") / REQUESTS))" >>"$WORK/results.tsv"
 }
-for v in haproxy-http meshlink-tcp meshlink-http meshlink-http+accesslog; do
-    if [[ $v == *+accesslog ]]; then apply_access_log; fi
+VARIANTS="${VARIANTS:-haproxy-http meshlink-tcp meshlink-http meshlink-http+accesslog meshlink-http+trace meshlink-http+faultmiss}"
+for v in $VARIANTS; do
+    policy_on "$v"
     echo "measuring $v" >&2
     measure "$v" h1 --h1 -c 4
     if [[ $v == *-http* ]]; then measure "$v" h2 -c 4 -m 10; fi
+    policy_off "$v"
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0 || b == "") print "-"; else printf "%.2f", a / b }'; }
 echo
-echo "| load | variant | A Ir/request | B Ir/request | A + B | / haproxy-http |"
-echo "|---|---|---|---|---|---|"
+echo "| load | variant | A Ir/request | B Ir/request | A + B | / haproxy-http | / meshlink-http |"
+echo "|---|---|---|---|---|---|---|"
+sum_of() { awk -F'\t' -v v="$1" -v l="$2" '$1 == v && $2 == l {print $3 + $4}' "$WORK/results.tsv"; }
 while IFS=$'\t' read -r v load a b; do
-    base=$(awk -F'\t' -v l="$load" '$1 == "haproxy-http" && $2 == l {print $3 + $4}' "$WORK/results.tsv")
-    echo "| $load | $v | $a | $b | $((a + b)) | $(ratio $((a + b)) "$base") |"
+    echo "| $load | $v | $a | $b | $((a + b)) | $(ratio $((a + b)) "$(sum_of haproxy-http "$load")") | $(ratio $((a + b)) "$(sum_of meshlink-http "$load")") |"
 done <"$WORK/results.tsv"

@@ -8,7 +8,13 @@
 #                  the service on `tcp` (bytes copied)
 #   meshlink-http  the same pair, the service on `kuma.io/protocol: http`
 #                  (routed per request; HTTP/2 over mTLS between the sidecars)
-# One meshlink-cp configures both meshlink variants (one client sidecar with
+# and issue 36's policy variants of the http pair (bench/lib/http-setup.sh,
+# policy_on; each applied before its turn in a round and deleted after):
+#   meshlink-http+accesslog  access logging on (JSON lines to a file)
+#   meshlink-http+trace      tracing on at 100 % sampling (OTLP/HTTP export)
+#   meshlink-http+faultmiss  a 10 % fault-injection delay present on B's
+#                            inbound but matching no request
+# One meshlink-cp configures every meshlink variant (one client sidecar with
 # two outbounds, one server sidecar per variant). Rounds interleave the
 # variants. Figures per round and variant:
 #   - wrk -t2 -c16 (HTTP/1.1 keep-alive) requests/s, and the two proxies' CPU
@@ -24,7 +30,7 @@
 #
 #   bench/http-pair.sh
 #
-# Environment: ROUNDS (3), WRK_DURATION (10s), LAT_DURATION (10s), RATE (1000),
+# Environment: VARIANTS (all of the above), ROUNDS (3), WRK_DURATION (10s), LAT_DURATION (10s), RATE (1000),
 # H2_REQUESTS (100000), PORT_BASE (28830; 14 ports from it), HTTP_PAIR_KEEP=1
 # (keep the work dir). Needs haproxy, wrk, h2load (nghttp2-client), jq and
 # openssl; installs the missing ones with apt-get.
@@ -35,7 +41,7 @@ WRK_DURATION="${WRK_DURATION:-10s}"
 LAT_DURATION="${LAT_DURATION:-10s}"
 RATE="${RATE:-1000}"
 H2_REQUESTS="${H2_REQUESTS:-100000}"
-VARIANTS=(direct haproxy-http meshlink-tcp meshlink-http)
+read -r -a VARIANTS <<<"${VARIANTS:-direct haproxy-http meshlink-tcp meshlink-http meshlink-http+accesslog meshlink-http+trace meshlink-http+faultmiss}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/meshlink-target}"
 
 # shellcheck source=bench/lib/http-setup.sh
@@ -77,6 +83,7 @@ for r in $(seq 1 "$ROUNDS"); do
     for v in "${VARIANTS[@]}"; do
         target=$(target_of "$v")
         echo "round $r/$ROUNDS: $v" >&2
+        policy_on "$v"
         cpu0=$(proxy_cpu "$v")
         wrk -t2 -c16 -d "$WRK_DURATION" "http://$target/" >"$WORK/wrk.txt"
         rps=$(awk '/^Requests\/sec:/ {print $2}' "$WORK/wrk.txt")
@@ -90,11 +97,12 @@ for r in $(seq 1 "$ROUNDS"); do
         "$BIN/http-load" latency --target "$target" --rate "$RATE" --duration "$LAT_DURATION" >"$WORK/lat.json"
         printf '%s\tp50_us\t%s\n%s\tp99_us\t%s\n' "$v" "$(jq .lat_p50_us "$WORK/lat.json")" \
             "$v" "$(jq .lat_p99_us "$WORK/lat.json")" >>"$RESULTS"
-        if [[ $v == *-http ]]; then
+        if [[ $v == *-http* ]]; then
             h2load -c 10 -m 10 -n "$H2_REQUESTS" "http://$target/" >"$WORK/h2.txt"
             printf '%s\th2_rps\t%s\n' "$v" "$(awk '/^finished in/ {gsub(",", ""); print $4}' "$WORK/h2.txt")" >>"$RESULTS"
             grep -E '^requests:' "$WORK/h2.txt" | sed "s/^/# $v round $r h2load /"
         fi
+        policy_off "$v"
     done
 done
 # Peak RSS of each proxy with 1,000 HTTP/2 streams open at once (h2load
@@ -120,6 +128,25 @@ for f in wrk_rps cpu_us_per_req p50_us p99_us h2_rps rss_idle_a_kib rss_idle_b_k
     d=$(fig direct "$f") h=$(fig haproxy-http "$f") t=$(fig meshlink-tcp "$f") m=$(fig meshlink-http "$f")
     echo "| $f | $d | $h | $t | $m | $(ratio "$m" "$h") |"
 done
+# The policy variants against the plain http pair: medians, the ratio, and
+# each figure's spread over the rounds (min-max), since "indistinguishable"
+# means within the spread.
+spread() { awk -F'\t' -v v="$1" -v f="$2" '$1 == v && $2 == f {print $3}' "$RESULTS" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {if (NR) print lo "-" hi; else print "-"}'; }
+policies=()
+for v in "${VARIANTS[@]}"; do [[ $v == meshlink-http+* ]] && policies+=("$v"); done
+if [[ ${#policies[@]} -gt 0 ]]; then
+    echo
+    head="| figure | meshlink-http (spread) |"
+    for v in "${policies[@]}"; do head+=" ${v#meshlink-http} (spread) | / meshlink-http |"; done
+    echo "$head"
+    echo "|---|---|$(for _ in "${policies[@]}"; do printf -- '---|---|'; done)"
+    for f in wrk_rps cpu_us_per_req p50_us p99_us h2_rps; do
+        m=$(fig meshlink-http "$f")
+        line="| $f | $m ($(spread meshlink-http "$f")) |"
+        for v in "${policies[@]}"; do line+=" $(fig "$v" "$f") ($(spread "$v" "$f")) | $(ratio "$(fig "$v" "$f")" "$m") |"; done
+        echo "$line"
+    done
+fi
 echo
 echo "# http mode against tcp mode on the same pair: added p50 $(awk -v a="$(fig meshlink-http p50_us)" -v b="$(fig meshlink-tcp p50_us)" 'BEGIN {printf "%+.1f", a - b}') us"
 echo "# raw figures (variant, figure, value)"

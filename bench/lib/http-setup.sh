@@ -44,6 +44,7 @@ XDS_PORT=$((PORT_BASE + 9))
 ADMIN_A=127.0.0.1:$((PORT_BASE + 10))
 ADMIN_BT=127.0.0.1:$((PORT_BASE + 11))
 ADMIN_BH=127.0.0.1:$((PORT_BASE + 12))
+SINK_PORT=$((PORT_BASE + 13)) # the trace collector of the +trace variant
 
 
 # http_pair_setup: starts everything and waits until a request crosses each pair.
@@ -125,21 +126,119 @@ EOF
     wait_for "a request through the meshlink http pair" "$secs" curl -fs "http://127.0.0.1:$HTTP_OUT/"
 }
 
-# apply_access_log: a MeshAccessLog writing a JSON line per request to a
-# file on both sides of the meshlink http pair (A's outbound, BH's inbound);
-# returns once both files have a line. The `meshlink-http+accesslog`
-# variant is the http pair with it.
-apply_access_log() {
-    local json='[{key: start_time, value: "%START_TIME%"}, {key: code, value: "%RESPONSE_CODE%"}, {key: duration, value: "%DURATION%"}, {key: method, value: "%REQ(:METHOD)%"}, {key: path, value: "%REQ(:PATH)%"}, {key: source, value: "%KUMA_SOURCE_SERVICE%"}, {key: destination, value: "%KUMA_DESTINATION_SERVICE%"}, {key: upstream, value: "%UPSTREAM_HOST%"}]'
-    local backend
-    for side in in out; do
-        backend="{backends: [{type: File, file: {path: $WORK/access-$side.log, format: {type: Json, json: $json}}}]}"
-        [[ $side == in ]] && printf 'type: MeshAccessLog\nname: bench-json\nmesh: bench\nspec:\n  targetRef: {kind: Mesh}\n  from: [{targetRef: {kind: Mesh}, default: %s}]\n' "$backend" >"$WORK/access-log.yaml"
-        [[ $side == out ]] && printf '  to: [{targetRef: {kind: Mesh}, default: %s}]\n' "$backend" >>"$WORK/access-log.yaml"
-    done
-    "${cli[@]}" apply -f "$WORK/access-log.yaml" >>"$WORK/apply.log"
-    wait_for "access log lines on both sides" "${WAIT_SECS:-60}" bash -c \
-        "curl -fs http://127.0.0.1:$HTTP_OUT/ >/dev/null && test -s $WORK/access-in.log && test -s $WORK/access-out.log"
+# The policy variants of the meshlink http pair (issue 36): the same pair
+# with one policy applied (policy_on), measured, and removed (policy_off)
+# before the next variant:
+#   meshlink-http+accesslog  a MeshAccessLog writing a JSON line of eight
+#                            fields per request to a file on both sidecars
+#                            (A's outbound, BH's inbound);
+#   meshlink-http+trace      a MeshTrace sampling 100 % of requests, spans
+#                            exported over OTLP/HTTP to bench/lib/otlp-sink.py
+#                            (both sidecars record a span per request);
+#   meshlink-http+faultmiss  a MeshFaultInjection delaying 10 % of requests
+#                            by 5 s, for a caller that does not exist: present
+#                            on BH's inbound, matching no request.
+# Each waits until both sidecars serve the change (their /config_dump), and
+# for the first two until a request shows it (a log line, an exported span).
+POLICY_NAME=bench-policy
+
+# dump_has ADMIN FIELD: whether a listener of ADMIN's /config_dump has a
+# non-empty FIELD (access_logs, tracing, faults) anywhere in its spec.
+dump_has() {
+    curl -fs "http://$1/config_dump" |
+        jq -e --arg f "$2" '[.listeners[].spec | .. | objects | .[$f]? // empty | select(. != [])] | length > 0' >/dev/null
+}
+# dump_lacks ADMIN FIELD: the opposite (and ADMIN answers).
+dump_lacks() {
+    curl -fs "http://$1/config_dump" >/dev/null && ! dump_has "$@"
+}
+# metric ADMIN NAME: the value of a counter in ADMIN's /metrics (0 if absent).
+metric() {
+    curl -fs "http://$1/metrics" | awk -v n="$2" '$1 == n {v = $2} END {print v + 0}'
+}
+# spans_exported_past N: whether A and BH together exported more than N spans.
+spans_exported_past() {
+    curl -fs "http://127.0.0.1:$HTTP_OUT/" >/dev/null
+    (($(metric "$ADMIN_A" meshlink_proxy_trace_spans_exported_total) + $(metric "$ADMIN_BH" meshlink_proxy_trace_spans_exported_total) > $1))
+}
+
+# policy_yaml VARIANT: the policy of a policy variant.
+policy_yaml() {
+    local head="type: %s\nname: $POLICY_NAME\nmesh: bench\nspec:\n  targetRef: {kind: Mesh}\n"
+    case "$1" in
+    *+accesslog)
+        local json='[{key: start_time, value: "%START_TIME%"}, {key: code, value: "%RESPONSE_CODE%"}, {key: duration, value: "%DURATION%"}, {key: method, value: "%REQ(:METHOD)%"}, {key: path, value: "%REQ(:PATH)%"}, {key: source, value: "%KUMA_SOURCE_SERVICE%"}, {key: destination, value: "%KUMA_DESTINATION_SERVICE%"}, {key: upstream, value: "%UPSTREAM_HOST%"}]'
+        local side
+        # shellcheck disable=SC2059 # the head is the format
+        printf "$head" MeshAccessLog
+        for side in in out; do
+            local backend="{backends: [{type: File, file: {path: $WORK/access-$side.log, format: {type: Json, json: $json}}}]}"
+            [[ $side == in ]] && printf '  from: [{targetRef: {kind: Mesh}, default: %s}]\n' "$backend"
+            [[ $side == out ]] && printf '  to: [{targetRef: {kind: Mesh}, default: %s}]\n' "$backend"
+        done
+        ;;
+    *+trace)
+        # shellcheck disable=SC2059
+        printf "$head" MeshTrace
+        printf '  default:\n    backends: [{type: OpenTelemetry, openTelemetry: {endpoint: "http://127.0.0.1:%s/v1/traces"}}]\n' "$SINK_PORT"
+        printf '    sampling: {overall: 100, client: 100, random: 100}\n'
+        ;;
+    *+faultmiss)
+        # shellcheck disable=SC2059
+        printf "$head" MeshFaultInjection
+        printf '  from: [{targetRef: {kind: MeshService, name: nobody}, default: {http: [{delay: {value: 5s, percentage: 10}}]}}]\n'
+        ;;
+    esac
+}
+# policy_kind VARIANT: the kind policy_yaml writes, as the CLI names it.
+policy_kind() {
+    case "$1" in
+    *+accesslog) echo meshaccesslog ;;
+    *+trace) echo meshtrace ;;
+    *+faultmiss) echo meshfaultinjection ;;
+    esac
+}
+# policy_field VARIANT: the config_dump field the policy sets.
+policy_field() {
+    case "$1" in
+    *+accesslog) echo access_logs ;;
+    *+trace) echo tracing ;;
+    *+faultmiss) echo faults ;;
+    esac
+}
+
+# policy_on VARIANT: applies the variant's policy and waits until it works.
+policy_on() {
+    local v="$1" secs="${WAIT_SECS:-60}" field
+    [[ $v == *+* ]] || return 0
+    [[ $v == *+trace && -z "${SINK_PID:-}" ]] && start SINK python3 bench/lib/otlp-sink.py "$SINK_PORT"
+    policy_yaml "$v" >"$WORK/policy.yaml"
+    "${cli[@]}" apply -f "$WORK/policy.yaml" >>"$WORK/apply.log"
+    field=$(policy_field "$v")
+    # The fault filter is on BH's inbound only (A's inbound is tcp).
+    [[ $v == *+faultmiss ]] || wait_for "$v on A" "$secs" dump_has "$ADMIN_A" "$field"
+    wait_for "$v on BH" "$secs" dump_has "$ADMIN_BH" "$field"
+    case "$v" in
+    *+accesslog)
+        wait_for "access log lines on both sides" "$secs" bash -c \
+            "curl -fs http://127.0.0.1:$HTTP_OUT/ >/dev/null && test -s $WORK/access-in.log && test -s $WORK/access-out.log"
+        ;;
+    *+trace)
+        local before
+        before=$(($(metric "$ADMIN_A" meshlink_proxy_trace_spans_exported_total) + $(metric "$ADMIN_BH" meshlink_proxy_trace_spans_exported_total)))
+        wait_for "spans exported to the sink" "$secs" spans_exported_past "$((before + 1))"
+        ;;
+    esac
+}
+# policy_off VARIANT: deletes the variant's policy and waits until neither
+# sidecar has it.
+policy_off() {
+    local v="$1" secs="${WAIT_SECS:-60}" field
+    [[ $v == *+* ]] || return 0
+    "${cli[@]}" delete "$(policy_kind "$v")" "$POLICY_NAME" -m bench >>"$WORK/apply.log"
+    field=$(policy_field "$v")
+    wait_for "$v gone from A" "$secs" dump_lacks "$ADMIN_A" "$field"
+    wait_for "$v gone from BH" "$secs" dump_lacks "$ADMIN_BH" "$field"
 }
 
 # target_of VARIANT: host:port the client sends to.

@@ -69,9 +69,9 @@ pub async fn handle(
         _ => None,
     };
     let logged = match &spec.protocol {
-        ListenerProtocol::Http(h) if !h.access_logs.is_empty() => {
-            Some(super::access_log::RequestSnapshot::of(&request))
-        }
+        ListenerProtocol::Http(h) if !h.access_logs.is_empty() => Some(
+            super::access_log::RequestSnapshot::of(&request, &h.access_logs),
+        ),
         _ => None,
     };
     // Boxed: this future is what a server moves (HTTP/2 spawns one task

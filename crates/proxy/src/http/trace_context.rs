@@ -144,36 +144,44 @@ pub fn new_span_id() -> SpanId {
 /// Writes `ctx` for the next hop: `traceparent`, and with `b3` the B3
 /// single and multi headers (replacing what the request carried).
 pub fn inject(headers: &mut HeaderMap, ctx: &Outgoing, b3: bool) {
-    let flag = if ctx.sampled { "01" } else { "00" };
-    let (trace, span) = (hex::encode(ctx.trace_id), hex::encode(ctx.span_id));
-    let mut set = |name: &'static str, value: String| {
-        if let Ok(v) = HeaderValue::try_from(value) {
+    let mut trace = [0u8; 32];
+    let mut span = [0u8; 16];
+    hex::encode_to_slice(ctx.trace_id, &mut trace).expect("32 hex digits");
+    hex::encode_to_slice(ctx.span_id, &mut span).expect("16 hex digits");
+    // Hex digits and dashes only: always a valid header value.
+    let mut set = |name: &'static str, parts: &[&[u8]]| {
+        if let Ok(v) = HeaderValue::from_bytes(&parts.concat()) {
             headers.insert(name, v);
         }
     };
-    set("traceparent", format!("00-{trace}-{span}-{flag}"));
+    let flag: &[u8] = if ctx.sampled { b"01" } else { b"00" };
+    set("traceparent", &[b"00-", &trace, b"-", &span, b"-", flag]);
     if !b3 {
         return;
     }
-    let trace = if ctx.trace_id[..8] == [0; 8] {
-        trace[16..].to_owned()
+    let trace: &[u8] = if ctx.trace_id[..8] == [0; 8] {
+        &trace[16..]
     } else {
-        trace
+        &trace
     };
-    let sampled = if ctx.sampled { "1" } else { "0" };
-    let parent = ctx.parent_span_id.map(hex::encode);
-    set(
-        "b3",
-        match &parent {
-            Some(p) => format!("{trace}-{span}-{sampled}-{p}"),
-            None => format!("{trace}-{span}-{sampled}"),
-        },
-    );
-    set("x-b3-traceid", trace);
-    set("x-b3-spanid", span);
-    set("x-b3-sampled", sampled.to_owned());
+    let sampled: &[u8] = if ctx.sampled { b"1" } else { b"0" };
+    let mut parent_hex = [0u8; 16];
+    let parent = match ctx.parent_span_id {
+        Some(p) => {
+            hex::encode_to_slice(p, &mut parent_hex).expect("16 hex digits");
+            Some(&parent_hex[..])
+        }
+        None => None,
+    };
     match parent {
-        Some(p) => set("x-b3-parentspanid", p),
+        Some(p) => set("b3", &[trace, b"-", &span, b"-", sampled, b"-", p]),
+        None => set("b3", &[trace, b"-", &span, b"-", sampled]),
+    }
+    set("x-b3-traceid", &[trace]);
+    set("x-b3-spanid", &[&span]);
+    set("x-b3-sampled", &[sampled]);
+    match parent {
+        Some(p) => set("x-b3-parentspanid", &[p]),
         None => {
             headers.remove("x-b3-parentspanid");
         }

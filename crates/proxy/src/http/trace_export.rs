@@ -203,10 +203,14 @@ fn nanos(t: SystemTime) -> u64 {
 }
 
 fn string_kv(key: &str, value: &str) -> KeyValue {
+    owned_kv(key.to_owned(), value.to_owned())
+}
+
+fn owned_kv(key: String, value: String) -> KeyValue {
     KeyValue {
-        key: key.to_owned(),
+        key,
         value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
+            value: Some(any_value::Value::StringValue(value)),
         }),
         ..Default::default()
     }
@@ -228,7 +232,11 @@ pub fn otlp(batch: Vec<FinishedSpan>) -> ExportTraceServiceRequest {
             } as i32,
             start_time_unix_nano: nanos(s.start),
             end_time_unix_nano: nanos(s.end),
-            attributes: s.attributes.iter().map(|(k, v)| string_kv(k, v)).collect(),
+            attributes: s
+                .attributes
+                .into_iter()
+                .map(|(k, v)| owned_kv(k, v))
+                .collect(),
             status: Some(Status {
                 code: if s.status >= 500 {
                     StatusCode::Error

@@ -18,6 +18,7 @@ use std::io::Write as _;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use http::HeaderName;
 use meshlink_api::spec::access_log_format::{Operator, Token};
 use serde::Serialize;
 
@@ -30,8 +31,31 @@ pub const QUEUE: usize = 8192;
 pub enum LineFormat {
     /// A template (its trailing newline included).
     Text(Vec<Token>),
-    /// A JSON object: each key's template, as a string value.
+    /// A JSON object: each key's template, as a string value; keys sorted
+    /// and unique (see [`LineFormat::json`]).
     Json(Vec<(String, Vec<Token>)>),
+}
+
+impl LineFormat {
+    /// A JSON format of `fields`, in the order lines print them: sorted by
+    /// key (as Envoy's `json_format` struct is), the last of a repeated
+    /// key winning.
+    pub fn json(mut fields: Vec<(String, Vec<Token>)>) -> LineFormat {
+        fields.reverse();
+        fields.sort_by(|a, b| a.0.cmp(&b.0)); // stable: the last one first
+        fields.dedup_by(|later, first| later.0 == first.0);
+        LineFormat::Json(fields)
+    }
+
+    fn tokens(&self) -> impl Iterator<Item = &Token> {
+        let (text, json) = match self {
+            LineFormat::Text(t) => (Some(t), None),
+            LineFormat::Json(f) => (None, Some(f)),
+        };
+        text.into_iter()
+            .flatten()
+            .chain(json.into_iter().flatten().flat_map(|(_, t)| t))
+    }
 }
 
 /// One access log of a listener.
@@ -44,6 +68,11 @@ pub struct AccessLog {
     pub format: LineFormat,
     /// Leave out empty values (JSON keys; `-` placeholders in text).
     pub omit_empty_values: bool,
+    /// The request headers the format reads (`%REQ(..)%`, and `host` and
+    /// `content-length` for `:authority` and `BYTES_RECEIVED`): all a
+    /// request keeps for its line.
+    #[serde(skip)]
+    pub request_headers: Vec<HeaderName>,
     /// The file's queue.
     #[serde(skip)]
     pub sink: Arc<Sink>,
@@ -60,63 +89,124 @@ impl PartialEq for AccessLog {
 impl Eq for AccessLog {}
 
 impl AccessLog {
-    /// Formats one entry with `value` (an operator's value, `None` when
-    /// it has none: `-` in text, `null` in JSON, as in Envoy; left out
-    /// with `omit_empty_values`) and queues it; `false` when the queue was
-    /// full and the entry was dropped.
-    pub fn write(&self, value: impl Fn(&Operator) -> Option<String>) -> bool {
+    /// A log of `format` lines to `target` (whose queue and writer are
+    /// shared with the listeners that already log there).
+    pub fn new(target: LogTarget, format: LineFormat, omit_empty_values: bool) -> AccessLog {
+        let mut request_headers: Vec<HeaderName> = Vec::new();
+        for op in format.tokens().filter_map(|t| match t {
+            Token::Operator(op) => Some(op),
+            Token::Literal(_) => None,
+        }) {
+            let names: Vec<&str> = match (op.name.as_str(), op.arg.as_deref()) {
+                ("REQ", Some(arg)) => arg
+                    .split('?')
+                    .map(|n| {
+                        if n.eq_ignore_ascii_case(":authority") {
+                            "host"
+                        } else {
+                            n
+                        }
+                    })
+                    .collect(),
+                ("BYTES_RECEIVED", _) => vec!["content-length"],
+                _ => Vec::new(),
+            };
+            for name in names {
+                // A pseudo-header or an invalid name is never a header.
+                if let Ok(h) = HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
+                    && !request_headers.contains(&h)
+                {
+                    request_headers.push(h);
+                }
+            }
+        }
+        AccessLog {
+            sink: Sink::for_target(&target),
+            target,
+            format,
+            omit_empty_values,
+            request_headers,
+        }
+    }
+
+    /// Formats one entry with `value` (which appends an operator's value
+    /// to the line and says whether it had one: `-` in text, `null` in
+    /// JSON when not, as in Envoy; left out with `omit_empty_values`) and
+    /// queues it; `false` when the queue was full and the entry was
+    /// dropped.
+    pub fn write(&self, value: impl Fn(&Operator, &mut String) -> bool) -> bool {
         let line = match &self.format {
             LineFormat::Text(tokens) => {
                 let empty = if self.omit_empty_values { "" } else { "-" };
-                render(tokens, &value, empty).0
+                let mut line = String::with_capacity(256);
+                render(tokens, &value, empty, &mut line);
+                line.into_bytes()
             }
             LineFormat::Json(fields) => {
-                let mut map = serde_json::Map::new();
+                let mut line = Vec::with_capacity(64 * fields.len() + 2);
+                let mut v = String::with_capacity(64);
+                line.push(b'{');
                 for (key, tokens) in fields {
-                    let (v, valued) = render(tokens, &value, "");
+                    v.clear();
+                    let valued = render(tokens, &value, "", &mut v);
                     let has_operator = tokens.iter().any(|t| matches!(t, Token::Operator(_)));
-                    if valued || !has_operator {
-                        map.insert(key.clone(), serde_json::Value::String(v));
-                    } else if !self.omit_empty_values {
-                        map.insert(key.clone(), serde_json::Value::Null);
+                    let shown = valued || !has_operator;
+                    if !shown && self.omit_empty_values {
+                        continue;
+                    }
+                    if line.len() > 1 {
+                        line.push(b',');
+                    }
+                    json_string(&mut line, key);
+                    line.push(b':');
+                    if shown {
+                        json_string(&mut line, &v);
+                    } else {
+                        line.extend_from_slice(b"null");
                     }
                 }
-                let mut s = serde_json::Value::Object(map).to_string();
-                s.push('\n');
-                s
+                line.extend_from_slice(b"}\n");
+                line
             }
         };
         self.sink.send(line)
     }
 }
 
-/// `tokens` with each operator's value (`empty` for none, cut to its
-/// `:N` length); and whether any operator had a value.
+/// Appends `s` to `out` as a JSON string.
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("writing JSON into a Vec cannot fail");
+}
+
+/// Appends `tokens` to `out` with each operator's value (`empty` for
+/// none, cut to its `:N` length); says whether any operator had a value.
 fn render(
     tokens: &[Token],
-    value: &impl Fn(&Operator) -> Option<String>,
+    value: &impl Fn(&Operator, &mut String) -> bool,
     empty: &str,
-) -> (String, bool) {
-    let mut out = String::new();
+    out: &mut String,
+) -> bool {
     let mut valued = false;
     for t in tokens {
         match t {
             Token::Literal(l) => out.push_str(l),
-            Token::Operator(op) => match value(op) {
-                Some(mut v) => {
+            Token::Operator(op) => {
+                let at = out.len();
+                if value(op, out) {
                     valued = true;
                     if let Some(n) = op.max_len
-                        && let Some((at, _)) = v.char_indices().nth(n)
+                        && let Some((cut, _)) = out[at..].char_indices().nth(n)
                     {
-                        v.truncate(at);
+                        out.truncate(at + cut);
                     }
-                    out.push_str(&v);
+                } else {
+                    out.truncate(at);
+                    out.push_str(empty);
                 }
-                None => out.push_str(empty),
-            },
+            }
         }
     }
-    (out, valued)
+    valued
 }
 
 /// Where an access log's lines go.
@@ -132,7 +222,7 @@ pub enum LogTarget {
 /// A target's queue, shared by the listeners that log to it.
 #[derive(Debug)]
 pub struct Sink {
-    tx: SyncSender<String>,
+    tx: SyncSender<Vec<u8>>,
 }
 
 impl Sink {
@@ -164,7 +254,7 @@ impl Sink {
         sink
     }
 
-    fn send(&self, line: String) -> bool {
+    fn send(&self, line: Vec<u8>) -> bool {
         match self.tx.try_send(line) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
@@ -174,7 +264,7 @@ impl Sink {
 
 /// The writer thread: appends every queued line to `path`, flushing when
 /// the queue is empty; ends when every [`Sink`] of the path is gone.
-fn write_lines(path: &str, rx: &Receiver<String>) {
+fn write_lines(path: &str, rx: &Receiver<Vec<u8>>) {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -189,9 +279,9 @@ fn write_lines(path: &str, rx: &Receiver<String>) {
         }
     };
     while let Ok(line) = rx.recv() {
-        let mut result = out.write_all(line.as_bytes());
+        let mut result = out.write_all(&line);
         while let Ok(more) = rx.try_recv() {
-            result = result.and_then(|()| out.write_all(more.as_bytes()));
+            result = result.and_then(|()| out.write_all(&more));
         }
         if let Err(e) = result.and_then(|()| out.flush()) {
             tracing::warn!(path, error = %e, "writing the access log failed");
@@ -203,7 +293,7 @@ fn write_lines(path: &str, rx: &Receiver<String>) {
 /// when it has a line and no connection, and at most once per
 /// [`REDIAL`] after a failure; a line that finds no connection is lost.
 /// Ends when every [`Sink`] of the address is gone.
-fn send_lines(address: &str, rx: &Receiver<String>) {
+fn send_lines(address: &str, rx: &Receiver<Vec<u8>>) {
     let mut conn: Option<std::net::TcpStream> = None;
     let mut next_dial = std::time::Instant::now();
     while let Ok(line) = rx.recv() {
@@ -216,9 +306,9 @@ fn send_lines(address: &str, rx: &Receiver<String>) {
         let Some(stream) = conn.as_mut() else {
             continue;
         };
-        let mut result = stream.write_all(line.as_bytes());
+        let mut result = stream.write_all(&line);
         while let Ok(more) = rx.try_recv() {
-            result = result.and_then(|()| stream.write_all(more.as_bytes()));
+            result = result.and_then(|()| stream.write_all(&more));
         }
         if let Err(e) = result {
             tracing::warn!(address, error = %e, "the TCP access log connection failed; redialling");
@@ -254,3 +344,7 @@ fn dial(address: &str) -> Option<std::net::TcpStream> {
     }
     None
 }
+
+#[cfg(test)]
+#[path = "access_log_tests.rs"]
+mod tests;

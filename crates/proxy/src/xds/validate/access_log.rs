@@ -16,7 +16,7 @@ use meshlink_api::spec::access_log_format;
 use prost::Name as _;
 
 use super::{Invalid, decode, invalid};
-use crate::model::access_log::{AccessLog, LineFormat, LogTarget, Sink};
+use crate::model::access_log::{AccessLog, LineFormat, LogTarget};
 use meshlink_proto::certify::TcpAccessLog;
 
 /// Reads the `access_log` list at `field`.
@@ -92,7 +92,7 @@ fn access_log(l: &PbAccessLog, field: &str) -> Result<AccessLog, Invalid> {
                         let tokens = parse(&t, format!("{at}.json_format.{key}"))?;
                         fields.push((key, tokens));
                     }
-                    LineFormat::Json(fields)
+                    LineFormat::json(fields)
                 }
                 None => return Err(invalid(format!("{at}.format"), "required")),
             };
@@ -105,13 +105,11 @@ fn access_log(l: &PbAccessLog, field: &str) -> Result<AccessLog, Invalid> {
             ));
         }
     };
-    let target = LogTarget::File(f.path);
-    Ok(AccessLog {
-        sink: Sink::for_target(&target),
-        target,
+    Ok(AccessLog::new(
+        LogTarget::File(f.path),
         format,
         omit_empty_values,
-    })
+    ))
 }
 
 /// Reads meshlink's TCP logger at `field`.
@@ -134,7 +132,7 @@ fn tcp_access_log(
         |template: &str, at: String| access_log_format::parse(template).map_err(|e| invalid(at, e));
     let format = match (t.text_format.is_empty(), t.json_format.is_empty()) {
         (false, true) => LineFormat::Text(parse(&t.text_format, format!("{field}.text_format"))?),
-        (true, false) => LineFormat::Json(
+        (true, false) => LineFormat::json(
             t.json_format
                 .iter()
                 .enumerate()
@@ -153,11 +151,9 @@ fn tcp_access_log(
             ));
         }
     };
-    let target = LogTarget::Tcp(t.address);
-    Ok(AccessLog {
-        sink: Sink::for_target(&target),
-        target,
+    Ok(AccessLog::new(
+        LogTarget::Tcp(t.address),
         format,
-        omit_empty_values: t.omit_empty_values,
-    })
+        t.omit_empty_values,
+    ))
 }
