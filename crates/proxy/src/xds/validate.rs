@@ -41,6 +41,7 @@ mod access_log;
 mod circuit_breaker;
 mod fault;
 mod hash_policy;
+mod health_check;
 mod http_listener;
 mod lb_policy;
 mod local_rate_limit;
@@ -527,6 +528,7 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
             }
         }
     };
+    let health_check = health_check::health_checks(&c.health_checks)?;
     Ok(ClusterSpec {
         name: c.name,
         discovery,
@@ -536,6 +538,7 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
         http2,
         circuit_breakers,
         outlier_detection,
+        health_check,
     })
 }
 
