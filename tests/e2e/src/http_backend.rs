@@ -9,10 +9,15 @@
 //!   else 200;
 //! - `/hold` → 200 once the test calls [`HttpBackend::release`] (until
 //!   then [`HttpBackend::held`] counts it);
+//! - `/health` → the status [`HttpBackend::set_health_status`] set (200
+//!   until then);
 //! - anything else → 200.
 //!
 //! While [`HttpBackend::set_sick`] is on, every answer is a 503 (body as
 //! usual, so the caller still sees which backend answered).
+//!
+//! [`HttpBackend::log`] is the backend's own request log: every request's
+//! path and the status it was answered, in the order they arrived.
 //!
 //! Every answer's body is JSON: `{"name", "method", "path", "version",
 //! "bodyLen", "bodySum", "headers": {name: value}}` (`bodySum`: the sum of
@@ -22,7 +27,8 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -48,6 +54,10 @@ struct State {
     held: AtomicUsize,
     released: AtomicBool,
     release: tokio::sync::Notify,
+    /// `/health`'s status (0: 200).
+    health: AtomicU16,
+    /// (path, status) of every request, in arrival order.
+    log: Mutex<Vec<(String, u16)>>,
 }
 
 impl HttpBackend {
@@ -124,6 +134,17 @@ impl HttpBackend {
         self.state.release.notify_waiters();
     }
 
+    /// Answers `/health` with `status` from now on.
+    pub fn set_health_status(&self, status: u16) {
+        self.state.health.store(status, Ordering::SeqCst);
+    }
+
+    /// Every request so far: its path and the status it was answered, in
+    /// the order they arrived.
+    pub fn log(&self) -> Vec<(String, u16)> {
+        self.state.log.lock().expect("log lock").clone()
+    }
+
     /// The listening port.
     pub fn port(&self) -> u16 {
         self.addr.port()
@@ -177,10 +198,20 @@ async fn answer(
             released.await;
         }
         state.held.fetch_sub(1, Ordering::SeqCst);
+    } else if path == "/health" {
+        let set = state.health.load(Ordering::SeqCst);
+        if set != 0 {
+            status = StatusCode::from_u16(set).unwrap_or(StatusCode::BAD_REQUEST);
+        }
     }
     if state.sick.load(Ordering::SeqCst) {
         status = StatusCode::SERVICE_UNAVAILABLE;
     }
+    state
+        .log
+        .lock()
+        .expect("log lock")
+        .push((path.clone(), status.as_u16()));
     let headers: BTreeMap<String, String> = parts
         .headers
         .iter()
