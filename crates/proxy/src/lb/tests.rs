@@ -106,27 +106,20 @@ fn least_request_prefers_the_idle_endpoint() {
 
 #[test]
 fn with_active_checks_only_endpoints_that_passed_take_traffic() {
-    let b = Balancer::new(
-        LbPolicy::RoundRobin,
-        &addrs(3),
-        OutlierSpec::builtin(),
-        None,
-    )
-    .with_active_checks(true);
+    let b = builtin(3).with_active_checks(true);
     let now = Instant::now();
     let [good, pending, bad] = [0, 1, 2].map(|i| b.endpoints[i].clone());
     assert!(!b.has_carried_traffic());
-    // No check done yet: nobody is healthy, the cluster panics (Envoy).
+    // No check done yet: none passes, so all are tried anyway.
     let picked: std::collections::BTreeSet<_> = (0..6).map(|_| b.pick(now).unwrap().addr).collect();
     assert_eq!(picked.len(), 3);
     assert!(b.has_carried_traffic());
     good.set_checked_health(CheckedHealth::Healthy);
     bad.set_checked_health(CheckedHealth::Unhealthy);
-    // One of three healthy is below the 50 % threshold: still panic.
-    assert_eq!(
-        (0..6).filter(|_| b.pick(now).unwrap().addr == bad.addr).count(),
-        2
-    );
+    for _ in 0..6 {
+        assert_eq!(b.pick(now).unwrap().addr, good.addr, "pending and unhealthy are out");
+        assert_eq!(b.attempt_order(now)[0].addr, good.addr);
+    }
     pending.set_checked_health(CheckedHealth::Healthy);
     for _ in 0..6 {
         assert_ne!(b.pick(now).unwrap().addr, bad.addr);
@@ -143,4 +136,21 @@ fn with_active_checks_only_endpoints_that_passed_take_traffic() {
         rebuilt.is_eligible(&bad, now),
         "without active checks the standing is ignored"
     );
+}
+
+#[test]
+fn endpoints_failing_active_checks_count_against_the_panic_threshold() {
+    let spec = OutlierSpec {
+        healthy_panic_threshold: 5000,
+        ..OutlierSpec::builtin()
+    };
+    let b = Balancer::new(LbPolicy::RoundRobin, &addrs(3), spec, None).with_active_checks(true);
+    let now = Instant::now();
+    b.endpoints[0].set_checked_health(CheckedHealth::Healthy);
+    b.endpoints[2].set_checked_health(CheckedHealth::Unhealthy);
+    // One of three healthy is below 50 %: panic, every endpoint in turn.
+    let bad = b.endpoints[2].addr;
+    assert_eq!((0..6).filter(|_| b.pick(now).unwrap().addr == bad).count(), 2);
+    b.endpoints[1].set_checked_health(CheckedHealth::Healthy);
+    assert_eq!((0..6).filter(|_| b.pick(now).unwrap().addr == bad).count(), 0);
 }
