@@ -119,7 +119,10 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
     wait_health(
         &web,
         "backend",
-        &[(ports.backend_inbound, "unhealthy"), (b2_inbound, "healthy")],
+        &[
+            (ports.backend_inbound, "unhealthy"),
+            (b2_inbound, "healthy"),
+        ],
     );
 
     let answers: Vec<_> = (0..20).map(|_| who(ports.web_outbound, "/who")).collect();
@@ -127,7 +130,9 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
     println!("backend-1's log before recovery: {log_1:?}");
     assert!(!log_1.is_empty(), "backend-1 was checked");
     assert!(
-        log_1.iter().all(|(path, status)| path == "/health" && *status == 500),
+        log_1
+            .iter()
+            .all(|(path, status)| path == "/health" && *status == 500),
         "backend-1 saw only its failing checks: {log_1:?}"
     );
     assert!(
@@ -137,10 +142,12 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
     let client_2 = app_2.log().iter().filter(|(p, _)| p == "/who").count();
     assert_eq!(client_2, 20, "backend-2 got every client request");
     eventually("the failed checks to be counted", READY, || {
-        let series = "meshlink_proxy_health_check_total{cluster=\"backend\",result=\"unexpected_answer\"}";
+        let series =
+            "meshlink_proxy_health_check_total{cluster=\"backend\",result=\"unexpected_answer\"}";
         (web.metric(series) >= 1.0).then_some(())
     });
-    let unhealthy = web.metric("meshlink_proxy_health_check_unhealthy_endpoints{cluster=\"backend\"}");
+    let unhealthy =
+        web.metric("meshlink_proxy_health_check_unhealthy_endpoints{cluster=\"backend\"}");
     assert_eq!(unhealthy, 1.0);
 
     // /health answers 200 again: after 2 passes backend-1 takes traffic.
@@ -270,7 +277,10 @@ spec:
     wait_health(
         &web,
         "backend",
-        &[(ports.backend_inbound, "unhealthy"), (b2_inbound, "healthy")],
+        &[
+            (ports.backend_inbound, "unhealthy"),
+            (b2_inbound, "healthy"),
+        ],
     );
     let answers: Vec<_> = (0..10)
         .map(|i| exchange(ports.web_outbound, &format!("hello-{i}")))
@@ -283,6 +293,10 @@ spec:
     println!("backend-1's log: {log_1:?}");
     assert!(!log_1.is_empty(), "backend-1 was checked");
     assert!(log_1.iter().all(|c| c == "ping"), "{log_1:?}");
-    let clients_2 = good.log().iter().filter(|c| c.starts_with("hello-")).count();
+    let clients_2 = good
+        .log()
+        .iter()
+        .filter(|c| c.starts_with("hello-"))
+        .count();
     assert_eq!(clients_2, 10, "backend-2 got every client connection");
 }

@@ -122,7 +122,11 @@ impl Prober {
                 headers,
                 expected_statuses,
             } => {
-                let authority = if host.is_empty() { &target.cluster } else { &host };
+                let authority = if host.is_empty() {
+                    &target.cluster
+                } else {
+                    &host
+                };
                 let mut req = request(target, authority, &path, Bytes::new(), target.http2)?;
                 for (name, value) in &headers {
                     let (Ok(name), Ok(value)) = (
@@ -281,7 +285,11 @@ impl Prober {
 }
 
 /// An answer: status, headers, body and trailers.
-type Answer = (http::StatusCode, http::HeaderMap, (Bytes, Option<http::HeaderMap>));
+type Answer = (
+    http::StatusCode,
+    http::HeaderMap,
+    (Bytes, Option<http::HeaderMap>),
+);
 
 /// A GET of `path` with `authority`: an absolute URI for HTTP/2, a
 /// `Host` header for HTTP/1.1.
@@ -301,7 +309,11 @@ fn request(
     if http2 {
         *req.uri_mut() = uri;
     } else {
-        *req.uri_mut() = uri.path_and_query().map_or("/", |p| p.as_str()).parse().expect("a path");
+        *req.uri_mut() = uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .parse()
+            .expect("a path");
         if let Ok(v) = http::HeaderValue::try_from(host) {
             req.headers_mut().insert(http::header::HOST, v);
         }

@@ -86,7 +86,11 @@ async fn tasks_follow_the_view_and_endpoints_their_checks() {
     let mut running = HashMap::new();
     let mut tasks = JoinSet::new();
     checker.reconcile(&rx.borrow().clone(), &mut running, &mut tasks, &stop);
-    assert_eq!((running.len(), tasks.len()), (2, 2), "one task per endpoint");
+    assert_eq!(
+        (running.len(), tasks.len()),
+        (2, 2),
+        "one task per endpoint"
+    );
     let accept = tokio::spawn(async move {
         loop {
             let _ = listening.accept().await;

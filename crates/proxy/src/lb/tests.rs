@@ -81,8 +81,7 @@ async fn below_the_panic_threshold_ejected_endpoints_take_traffic_again() {
     b.record(&two, Event::Response(500), now);
     b.record(&b.endpoints[2].clone(), Event::Response(500), now);
     // 1 of 4 healthy (25 % < 50 %): panic, every endpoint in turn.
-    let picked: std::collections::BTreeSet<_> =
-        (0..8).map(|_| b.pick(now).unwrap().addr).collect();
+    let picked: std::collections::BTreeSet<_> = (0..8).map(|_| b.pick(now).unwrap().addr).collect();
     assert_eq!(picked.len(), 4, "{picked:?}");
 }
 
@@ -117,7 +116,11 @@ fn with_active_checks_only_endpoints_that_passed_take_traffic() {
     good.set_checked_health(CheckedHealth::Healthy);
     bad.set_checked_health(CheckedHealth::Unhealthy);
     for _ in 0..6 {
-        assert_eq!(b.pick(now).unwrap().addr, good.addr, "pending and unhealthy are out");
+        assert_eq!(
+            b.pick(now).unwrap().addr,
+            good.addr,
+            "pending and unhealthy are out"
+        );
         assert_eq!(b.attempt_order(now)[0].addr, good.addr);
     }
     pending.set_checked_health(CheckedHealth::Healthy);
@@ -150,7 +153,13 @@ fn endpoints_failing_active_checks_count_against_the_panic_threshold() {
     b.endpoints[2].set_checked_health(CheckedHealth::Unhealthy);
     // One of three healthy is below 50 %: panic, every endpoint in turn.
     let bad = b.endpoints[2].addr;
-    assert_eq!((0..6).filter(|_| b.pick(now).unwrap().addr == bad).count(), 2);
+    assert_eq!(
+        (0..6).filter(|_| b.pick(now).unwrap().addr == bad).count(),
+        2
+    );
     b.endpoints[1].set_checked_health(CheckedHealth::Healthy);
-    assert_eq!((0..6).filter(|_| b.pick(now).unwrap().addr == bad).count(), 0);
+    assert_eq!(
+        (0..6).filter(|_| b.pick(now).unwrap().addr == bad).count(),
+        0
+    );
 }

@@ -103,17 +103,13 @@ pub(super) fn apply(cluster: &mut Cluster, conf: &HealthCheckConf, protocol: Pro
 fn checker(conf: &HealthCheckConf, protocol: Protocol) -> Option<HealthChecker> {
     let enabled = |disabled: Option<bool>| disabled != Some(true);
     let own = match protocol {
-        Protocol::Grpc => conf
-            .grpc
-            .as_ref()
-            .filter(|g| enabled(g.disabled))
-            .map(|g| {
-                HealthChecker::GrpcHealthCheck(GrpcHealthCheck {
-                    service_name: g.service_name.clone().unwrap_or_default(),
-                    authority: g.authority.clone().unwrap_or_default(),
-                    ..Default::default()
-                })
-            }),
+        Protocol::Grpc => conf.grpc.as_ref().filter(|g| enabled(g.disabled)).map(|g| {
+            HealthChecker::GrpcHealthCheck(GrpcHealthCheck {
+                service_name: g.service_name.clone().unwrap_or_default(),
+                authority: g.authority.clone().unwrap_or_default(),
+                ..Default::default()
+            })
+        }),
         Protocol::Http | Protocol::Http2 => {
             conf.http.as_ref().filter(|h| enabled(h.disabled)).map(|h| {
                 HealthChecker::HttpHealthCheck(HttpHealthCheck {
@@ -206,7 +202,10 @@ mod tests {
             .map(|r| (r.start, r.end))
             .collect();
         assert_eq!(statuses, [(200, 201), (204, 205)]);
-        assert_eq!(http.request_headers_to_add[0].header.as_ref().unwrap().key, "x-probe");
+        assert_eq!(
+            http.request_headers_to_add[0].header.as_ref().unwrap().key,
+            "x-probe"
+        );
         let panic = c.common_lb_config.unwrap().healthy_panic_threshold.unwrap();
         assert_eq!(panic.value, 0.0);
     }

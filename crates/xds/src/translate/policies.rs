@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    AccessLogConf, CircuitBreakerConf, DataplaneSpec, HealthCheckConf, HttpLimit, HttpRouteRule, InboundTarget,
-    LoadBalancingConf, RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit, TcpRouteRule,
-    TcpRuleConf, TimeoutConf,
+    AccessLogConf, CircuitBreakerConf, DataplaneSpec, HealthCheckConf, HttpLimit, HttpRouteRule,
+    InboundTarget, LoadBalancingConf, RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit,
+    TcpRouteRule, TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;

@@ -105,4 +105,3 @@ pub(super) fn header_options(headers: &HeaderChanges) -> Vec<HeaderValueOption> 
         .chain(headers.add.iter().map(|h| header(h, add)))
         .collect()
 }
-

@@ -47,7 +47,10 @@ fn health_check(hc: &HealthCheck, at: &str) -> Result<HealthCheckSpec, Invalid> 
             hc.no_traffic_healthy_interval.is_some(),
             "no_traffic_healthy_interval",
         ),
-        (hc.unhealthy_edge_interval.is_some(), "unhealthy_edge_interval"),
+        (
+            hc.unhealthy_edge_interval.is_some(),
+            "unhealthy_edge_interval",
+        ),
         (hc.healthy_edge_interval.is_some(), "healthy_edge_interval"),
         (!hc.event_log_path.is_empty(), "event_log_path"),
         (!hc.event_logger.is_empty(), "event_logger"),
@@ -84,15 +87,16 @@ fn health_check(hc: &HealthCheck, at: &str) -> Result<HealthCheckSpec, Invalid> 
             .map(|d| duration(d, format!("{at}.{name}")))
             .transpose()
     };
-    let threshold = |v: &Option<envoy_types::pb::google::protobuf::UInt32Value>, name: &str| {
-        match v.as_ref().map(|v| v.value) {
-            Some(n) if n >= 1 => Ok(n),
-            Some(_) => Err(invalid(format!("{at}.{name}"), "must be at least 1")),
-            None => Err(invalid(
-                format!("{at}.{name}"),
-                "required (Envoy has no default)",
-            )),
-        }
+    let threshold = |v: &Option<envoy_types::pb::google::protobuf::UInt32Value>, name: &str| match v
+        .as_ref()
+        .map(|v| v.value)
+    {
+        Some(n) if n >= 1 => Ok(n),
+        Some(_) => Err(invalid(format!("{at}.{name}"), "must be at least 1")),
+        None => Err(invalid(
+            format!("{at}.{name}"),
+            "required (Envoy has no default)",
+        )),
     };
     let interval = required(&hc.interval, "interval")?;
     if hc.interval_jitter_percent > 100 {
@@ -226,7 +230,9 @@ fn http(h: &HttpHealthCheck, at: &str) -> Result<CheckKind, Invalid> {
         if !(100..=599).contains(&start) || end <= start || end > 600 {
             return Err(invalid(
                 format!("{at}.expected_statuses[{i}]"),
-                format!("[{start}, {end}) is not a range of HTTP statuses (100-599, end exclusive)"),
+                format!(
+                    "[{start}, {end}) is not a range of HTTP statuses (100-599, end exclusive)"
+                ),
             ));
         }
         expected.push(start..end);

@@ -38,7 +38,10 @@ fn http(path: &str) -> HealthChecker {
 fn an_http_check_reads_with_envoys_defaults() {
     let spec = health_checks(&[check(http("/health"))]).unwrap().unwrap();
     assert_eq!(spec.interval, Duration::from_secs(2));
-    assert_eq!(spec.unhealthy_interval, spec.interval, "defaults to interval");
+    assert_eq!(
+        spec.unhealthy_interval, spec.interval,
+        "defaults to interval"
+    );
     assert_eq!(spec.no_traffic_interval, Duration::from_secs(60));
     assert!(spec.reuse_connection);
     let CheckKind::Http {
@@ -47,7 +50,13 @@ fn an_http_check_reads_with_envoys_defaults() {
     else {
         panic!("{spec:?}");
     };
-    assert_eq!(expected_statuses, &[200..300]);
+    assert_eq!(
+        expected_statuses.as_slice(),
+        [std::ops::Range {
+            start: 200,
+            end: 300
+        }]
+    );
     assert!(health_checks(&[]).unwrap().is_none());
 }
 
@@ -108,5 +117,10 @@ fn what_the_proxy_cannot_run_is_refused_by_field() {
     assert!(health_checks(&[check(grpc)]).is_ok());
     let mut zero = check(http("/health"));
     zero.healthy_threshold = Some(UInt32Value { value: 0 });
-    assert!(health_checks(&[zero]).unwrap_err().reason.contains("at least 1"));
+    assert!(
+        health_checks(&[zero])
+            .unwrap_err()
+            .reason
+            .contains("at least 1")
+    );
 }
