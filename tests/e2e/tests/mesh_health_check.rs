@@ -84,6 +84,35 @@ fn wait_health(web: &Sidecar, cluster: &str, want: &[(u16, &str)]) {
     });
 }
 
+/// Starts web-1, backend-1 and backend-2 (inbound `b2_inbound`) and
+/// waits for the first check round that reached backend-1's app
+/// (`reached`; an earlier check may find its sidecar not listening yet):
+/// web-1 reports backend-1 unhealthy and backend-2 healthy. Returns
+/// web-1 and the backends' sidecars.
+fn first_round(
+    cp: &ControlPlane,
+    dir: &std::path::Path,
+    ports: &PairPorts,
+    b2_inbound: u16,
+    reached: impl Fn() -> bool,
+) -> (Sidecar, [Sidecar; 2]) {
+    let mut backend_2 = Sidecar::start(cp, dir, "backend-2");
+    let (web, backend_1) = proxy::start_pair_sidecars(cp, dir, READY);
+    backend_2.wait_ready(READY);
+    eventually("a check to reach backend-1's app", READY, || {
+        reached().then_some(())
+    });
+    wait_health(
+        &web,
+        "backend",
+        &[
+            (ports.backend_inbound, "unhealthy"),
+            (b2_inbound, "healthy"),
+        ],
+    );
+    (web, [backend_1, backend_2])
+}
+
 /// The name in the body of a GET of `path` through web-1's outbound.
 fn who(port: u16, path: &str) -> Option<String> {
     let seen = curl(port, path, &[]);
@@ -108,22 +137,9 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
         .success();
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut backend_2 = Sidecar::start(&cp, dir.path(), "backend-2");
-    let (web, _backend_1) = proxy::start_pair_sidecars(&cp, dir.path(), READY);
-    backend_2.wait_ready(READY);
-    // A first check may find backend-1's sidecar not listening yet: wait
-    // for one that reached its app.
-    eventually("a check to reach backend-1's app", READY, || {
-        (!app_1.log().is_empty()).then_some(())
+    let (web, _sidecars) = first_round(&cp, dir.path(), &ports, b2_inbound, || {
+        !app_1.log().is_empty()
     });
-    wait_health(
-        &web,
-        "backend",
-        &[
-            (ports.backend_inbound, "unhealthy"),
-            (b2_inbound, "healthy"),
-        ],
-    );
 
     let answers: Vec<_> = (0..20).map(|_| who(ports.web_outbound, "/who")).collect();
     let log_1 = app_1.log();
@@ -245,43 +261,21 @@ fn a_tcp_backend_that_does_not_answer_the_check_never_sees_a_client_connection()
     let extra = proxy::extra_backend_yaml("backend-2", b2_inbound, good.port, b2_outbound)
         .replace("        kuma.io/protocol: http\n", "");
     cp.cli_stdin(&["apply", "-f", "-"], Some(&extra)).success();
-    let policy = "\
-type: MeshHealthCheck
-mesh: default
-name: backend-tcp-health
-spec:
-  targetRef:
-    kind: Mesh
-  to:
-    - targetRef:
-        kind: MeshService
-        name: backend
-      default:
-        interval: 1s
-        noTrafficInterval: 1s
-        timeout: 2s
-        unhealthyThreshold: 1
-        healthyThreshold: 1
-        tcp:
-          send: cGluZw==
-          receive: [cG9uZw==]
-";
-    cp.cli_stdin(&["apply", "-f", "-"], Some(policy)).success();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut backend_2 = Sidecar::start(&cp, dir.path(), "backend-2");
-    let (web, _backend_1) = proxy::start_pair_sidecars(&cp, dir.path(), READY);
-    backend_2.wait_ready(READY);
-    eventually("a check to reach backend-1's app", READY, || {
-        (!mute.log().is_empty()).then_some(())
-    });
-    wait_health(
-        &web,
-        "backend",
-        &[
-            (ports.backend_inbound, "unhealthy"),
-            (b2_inbound, "healthy"),
-        ],
+    // The same policy with a TCP check: send "ping", expect "pong".
+    let policy = HEALTH_CHECK.replace(
+        "        http:\n          path: /health\n          expectedStatuses: [200]\n",
+        "        tcp:\n          send: cGluZw==\n          receive: [cG9uZw==]\n",
     );
+    assert!(policy.contains("tcp:"), "{policy}");
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&policy)).success();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (web, _sidecars) = first_round(&cp, dir.path(), &ports, b2_inbound, || {
+        !mute.log().is_empty()
+    });
+    eventually("backend-1 to count as unhealthy", READY, || {
+        let series = "meshlink_proxy_health_check_unhealthy_endpoints{cluster=\"backend\"}";
+        (web.metric(series) == 1.0).then_some(())
+    });
     let answers: Vec<_> = (0..10)
         .map(|i| exchange(ports.web_outbound, &format!("hello-{i}")))
         .collect();

@@ -122,12 +122,7 @@ impl Prober {
                 headers,
                 expected_statuses,
             } => {
-                let authority = if host.is_empty() {
-                    &target.cluster
-                } else {
-                    &host
-                };
-                let mut req = request(target, authority, &path, Bytes::new(), target.http2)?;
+                let mut req = request(target, &host, &path, Bytes::new(), target.http2)?;
                 for (name, value) in &headers {
                     let (Ok(name), Ok(value)) = (
                         http::HeaderName::try_from(name.as_str()),
@@ -135,7 +130,7 @@ impl Prober {
                     ) else {
                         continue;
                     };
-                    req.headers_mut().append(name, value);
+                    req.headers_mut().insert(name, value);
                 }
                 let (status, _, _) = self.exchange(target, req, target.http2).await?;
                 if !HealthCheckSpec::status_passes(&expected_statuses, status.as_u16()) {
@@ -147,13 +142,8 @@ impl Prober {
                 service_name,
                 authority,
             } => {
-                let authority = if authority.is_empty() {
-                    &target.cluster
-                } else {
-                    &authority
-                };
                 let body = super::grpc::request_frame(&service_name);
-                let mut req = request(target, authority, super::grpc::PATH, body, true)?;
+                let mut req = request(target, &authority, super::grpc::PATH, body, true)?;
                 *req.method_mut() = http::Method::POST;
                 let h = req.headers_mut();
                 h.insert("content-type", "application/grpc".parse().expect("valid"));
@@ -291,8 +281,8 @@ type Answer = (
     (Bytes, Option<http::HeaderMap>),
 );
 
-/// A GET of `path` with `authority`: an absolute URI for HTTP/2, a
-/// `Host` header for HTTP/1.1.
+/// A GET of `path` with `authority` (empty: the cluster's name): an
+/// absolute URI for HTTP/2, a `Host` header for HTTP/1.1.
 fn request(
     target: &Target,
     authority: &str,
@@ -300,6 +290,11 @@ fn request(
     body: Bytes,
     http2: bool,
 ) -> Result<http::Request<Full<Bytes>>, CheckFailure> {
+    let authority = if authority.is_empty() {
+        &target.cluster
+    } else {
+        authority
+    };
     let uri = format!("http://{authority}{path}")
         .parse::<http::Uri>()
         .or_else(|_| format!("http://{}{path}", target.addr).parse())

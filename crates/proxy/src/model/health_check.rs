@@ -21,7 +21,8 @@ pub enum CheckKind {
         path: String,
         /// The request's `Host` (empty: the cluster's name).
         host: String,
-        /// Headers added to the request (name lowercased, value).
+        /// Headers set on the request (name lowercased, value; each replaces
+        /// one of the same name).
         headers: Vec<(String, String)>,
         /// Statuses that pass, as half-open ranges (Envoy's default:
         /// 200 only).

@@ -153,11 +153,6 @@ fn tcp_check(t: &TcpCheck) -> HealthChecker {
     })
 }
 
-/// The memo key of `conf` (its canonical JSON; `None` when unset).
-pub(super) fn key(conf: Option<&HealthCheckConf>) -> Option<String> {
-    conf.and_then(|c| serde_json::to_string(c).ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -377,14 +377,17 @@ impl ClusterTuning {
             grpc,
             protocol,
             connect_timeout: self.connect_timeout.map(|d| (d.seconds, d.nanos)),
-            circuit_breaker: circuit_breaker::key(self.circuit_breaker.as_ref()),
-            load_balancing: self
-                .load_balancing
-                .as_ref()
-                .and_then(|c| serde_json::to_string(c).ok()),
-            health_check: health_check::key(self.health_check.as_ref()),
+            circuit_breaker: conf_key(self.circuit_breaker.as_ref()),
+            load_balancing: conf_key(self.load_balancing.as_ref()),
+            health_check: conf_key(self.health_check.as_ref()),
         }
     }
+}
+
+/// The memo key of a policy's `conf` (its canonical JSON; `None` when
+/// no policy sets it).
+fn conf_key<T: serde::Serialize>(conf: Option<&T>) -> Option<String> {
+    conf.and_then(|c| serde_json::to_string(c).ok())
 }
 
 /// The (memoized) Cluster `name` of destination `service` (the whole
