@@ -14,6 +14,9 @@
 //!   healthy after `healthyThreshold` (2) passes in a row and takes
 //!   client requests again: in its log, the first client request follows
 //!   two `/health` 200s in a row.
+//! - **gRPC check.** For a gRPC service, a backend whose
+//!   `grpc.health.v1.Health/Check` answers `NOT_SERVING` sees only checks
+//!   until it answers `SERVING`, then client requests too.
 //! - **TCP check.** For a TCP service, a backend that closes every
 //!   connection without answering the check's `send` stays out of the
 //!   balancer and never sees a client connection's bytes.
@@ -293,4 +296,44 @@ fn a_tcp_backend_that_does_not_answer_the_check_never_sees_a_client_connection()
         .filter(|c| c.starts_with("hello-"))
         .count();
     assert_eq!(clients_2, 10, "backend-2 got every client connection");
+}
+
+#[test]
+fn a_grpc_backend_not_serving_sees_only_checks_until_it_serves() {
+    const CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
+    let cp = ControlPlane::start(StoreKind::Sqlite);
+    let ports = PairPorts::free();
+    let yaml = proxy::pair_yaml_speaking(&ports, "1h", "grpc", &["backend"]);
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&yaml)).success();
+    let app_1 = HttpBackend::start("backend-1", ports.backend_app);
+    app_1.set_grpc_serving(false);
+    let app_2 = HttpBackend::start("backend-2", 0);
+    let (b2_inbound, b2_outbound) = (free_port(), free_port());
+    let extra = proxy::extra_backend_yaml("backend-2", b2_inbound, app_2.port(), b2_outbound)
+        .replace("kuma.io/protocol: http", "kuma.io/protocol: grpc");
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&extra)).success();
+    let policy = HEALTH_CHECK.replace(
+        "        http:\n          path: /health\n          expectedStatuses: [200]\n",
+        "        grpc:\n          serviceName: backend\n",
+    );
+    assert!(policy.contains("grpc:"), "{policy}");
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&policy)).success();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (web, _sidecars) = first_round(&cp, dir.path(), &ports, b2_inbound, || {
+        !app_1.log().is_empty()
+    });
+    let answers: Vec<_> = (0..10).map(|_| who(ports.web_outbound, "/who")).collect();
+    assert!(
+        answers.iter().all(|a| a.as_deref() == Some("backend-2")),
+        "{answers:?}"
+    );
+    let log_1 = app_1.log();
+    println!("backend-1's log while not serving: {log_1:?}");
+    assert!(log_1.iter().all(|(p, _)| p == CHECK_PATH), "{log_1:?}");
+
+    app_1.set_grpc_serving(true);
+    eventually("backend-1 to answer a client again", READY, || {
+        (who(ports.web_outbound, "/again").as_deref() == Some("backend-1")).then_some(())
+    });
+    wait_health(&web, "backend", &[(ports.backend_inbound, "healthy")]);
 }
