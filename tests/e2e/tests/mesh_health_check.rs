@@ -135,11 +135,19 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
     let (b2_inbound, b2_outbound) = (free_port(), free_port());
     let extra = proxy::extra_backend_yaml("backend-2", b2_inbound, app_2.port(), b2_outbound);
     cp.cli_stdin(&["apply", "-f", "-"], Some(&extra)).success();
-    // The policy is in place before any sidecar runs.
-    cp.cli_stdin(&["apply", "-f", "-"], Some(HEALTH_CHECK))
-        .success();
-
+    // The policy is in place before any sidecar runs; web-1 appends its
+    // health events to `events` (Kuma's `eventLogPath`).
     let dir = tempfile::tempdir().expect("tempdir");
+    let events = dir.path().join("health-events.log");
+    let policy = HEALTH_CHECK.replace(
+        "        interval: 1s\n",
+        &format!(
+            "        interval: 1s\n        eventLogPath: {}\n",
+            events.display()
+        ),
+    );
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&policy)).success();
+
     let (web, _sidecars) = first_round(&cp, dir.path(), &ports, b2_inbound, || {
         !app_1.log().is_empty()
     });
@@ -189,6 +197,15 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
         "two passing checks in a row came before the first client request: {log_1:?}"
     );
     wait_health(&web, "backend", &[(ports.backend_inbound, "healthy")]);
+    // The event log: backend-1 was added once healthy (not at its first
+    // check, which failed).
+    let log = std::fs::read_to_string(&events).expect("the event log");
+    let added_1 = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["host"]["socket_address"]["port_value"] == ports.backend_inbound)
+        .filter(|e| e["add_healthy_event"]["first_check"] == false);
+    assert!(added_1.is_some(), "{log}");
 }
 
 /// A TCP app that logs every chunk it receives and answers a chunk

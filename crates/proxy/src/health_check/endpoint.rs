@@ -95,6 +95,11 @@ impl EndpointCheck {
                     }
                 }
             }
+            if let Some(path) = &self.spec.event_log_path
+                && let Some(event) = super::event_log::event(before, after, outcome.is_ok())
+            {
+                super::event_log::append(path, kind, cluster_name, addr, event);
+            }
             if before != after {
                 tracing::info!(cluster = %cluster_name, endpoint = %addr, check = kind, from = before.as_str(), to = after.as_str(), "endpoint health changed");
             }

@@ -19,6 +19,7 @@
 //! passes, as Envoy's hosts are); see [`crate::lb`] for the panic rule.
 
 mod endpoint;
+mod event_log;
 mod grpc;
 pub mod probe;
 

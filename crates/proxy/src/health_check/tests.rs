@@ -32,6 +32,7 @@ fn spec() -> HealthCheckSpec {
         healthy_threshold: 1,
         reuse_connection: false,
         always_log_failures: false,
+        event_log_path: None,
     }
 }
 

@@ -94,6 +94,9 @@ pub struct HealthCheckSpec {
     /// Log every failed check, not only the first of a streak (the
     /// others are rate-limited).
     pub always_log_failures: bool,
+    /// The file health events are appended to (`event_log_path`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_log_path: Option<std::path::PathBuf>,
 }
 
 impl HealthCheckSpec {

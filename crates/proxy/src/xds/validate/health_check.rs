@@ -4,7 +4,7 @@
 //!
 //! Refused, naming the field, rather than silently ignored: a second
 //! check, `alt_port`, the edge and no-traffic-healthy intervals, event
-//! logs and services, `always_log_health_check_success`, `tls_options`,
+//! loggers and services (`event_log_path` is served), `always_log_health_check_success`, `tls_options`,
 //! transport socket matching, custom checkers, and, per checker, what
 //! meshlink-proxy does not send or match (HTTP: a body, a method other
 //! than GET, removed headers, retriable statuses, an HTTP/3 codec,
@@ -24,8 +24,8 @@ use crate::model::health_check::{CheckKind, HealthCheckSpec};
 
 /// What meshlink-proxy runs instead of what is refused.
 const SUPPORTED: &str = "meshlink-proxy runs one HTTP, TCP or gRPC check with timeout, interval, \
-                         jitter, thresholds, no_traffic_interval, unhealthy_interval and \
-                         reuse_connection";
+                         jitter, thresholds, no_traffic_interval, unhealthy_interval, \
+                         reuse_connection and event_log_path";
 
 /// Reads `health_checks` (`None`: empty).
 pub(super) fn health_checks(checks: &[HealthCheck]) -> Result<Option<HealthCheckSpec>, Invalid> {
@@ -39,7 +39,7 @@ pub(super) fn health_checks(checks: &[HealthCheck]) -> Result<Option<HealthCheck
     }
 }
 
-#[allow(deprecated)] // `event_log_path`: refused when set.
+#[allow(deprecated)] // `event_log_path`: Kuma's `eventLogPath` still sets it.
 fn health_check(hc: &HealthCheck, at: &str) -> Result<HealthCheckSpec, Invalid> {
     let unsupported = [
         (hc.alt_port.is_some(), "alt_port"),
@@ -52,7 +52,6 @@ fn health_check(hc: &HealthCheck, at: &str) -> Result<HealthCheckSpec, Invalid> 
             "unhealthy_edge_interval",
         ),
         (hc.healthy_edge_interval.is_some(), "healthy_edge_interval"),
-        (!hc.event_log_path.is_empty(), "event_log_path"),
         (!hc.event_logger.is_empty(), "event_logger"),
         (hc.event_service.is_some(), "event_service"),
         (
@@ -123,6 +122,8 @@ fn health_check(hc: &HealthCheck, at: &str) -> Result<HealthCheckSpec, Invalid> 
         healthy_threshold: threshold(&hc.healthy_threshold, "healthy_threshold")?,
         reuse_connection: hc.reuse_connection.is_none_or(|v| v.value),
         always_log_failures: hc.always_log_health_check_failures,
+        event_log_path: (!hc.event_log_path.is_empty())
+            .then(|| std::path::PathBuf::from(&hc.event_log_path)),
     })
 }
 

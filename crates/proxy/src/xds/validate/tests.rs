@@ -108,6 +108,7 @@ fn l7_policies() -> Vec<Resource> {
                 "interval": "10s", "timeout": "2s", "unhealthyThreshold": 3, "healthyThreshold": 1,
                 "initialJitter": "5s", "intervalJitter": "6s", "intervalJitterPercent": 10,
                 "noTrafficInterval": "10s", "alwaysLogHealthCheckFailures": true, "reuseConnection": false,
+                "eventLogPath": "/tmp/health-check.log",
                 "tcp": {"send": "Zm9v", "receive": ["YmFy", "YmF6"]},
                 "http": {"path": "/health", "expectedStatuses": [200, 201],
                          "requestHeadersToAdd": {"add": [{"name": "x-some-header", "value": "value"}],
@@ -244,6 +245,8 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                         let want = if protocol == "grpc" { "grpc" } else { "http" };
                         assert_eq!(hc.kind.as_str(), want, "{name}");
                         assert!(!hc.reuse_connection && hc.always_log_failures);
+                        let log = hc.event_log_path.as_deref();
+                        assert_eq!(log, Some(std::path::Path::new("/tmp/health-check.log")));
                     }
                     if c.discovery == Discovery::Eds && mtls {
                         assert!(c.http2, "{name}: sidecars speak HTTP/2 to each other");
