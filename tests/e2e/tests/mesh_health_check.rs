@@ -87,6 +87,42 @@ fn wait_health(web: &Sidecar, cluster: &str, want: &[(u16, &str)]) {
     });
 }
 
+/// [`HEALTH_CHECK`] with `check` instead of its `http` check.
+fn with_check(check: &str) -> String {
+    let policy = HEALTH_CHECK.replace(
+        "        http:\n          path: /health\n          expectedStatuses: [200]\n",
+        check,
+    );
+    assert!(policy.contains(check), "{policy}");
+    policy
+}
+
+/// Applies the pair with backend speaking `protocol` (`None`: TCP),
+/// backend-2 (its app on `b2_app`) and `policy`; returns backend-2's
+/// inbound port.
+fn apply_backends(
+    cp: &ControlPlane,
+    ports: &PairPorts,
+    protocol: Option<&str>,
+    b2_app: u16,
+    policy: &str,
+) -> u16 {
+    let pair = match protocol {
+        Some(p) => proxy::pair_yaml_speaking(ports, "1h", p, &["backend"]),
+        None => proxy::pair_yaml(ports, "1h"),
+    };
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&pair)).success();
+    let (b2_inbound, b2_outbound) = (free_port(), free_port());
+    let tag = protocol.map_or(String::new(), |p| {
+        format!("        kuma.io/protocol: {p}\n")
+    });
+    let extra = proxy::extra_backend_yaml("backend-2", b2_inbound, b2_app, b2_outbound)
+        .replace("        kuma.io/protocol: http\n", &tag);
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&extra)).success();
+    cp.cli_stdin(&["apply", "-f", "-"], Some(policy)).success();
+    b2_inbound
+}
+
 /// Starts web-1, backend-1 and backend-2 (inbound `b2_inbound`) and
 /// waits for the first check round that reached backend-1's app
 /// (`reached`; an earlier check may find its sidecar not listening yet):
@@ -127,14 +163,9 @@ fn who(port: u16, path: &str) -> Option<String> {
 fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_when_healthy() {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
-    let yaml = proxy::pair_yaml_speaking(&ports, "1h", "http", &["web", "backend"]);
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&yaml)).success();
     let app_1 = HttpBackend::start("backend-1", ports.backend_app);
     app_1.set_health_status(500);
     let app_2 = HttpBackend::start("backend-2", 0);
-    let (b2_inbound, b2_outbound) = (free_port(), free_port());
-    let extra = proxy::extra_backend_yaml("backend-2", b2_inbound, app_2.port(), b2_outbound);
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&extra)).success();
     // The policy is in place before any sidecar runs; web-1 appends its
     // health events to `events` (Kuma's `eventLogPath`).
     let dir = tempfile::tempdir().expect("tempdir");
@@ -146,8 +177,7 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
             events.display()
         ),
     );
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&policy)).success();
-
+    let b2_inbound = apply_backends(&cp, &ports, Some("http"), app_2.port(), &policy);
     let (web, _sidecars) = first_round(&cp, dir.path(), &ports, b2_inbound, || {
         !app_1.log().is_empty()
     });
@@ -275,19 +305,10 @@ fn a_tcp_backend_that_does_not_answer_the_check_never_sees_a_client_connection()
     let mute = TcpApp::start("backend-1", false);
     let good = TcpApp::start("backend-2", true);
     let ports = PairPorts::with_apps(free_port(), mute.port);
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&proxy::pair_yaml(&ports, "1h")))
-        .success();
-    let (b2_inbound, b2_outbound) = (free_port(), free_port());
-    let extra = proxy::extra_backend_yaml("backend-2", b2_inbound, good.port, b2_outbound)
-        .replace("        kuma.io/protocol: http\n", "");
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&extra)).success();
     // The same policy with a TCP check: send "ping", expect "pong".
-    let policy = HEALTH_CHECK.replace(
-        "        http:\n          path: /health\n          expectedStatuses: [200]\n",
-        "        tcp:\n          send: cGluZw==\n          receive: [cG9uZw==]\n",
-    );
-    assert!(policy.contains("tcp:"), "{policy}");
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&policy)).success();
+    let policy =
+        with_check("        tcp:\n          send: cGluZw==\n          receive: [cG9uZw==]\n");
+    let b2_inbound = apply_backends(&cp, &ports, None, good.port, &policy);
     let dir = tempfile::tempdir().expect("tempdir");
     let (web, _sidecars) = first_round(&cp, dir.path(), &ports, b2_inbound, || {
         !mute.log().is_empty()
@@ -320,21 +341,11 @@ fn a_grpc_backend_not_serving_sees_only_checks_until_it_serves() {
     const CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
-    let yaml = proxy::pair_yaml_speaking(&ports, "1h", "grpc", &["backend"]);
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&yaml)).success();
     let app_1 = HttpBackend::start("backend-1", ports.backend_app);
     app_1.set_grpc_serving(false);
     let app_2 = HttpBackend::start("backend-2", 0);
-    let (b2_inbound, b2_outbound) = (free_port(), free_port());
-    let extra = proxy::extra_backend_yaml("backend-2", b2_inbound, app_2.port(), b2_outbound)
-        .replace("kuma.io/protocol: http", "kuma.io/protocol: grpc");
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&extra)).success();
-    let policy = HEALTH_CHECK.replace(
-        "        http:\n          path: /health\n          expectedStatuses: [200]\n",
-        "        grpc:\n          serviceName: backend\n",
-    );
-    assert!(policy.contains("grpc:"), "{policy}");
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&policy)).success();
+    let policy = with_check("        grpc:\n          serviceName: backend\n");
+    let b2_inbound = apply_backends(&cp, &ports, Some("grpc"), app_2.port(), &policy);
     let dir = tempfile::tempdir().expect("tempdir");
     let (web, _sidecars) = first_round(&cp, dir.path(), &ports, b2_inbound, || {
         !app_1.log().is_empty()
