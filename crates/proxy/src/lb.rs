@@ -14,6 +14,8 @@
 //! a check passed ([`CheckedHealth`], set by [`crate::health_check`]):
 //! endpoints pending their first check and unhealthy ones are kept out
 //! as ejected ones are, and count as not healthy for the panic threshold.
+//! With `fail_traffic_on_panic`, a panicking cluster gives no endpoint
+//! (requests fail) instead of all of them.
 
 mod checked;
 mod outlier;
@@ -299,9 +301,12 @@ impl Balancer {
             return None;
         }
         self.mark_used();
+        let panicking = self.panicking(now);
+        if panicking && self.detector.spec.fail_traffic_on_panic {
+            return None;
+        }
         if let (Some(ring), Some(h)) = (&self.ring, hash) {
             let order = ring.order_from(h, n);
-            let panicking = self.panicking(now);
             return order
                 .iter()
                 .map(|&i| &self.endpoints[i])
@@ -311,7 +316,7 @@ impl Balancer {
         }
         let first = self.first(n);
         let e = &self.endpoints[first];
-        if !self.excluded(e, now) || self.panicking(now) {
+        if !self.excluded(e, now) || panicking {
             return Some(e.clone());
         }
         self.order_from(first, now).into_iter().next()
@@ -358,6 +363,9 @@ impl Balancer {
         let n = self.endpoints.len();
         let rotated = (0..n).map(|i| self.endpoints[(first + i) % n].clone());
         if self.panicking(now) {
+            if self.detector.spec.fail_traffic_on_panic {
+                return Vec::new();
+            }
             return rotated.collect();
         }
         let (healthy, ejected): (Vec<_>, Vec<_>) = rotated.partition(|e| !self.excluded(e, now));

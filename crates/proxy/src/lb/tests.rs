@@ -163,3 +163,23 @@ fn endpoints_failing_active_checks_count_against_the_panic_threshold() {
         0
     );
 }
+
+#[test]
+fn fail_traffic_on_panic_gives_no_endpoint_in_panic() {
+    let spec = OutlierSpec {
+        healthy_panic_threshold: 5000,
+        fail_traffic_on_panic: true,
+        ..OutlierSpec::builtin()
+    };
+    let b = Balancer::new(LbPolicy::RoundRobin, &addrs(2), spec, None).with_active_checks(true);
+    let now = Instant::now();
+    b.endpoints[0].set_checked_health(CheckedHealth::Healthy);
+    assert_eq!(
+        b.pick(now).unwrap().addr,
+        b.endpoints[0].addr,
+        "50 %: no panic"
+    );
+    b.endpoints[0].set_checked_health(CheckedHealth::Unhealthy);
+    assert!(b.pick(now).is_none(), "in panic requests fail");
+    assert!(b.attempt_order(now).is_empty());
+}

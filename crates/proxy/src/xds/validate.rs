@@ -524,6 +524,9 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
             )?;
             crate::model::circuit_breaker::OutlierSpec {
                 healthy_panic_threshold: panic,
+                fail_traffic_on_panic: circuit_breaker::fail_traffic_on_panic(
+                    c.common_lb_config.as_ref(),
+                ),
                 ..builtin
             }
         }

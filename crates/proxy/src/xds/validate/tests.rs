@@ -108,7 +108,7 @@ fn l7_policies() -> Vec<Resource> {
                 "interval": "10s", "timeout": "2s", "unhealthyThreshold": 3, "healthyThreshold": 1,
                 "initialJitter": "5s", "intervalJitter": "6s", "intervalJitterPercent": 10,
                 "noTrafficInterval": "10s", "alwaysLogHealthCheckFailures": true, "reuseConnection": false,
-                "eventLogPath": "/tmp/health-check.log",
+                "eventLogPath": "/tmp/health-check.log", "failTrafficOnPanic": true,
                 "tcp": {"send": "Zm9v", "receive": ["YmFy", "YmF6"]},
                 "http": {"path": "/health", "expectedStatuses": [200, 201],
                          "requestHeadersToAdd": {"add": [{"name": "x-some-header", "value": "value"}],
@@ -247,6 +247,7 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                         assert!(!hc.reuse_connection && hc.always_log_failures);
                         let log = hc.event_log_path.as_deref();
                         assert_eq!(log, Some(std::path::Path::new("/tmp/health-check.log")));
+                        assert!(c.outlier_detection.fail_traffic_on_panic, "{name}");
                     }
                     if c.discovery == Discovery::Eds && mtls {
                         assert!(c.http2, "{name}: sidecars speak HTTP/2 to each other");
