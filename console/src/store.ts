@@ -47,7 +47,7 @@ export const POLICY_KINDS: Record<string, string> = {
   MeshCircuitBreaker: "connection limits and outlier detection",
   MeshFaultInjection: "fault injection",
   MeshLoadBalancingStrategy: "load balancing",
-  MeshHealthCheck: "active health checks (stored, not applied yet)",
+  MeshHealthCheck: "active health checks",
   MeshTrace: "tracing",
   MeshMetric: "metrics (stored, not applied yet)",
 };

@@ -1,4 +1,6 @@
 //! The admin endpoint: `/ready`, `/config_dump` and `/metrics`.
+//! `/config_dump` names, per cluster, each endpoint's standing with the
+//! active health check and outlier detection (`endpoint_health`).
 //!
 //! Owns readiness: the proxy is ready once it holds its first listeners
 //! and clusters from the control plane and every listener is serving
@@ -189,20 +191,20 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
             })
         })
         .collect();
+    let now = tokio::time::Instant::now();
     let clusters: Vec<Value> = config
         .clusters
         .iter()
         .map(|(name, c)| {
-            let endpoints = view
-                .clusters
-                .get(name)
-                .map(|rt| config.endpoints_of(&rt.spec).unwrap_or_default());
+            let runtime = view.clusters.get(name);
+            let endpoints = runtime.map(|rt| config.endpoints_of(&rt.spec).unwrap_or_default());
             json!({
                 "name": name,
                 "version": c.version,
                 "ready": view.clusters.contains_key(name),
                 "waiting": view.cluster_waiting.get(name),
                 "endpoints": endpoints,
+                "endpoint_health": runtime.map(|rt| endpoint_health(rt, now)),
                 "spec": c.value.as_ref(),
             })
         })
@@ -232,7 +234,6 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
         .map(|(name, r)| json!({"name": name, "version": r.version, "spec": r.value.as_ref()}))
         .collect();
     let xds = state.xds.lock().expect("xds status lock").clone();
-    let now = tokio::time::Instant::now();
     let apps: Vec<Value> = state
         .apps
         .states()
@@ -269,6 +270,28 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
         "xds": xds,
     });
     axum::Json(body).into_response()
+}
+
+/// Each endpoint of `cluster` as the balancer sees it: its address, its
+/// standing with the active health check (`healthy`, `unhealthy`,
+/// `pending` its first check, or `unchecked` without one), whether outlier
+/// detection ejected it, and whether it takes traffic now.
+fn endpoint_health(cluster: &crate::dataplane::ClusterRuntime, now: tokio::time::Instant) -> Value {
+    let checked = cluster.spec.health_check.is_some();
+    let balancer = &cluster.balancer;
+    let list: Vec<Value> = balancer
+        .endpoints()
+        .iter()
+        .map(|e| {
+            json!({
+                "address": e.addr.to_string(),
+                "health": if checked { e.checked_health().as_str() } else { "unchecked" },
+                "ejected": e.is_ejected(now),
+                "eligible": balancer.is_eligible(e, now),
+            })
+        })
+        .collect();
+    Value::Array(list)
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {

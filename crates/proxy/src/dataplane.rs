@@ -150,7 +150,8 @@ impl Dataplane {
                         &addrs,
                         spec.outlier_detection.clone(),
                         previous_balancer,
-                    ),
+                    )
+                    .with_active_checks(spec.health_check.is_some()),
                     circuit: Arc::new(crate::circuit::Circuit::new(spec.circuit_breakers)),
                     spec,
                     tls,

@@ -9,18 +9,26 @@
 //! configuration updates (the [`Balancer`] is rebuilt with the same
 //! [`Endpoint`] objects for addresses that stay). Detection itself is
 //! [`outlier`]'s; without `outlier_detection` a cluster gets
-//! [`OutlierSpec::builtin`].
+//! [`OutlierSpec::builtin`]. With an active health check
+//! ([`Balancer::with_active_checks`]) an endpoint takes traffic only once
+//! a check passed ([`CheckedHealth`], set by [`crate::health_check`]):
+//! endpoints pending their first check and unhealthy ones are kept out
+//! as ejected ones are, and count as not healthy for the panic threshold.
+//! With `fail_traffic_on_panic`, a panicking cluster gives no endpoint
+//! (requests fail) instead of all of them.
 
+mod checked;
 mod outlier;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 use rand::Rng as _;
 use tokio::time::Instant;
 
+pub use checked::{CheckedHealth, Streak};
 pub use outlier::{DetectorKind, Event};
 
 use crate::model::LbPolicy;
@@ -33,6 +41,7 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     active: AtomicUsize,
     health: Mutex<outlier::Health>,
+    checked: checked::CheckedCell,
 }
 
 /// Keeps [`Endpoint::active`] up while a connection is open.
@@ -52,6 +61,7 @@ impl Endpoint {
             addr,
             active: AtomicUsize::new(0),
             health: Mutex::default(),
+            checked: checked::CheckedCell::default(),
         })
     }
 
@@ -74,6 +84,16 @@ impl Endpoint {
     pub fn active(&self) -> usize {
         self.active.load(Relaxed)
     }
+
+    /// Its standing with the cluster's active health check.
+    pub fn checked_health(&self) -> CheckedHealth {
+        self.checked.get()
+    }
+
+    /// Records its standing with the active health check.
+    pub fn set_checked_health(&self, health: CheckedHealth) {
+        self.checked.set(health);
+    }
 }
 
 /// A cluster's endpoints, its policy and its outlier detection.
@@ -85,6 +105,11 @@ pub struct Balancer {
     ring: Option<crate::hash_ring::Ring>,
     next: AtomicUsize,
     detector: outlier::Detector,
+    /// An active health check runs: only endpoints that passed it count.
+    active_checks: bool,
+    /// Whether the cluster has carried traffic (kept across rebuilds; the
+    /// health check runs at its no-traffic interval until then).
+    used: Arc<AtomicBool>,
 }
 
 impl Balancer {
@@ -114,7 +139,43 @@ impl Balancer {
             endpoints,
             next: AtomicUsize::new(previous.map_or(0, |p| p.next.load(Relaxed))),
             detector: outlier::Detector::new(outlier, Instant::now()),
+            active_checks: false,
+            used: previous.map_or_else(Arc::default, |p| p.used.clone()),
         }
+    }
+
+    /// This balancer, keeping endpoints that have not passed the active
+    /// health check out when `on`.
+    pub fn with_active_checks(mut self, on: bool) -> Self {
+        self.active_checks = on;
+        self
+    }
+
+    /// The endpoints, in the configuration's order.
+    pub fn endpoints(&self) -> &[Arc<Endpoint>] {
+        &self.endpoints
+    }
+
+    /// Whether the cluster has carried traffic (an endpoint was picked).
+    pub fn has_carried_traffic(&self) -> bool {
+        self.used.load(Relaxed)
+    }
+
+    fn mark_used(&self) {
+        if !self.used.load(Relaxed) {
+            self.used.store(true, Relaxed);
+        }
+    }
+
+    /// Whether `e` is kept out at `now`: ejected, or (with active checks)
+    /// not passing them.
+    fn excluded(&self, e: &Endpoint, now: Instant) -> bool {
+        e.is_ejected(now) || (self.active_checks && e.checked_health() != CheckedHealth::Healthy)
+    }
+
+    /// Whether `e` takes traffic at `now` (see [`Balancer::excluded`]).
+    pub fn is_eligible(&self, e: &Endpoint, now: Instant) -> bool {
+        !self.excluded(e, now)
     }
 
     /// Whether there are no endpoints at all.
@@ -211,11 +272,17 @@ impl Balancer {
     }
 
     /// Whether fewer endpoints than the panic threshold are healthy at
-    /// `now`: then ejections are ignored.
+    /// `now` (neither ejected nor failing active checks): then every
+    /// endpoint takes traffic.
     fn panicking(&self, now: Instant) -> bool {
         let threshold = self.detector.spec.healthy_panic_threshold as usize;
         let n = self.endpoints.len();
-        threshold > 0 && (n - self.ejected(now)) * 10_000 < threshold * n
+        let healthy = self
+            .endpoints
+            .iter()
+            .filter(|e| !self.excluded(e, now))
+            .count();
+        threshold > 0 && healthy * 10_000 < threshold * n
     }
 
     /// The endpoint one request should try: [`Balancer::attempt_order`]'s
@@ -233,19 +300,23 @@ impl Balancer {
         if n == 0 {
             return None;
         }
+        self.mark_used();
+        let panicking = self.panicking(now);
+        if panicking && self.detector.spec.fail_traffic_on_panic {
+            return None;
+        }
         if let (Some(ring), Some(h)) = (&self.ring, hash) {
             let order = ring.order_from(h, n);
-            let panicking = self.panicking(now);
             return order
                 .iter()
                 .map(|&i| &self.endpoints[i])
-                .find(|e| panicking || !e.is_ejected(now))
+                .find(|e| panicking || !self.excluded(e, now))
                 .or_else(|| order.first().map(|&i| &self.endpoints[i]))
                 .cloned();
         }
         let first = self.first(n);
         let e = &self.endpoints[first];
-        if !e.is_ejected(now) || self.panicking(now) {
+        if !self.excluded(e, now) || panicking {
             return Some(e.clone());
         }
         self.order_from(first, now).into_iter().next()
@@ -281,6 +352,7 @@ impl Balancer {
         if n == 0 {
             return Vec::new();
         }
+        self.mark_used();
         let first = self.first(n);
         self.order_from(first, now)
     }
@@ -291,116 +363,16 @@ impl Balancer {
         let n = self.endpoints.len();
         let rotated = (0..n).map(|i| self.endpoints[(first + i) % n].clone());
         if self.panicking(now) {
+            if self.detector.spec.fail_traffic_on_panic {
+                return Vec::new();
+            }
             return rotated.collect();
         }
-        let (healthy, ejected): (Vec<_>, Vec<_>) = rotated.partition(|e| !e.is_ejected(now));
+        let (healthy, ejected): (Vec<_>, Vec<_>) = rotated.partition(|e| !self.excluded(e, now));
         healthy.into_iter().chain(ejected).collect()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    fn addrs(n: u16) -> Vec<SocketAddr> {
-        (0..n)
-            .map(|i| SocketAddr::from(([127, 0, 0, 1], 1000 + i)))
-            .collect()
-    }
-
-    fn builtin(n: u16) -> Balancer {
-        Balancer::new(
-            LbPolicy::RoundRobin,
-            &addrs(n),
-            OutlierSpec::builtin(),
-            None,
-        )
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn round_robin_spreads_and_skips_ejected_endpoints() {
-        let b = builtin(2);
-        let now = Instant::now();
-        let firsts: Vec<_> = (0..4)
-            .map(|_| b.attempt_order(now)[0].addr.port())
-            .collect();
-        assert_eq!(firsts, [1000, 1001, 1000, 1001]);
-        let bad = b.attempt_order(now)[0].clone();
-        assert!(b.record(&bad, Event::ConnectFailed, now).is_empty());
-        assert_eq!(
-            b.record(&bad, Event::ConnectFailed, now),
-            [(bad.addr, DetectorKind::ConsecutiveGatewayFailure)],
-            "the built-in rule: a second failure in a row ejects"
-        );
-        for _ in 0..4 {
-            assert_ne!(b.attempt_order(now)[0].addr, bad.addr);
-            assert_ne!(b.pick(now).unwrap().addr, bad.addr);
-        }
-        tokio::time::advance(Duration::from_secs(5) + Duration::from_millis(1)).await;
-        assert!(!bad.is_ejected(Instant::now()), "ejection ends");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn all_ejected_are_still_tried_and_health_survives_updates() {
-        let b = builtin(1);
-        let now = Instant::now();
-        let e = b.attempt_order(now)[0].clone();
-        b.record(&e, Event::ConnectFailed, now);
-        b.record(&e, Event::ConnectFailed, now);
-        assert!(e.is_ejected(now));
-        assert_eq!(
-            b.attempt_order(now).len(),
-            1,
-            "the only endpoint is still tried"
-        );
-        assert_eq!(b.pick(now).unwrap().addr, e.addr);
-        let rebuilt = Balancer::new(
-            LbPolicy::RoundRobin,
-            &addrs(2),
-            OutlierSpec::builtin(),
-            Some(&b),
-        );
-        assert!(rebuilt.attempt_order(now).last().unwrap().is_ejected(now));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn below_the_panic_threshold_ejected_endpoints_take_traffic_again() {
-        let spec = OutlierSpec {
-            consecutive_5xx: 1,
-            max_ejection_percent: 100,
-            ..OutlierSpec::default()
-        };
-        let b = Balancer::new(LbPolicy::RoundRobin, &addrs(4), spec, None);
-        let now = Instant::now();
-        let (one, two) = (b.endpoints[0].clone(), b.endpoints[1].clone());
-        b.record(&one, Event::Response(500), now);
-        // 3 of 4 healthy (75 % >= 50 %): the ejected one is skipped.
-        assert!((0..8).all(|_| b.pick(now).unwrap().addr != one.addr));
-        b.record(&two, Event::Response(500), now);
-        b.record(&b.endpoints[2].clone(), Event::Response(500), now);
-        // 1 of 4 healthy (25 % < 50 %): panic, every endpoint in turn.
-        let picked: std::collections::BTreeSet<_> =
-            (0..8).map(|_| b.pick(now).unwrap().addr).collect();
-        assert_eq!(picked.len(), 4, "{picked:?}");
-    }
-
-    #[test]
-    fn least_request_prefers_the_idle_endpoint() {
-        let b = Balancer::new(
-            LbPolicy::LeastRequest,
-            &addrs(2),
-            OutlierSpec::builtin(),
-            None,
-        );
-        let now = Instant::now();
-        let busy = b.endpoints[0].clone();
-        let _guards: Vec<_> = (0..10).map(|_| busy.start()).collect();
-        let idle_first = (0..200)
-            .filter(|_| b.attempt_order(now)[0].addr == b.endpoints[1].addr)
-            .count();
-        // Two random choices pick the busy one only when both draws are it.
-        assert!(idle_first > 100, "idle endpoint first in {idle_first}/200");
-    }
-}
+#[path = "lb/tests.rs"]
+mod tests;

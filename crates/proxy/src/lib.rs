@@ -8,14 +8,17 @@
 //! configuration over delta ADS ([`xds`]), binds the listeners whose
 //! references have arrived ([`listeners`], I2), and proxies connections
 //! ([`connection`]) with load balancing and outlier ejection ([`lb`]).
+//! [`health_check`] runs the clusters' active health checks and keeps
+//! failing endpoints out of the balancer.
 //! [`apps`] probes the local applications behind the inbounds and reports
 //! them to the control plane. [`admin`] serves `/ready`, `/config_dump`
 //! and `/metrics`.
 //!
 //! Tasks (all tied to one cancellation token or the connection tracker):
 //! identity actor, xDS client, listener manager (+ one accept loop per
-//! bound listener), application monitor and its reporter, admin server,
-//! and one task per connection. State flows
+//! bound listener), application monitor and its reporter, health checker
+//! (+ one task per checked endpoint), admin server, and one task per
+//! connection. State flows
 //! through `watch` channels: xDS → `ProxyConfig`, identity →
 //! `WorkloadIdentity`, listener manager → `Dataplane` (what connections
 //! read). Nothing is ever read from a lock across an await.
@@ -30,6 +33,7 @@ pub mod cp;
 pub mod dataplane;
 pub mod drain;
 pub mod hash_ring;
+pub mod health_check;
 pub mod http;
 pub mod identity;
 pub mod lb;
@@ -191,6 +195,13 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         apps: app_health.clone(),
     };
     let manager = background.spawn(manager.run(stop_accepting.clone()));
+    background.spawn(
+        health_check::HealthChecker {
+            dataplane: dataplane_rx.clone(),
+            metrics: metrics.clone(),
+        }
+        .run(tasks.clone()),
+    );
     let admin_state = admin::AdminState {
         config: config_rx,
         identity: identity_rx,

@@ -69,6 +69,16 @@ pub struct OutlierLabels {
     pub detector: String,
 }
 
+/// `{cluster, result}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HealthCheckLabels {
+    /// Cluster name.
+    pub cluster: String,
+    /// `success`, or how the check failed (`connect_failure`,
+    /// `unexpected_answer`, `broken_connection`, `timeout`).
+    pub result: String,
+}
+
 /// `{cluster, limit}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OverflowLabels {
@@ -145,6 +155,10 @@ pub struct ProxyMetrics {
     /// Requests, connections and retries a cluster's circuit breaker
     /// refused, per limit.
     pub upstream_overflow: Family<OverflowLabels, Counter>,
+    /// Active health checks run, per cluster and result.
+    pub health_checks: Family<HealthCheckLabels, Counter>,
+    /// Endpoints the active health check finds unhealthy now, per cluster.
+    pub health_check_unhealthy: Family<ClusterLabels, Gauge>,
     /// 1 while an xDS stream is healthy.
     pub xds_connected: Gauge,
     /// xDS responses accepted, per type.
@@ -186,6 +200,8 @@ impl Default for ProxyMetrics {
             upstream_connect_failures: Family::default(),
             outlier_ejections: Family::default(),
             upstream_overflow: Family::default(),
+            health_checks: Family::default(),
+            health_check_unhealthy: Family::default(),
             xds_connected: Gauge::default(),
             xds_updates: Family::default(),
             xds_rejected: Family::default(),
@@ -218,6 +234,25 @@ impl ProxyMetrics {
                 limit: limit.as_str().to_owned(),
             })
             .inc();
+    }
+
+    /// Counts one active health check of an endpoint of `cluster`.
+    pub fn health_checked(&self, cluster: &str, result: &str) {
+        self.health_checks
+            .get_or_create(&HealthCheckLabels {
+                cluster: cluster.to_owned(),
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The gauge of `cluster`'s endpoints failing their active check.
+    pub fn unhealthy_endpoints(&self, cluster: &str) -> Gauge {
+        self.health_check_unhealthy
+            .get_or_create(&ClusterLabels {
+                cluster: cluster.to_owned(),
+            })
+            .clone()
     }
 
     /// Registers every metric in `registry` (under the caller's prefix) and
@@ -315,6 +350,18 @@ impl ProxyMetrics {
             "upstream_overflow",
             "Requests, connections and retries refused by a cluster's circuit breaker, per limit (max_connections, max_pending_requests, max_requests, max_retries)",
             self.upstream_overflow.clone(),
+        );
+        registry.register(
+            "health_check",
+            "Active health checks (MeshHealthCheck) run, per cluster and result: success, \
+             connect_failure, unexpected_answer, broken_connection, timeout",
+            self.health_checks.clone(),
+        );
+        registry.register(
+            "health_check_unhealthy_endpoints",
+            "Endpoints the active health check finds unhealthy now (out of the balancer), per \
+             cluster",
+            self.health_check_unhealthy.clone(),
         );
         registry.register(
             "xds_connected",

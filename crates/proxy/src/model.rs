@@ -18,6 +18,7 @@ pub mod access_log;
 pub mod circuit_breaker;
 pub mod fault;
 pub mod hash_policy;
+pub mod health_check;
 pub mod http;
 pub mod rate_limit;
 pub mod route;
@@ -297,6 +298,10 @@ pub struct ClusterSpec {
     /// `outlier_detection` with `common_lb_config.healthy_panic_threshold`;
     /// without one, [`circuit_breaker::OutlierSpec::builtin`].
     pub outlier_detection: circuit_breaker::OutlierSpec,
+    /// `health_checks` (at most one); `None`: no active checks, every
+    /// endpoint is eligible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<health_check::HealthCheckSpec>,
 }
 
 /// A validated SDS secret (only trust bundles are used by meshlink-proxy;

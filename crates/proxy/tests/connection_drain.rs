@@ -72,6 +72,7 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 http2: false,
                 circuit_breakers: None,
                 outlier_detection: meshlink_proxy::model::circuit_breaker::OutlierSpec::builtin(),
+                health_check: None,
             }),
         )]),
         ..ProxyConfig::default()

@@ -253,6 +253,7 @@ async fn proxy_with(
                         circuit_breakers: None,
                         outlier_detection:
                             meshlink_proxy::model::circuit_breaker::OutlierSpec::builtin(),
+                        health_check: None,
                     }),
                 )
             })

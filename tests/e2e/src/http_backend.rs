@@ -9,10 +9,18 @@
 //!   else 200;
 //! - `/hold` → 200 once the test calls [`HttpBackend::release`] (until
 //!   then [`HttpBackend::held`] counts it);
+//! - `/health` → the status [`HttpBackend::set_health_status`] set (200
+//!   until then);
+//! - `/grpc.health.v1.Health/Check` → a gRPC `HealthCheckResponse`,
+//!   `SERVING` unless [`HttpBackend::set_grpc_serving`] turned it off
+//!   (`NOT_SERVING`), with `grpc-status: 0` in the trailers;
 //! - anything else → 200.
 //!
 //! While [`HttpBackend::set_sick`] is on, every answer is a 503 (body as
 //! usual, so the caller still sees which backend answered).
+//!
+//! [`HttpBackend::log`] is the backend's own request log: every request's
+//! path and the status it was answered, in the order they arrived.
 //!
 //! Every answer's body is JSON: `{"name", "method", "path", "version",
 //! "bodyLen", "bodySum", "headers": {name: value}}` (`bodySum`: the sum of
@@ -22,10 +30,12 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -48,6 +58,12 @@ struct State {
     held: AtomicUsize,
     released: AtomicBool,
     release: tokio::sync::Notify,
+    /// `/health`'s status (0: 200).
+    health: AtomicU16,
+    /// The gRPC health check answers `NOT_SERVING`.
+    not_serving: AtomicBool,
+    /// (path, status) of every request, in arrival order.
+    log: Mutex<Vec<(String, u16)>>,
 }
 
 impl HttpBackend {
@@ -124,6 +140,22 @@ impl HttpBackend {
         self.state.release.notify_waiters();
     }
 
+    /// Answers `/health` with `status` from now on.
+    pub fn set_health_status(&self, status: u16) {
+        self.state.health.store(status, Ordering::SeqCst);
+    }
+
+    /// Whether the gRPC health check answers `SERVING` from now on.
+    pub fn set_grpc_serving(&self, serving: bool) {
+        self.state.not_serving.store(!serving, Ordering::SeqCst);
+    }
+
+    /// Every request so far: its path and the status it was answered, in
+    /// the order they arrived.
+    pub fn log(&self) -> Vec<(String, u16)> {
+        self.state.log.lock().expect("log lock").clone()
+    }
+
     /// The listening port.
     pub fn port(&self) -> u16 {
         self.addr.port()
@@ -141,7 +173,7 @@ async fn answer(
     hits: Arc<AtomicUsize>,
     flaky: Arc<AtomicUsize>,
     state: Arc<State>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<BoxBody<Bytes, Infallible>>, Infallible> {
     hits.fetch_add(1, Ordering::SeqCst);
     let (parts, body) = req.into_parts();
     let body = body
@@ -177,9 +209,22 @@ async fn answer(
             released.await;
         }
         state.held.fetch_sub(1, Ordering::SeqCst);
+    } else if path == "/health" {
+        let set = state.health.load(Ordering::SeqCst);
+        if set != 0 {
+            status = StatusCode::from_u16(set).unwrap_or(StatusCode::BAD_REQUEST);
+        }
     }
     if state.sick.load(Ordering::SeqCst) {
         status = StatusCode::SERVICE_UNAVAILABLE;
+    }
+    state
+        .log
+        .lock()
+        .expect("log lock")
+        .push((path.clone(), status.as_u16()));
+    if path == GRPC_HEALTH {
+        return Ok(grpc_health(!state.not_serving.load(Ordering::SeqCst)));
     }
     let headers: BTreeMap<String, String> = parts
         .headers
@@ -199,6 +244,26 @@ async fn answer(
     Ok(Response::builder()
         .status(status)
         .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(text)))
+        .body(Full::new(Bytes::from(text)).boxed())
         .expect("response"))
+}
+
+/// The gRPC health check's method.
+const GRPC_HEALTH: &str = "/grpc.health.v1.Health/Check";
+
+/// A `grpc.health.v1.HealthCheckResponse` (`status` 1 `SERVING`, 2
+/// `NOT_SERVING`) with `grpc-status: 0` in the trailers.
+fn grpc_health(serving: bool) -> Response<BoxBody<Bytes, Infallible>> {
+    let status = if serving { 1 } else { 2 };
+    // One uncompressed message of 2 bytes: field 1, varint `status`.
+    let frame = Bytes::from(vec![0, 0, 0, 0, 2, 0x08, status]);
+    let mut trailers = hyper::HeaderMap::new();
+    trailers.insert("grpc-status", "0".parse().expect("valid"));
+    let body = Full::new(frame)
+        .with_trailers(async move { Some(Ok(trailers)) })
+        .boxed();
+    Response::builder()
+        .header("content-type", "application/grpc")
+        .body(body)
+        .expect("response")
 }

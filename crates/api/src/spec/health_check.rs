@@ -146,6 +146,25 @@ pub struct GrpcCheck {
     pub authority: Option<String>,
 }
 
+// === impl TcpCheck ===
+
+impl TcpCheck {
+    /// `send`, decoded (`None`: unset or not base64, which validation
+    /// refuses).
+    pub fn send_bytes(&self) -> Option<Vec<u8>> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        self.send.as_ref().and_then(|s| b64.decode(s).ok())
+    }
+
+    /// `receive`, each block decoded (blocks that are not base64, which
+    /// validation refuses, are left out).
+    pub fn receive_bytes(&self) -> Vec<Vec<u8>> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let blocks = self.receive.iter().flatten();
+        blocks.filter_map(|r| b64.decode(r).ok()).collect()
+    }
+}
+
 // === impl MeshHealthCheckSpec ===
 
 impl MeshHealthCheckSpec {

@@ -98,6 +98,7 @@ fn cluster(name: &str, discovery: Discovery, tls: bool) -> ClusterSpec {
         http2: false,
         circuit_breakers: None,
         outlier_detection: crate::model::circuit_breaker::OutlierSpec::builtin(),
+        health_check: None,
     }
 }
 

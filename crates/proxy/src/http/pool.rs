@@ -369,36 +369,47 @@ impl Pool {
         addr: SocketAddr,
         tls: Option<&(Arc<ClientConfig>, ServerName<'static>)>,
     ) -> Result<TokioIo<Conn>, ProxyError> {
-        let tcp = match tokio::time::timeout(self.dialer.connect_timeout, TcpStream::connect(addr))
+        connect(addr, self.dialer.connect_timeout, tls)
             .await
-        {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return Err(ProxyError::upstream(
-                    ErrorKind::ConnectFailed,
-                    format!("{addr}: {e}"),
-                ));
-            }
-            Err(_) => {
-                return Err(ProxyError::upstream(
-                    ErrorKind::ConnectTimeout,
-                    format!("{addr}: connect timed out"),
-                ));
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let Some((config, name)) = tls else {
-            return Ok(TokioIo::new(Conn::Left(tcp)));
-        };
-        let connect = TlsConnector::from(config.clone()).connect(name.clone(), tcp);
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
-            Ok(Ok(tls)) => Ok(TokioIo::new(Conn::Right(Box::new(tls)))),
-            Ok(Err(e)) => Err(ProxyError::handshake(Side::Upstream, &e)),
-            Err(_) => Err(ProxyError::upstream(
-                ErrorKind::HandshakeTimeout,
-                format!("{addr}: TLS handshake timed out"),
-            )),
+            .map(TokioIo::new)
+    }
+}
+
+/// A connection to `addr`: TCP within `connect_timeout`, then, with
+/// `tls`, the mTLS handshake verifying the peer's SPIFFE ID (what every
+/// upstream connection of a cluster, and its health checks, go through).
+pub async fn connect(
+    addr: SocketAddr,
+    connect_timeout: Duration,
+    tls: Option<&(Arc<ClientConfig>, ServerName<'static>)>,
+) -> Result<Conn, ProxyError> {
+    let tcp = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return Err(ProxyError::upstream(
+                ErrorKind::ConnectFailed,
+                format!("{addr}: {e}"),
+            ));
         }
+        Err(_) => {
+            return Err(ProxyError::upstream(
+                ErrorKind::ConnectTimeout,
+                format!("{addr}: connect timed out"),
+            ));
+        }
+    };
+    let _ = tcp.set_nodelay(true);
+    let Some((config, name)) = tls else {
+        return Ok(Conn::Left(tcp));
+    };
+    let connect = TlsConnector::from(config.clone()).connect(name.clone(), tcp);
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
+        Ok(Ok(tls)) => Ok(Conn::Right(Box::new(tls))),
+        Ok(Err(e)) => Err(ProxyError::handshake(Side::Upstream, &e)),
+        Err(_) => Err(ProxyError::upstream(
+            ErrorKind::HandshakeTimeout,
+            format!("{addr}: TLS handshake timed out"),
+        )),
     }
 }
 

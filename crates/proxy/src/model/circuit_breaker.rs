@@ -89,6 +89,9 @@ pub struct OutlierSpec {
     /// Below this share of endpoints not ejected, in hundredths of a
     /// percent, every endpoint takes traffic (Envoy's panic mode); 0: never.
     pub healthy_panic_threshold: u32,
+    /// In panic, fail requests instead of using every endpoint
+    /// (`common_lb_config.zone_aware_lb_config.fail_traffic_on_panic`).
+    pub fail_traffic_on_panic: bool,
 }
 
 impl Default for OutlierSpec {
@@ -117,6 +120,7 @@ impl Default for OutlierSpec {
             enforcing_failure_percentage: 0,
             enforcing_failure_percentage_local_origin: 0,
             healthy_panic_threshold: 5000,
+            fail_traffic_on_panic: false,
         }
     }
 }

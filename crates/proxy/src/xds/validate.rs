@@ -41,6 +41,7 @@ mod access_log;
 mod circuit_breaker;
 mod fault;
 mod hash_policy;
+mod health_check;
 mod http_listener;
 mod lb_policy;
 mod local_rate_limit;
@@ -523,10 +524,14 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
             )?;
             crate::model::circuit_breaker::OutlierSpec {
                 healthy_panic_threshold: panic,
+                fail_traffic_on_panic: circuit_breaker::fail_traffic_on_panic(
+                    c.common_lb_config.as_ref(),
+                ),
                 ..builtin
             }
         }
     };
+    let health_check = health_check::health_checks(&c.health_checks)?;
     Ok(ClusterSpec {
         name: c.name,
         discovery,
@@ -536,6 +541,7 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
         http2,
         circuit_breakers,
         outlier_detection,
+        health_check,
     })
 }
 

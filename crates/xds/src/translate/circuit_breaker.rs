@@ -110,11 +110,6 @@ fn outlier_detection(od: &OutlierDetection) -> PbOutlierDetection {
     out
 }
 
-/// The memo key of `conf` (its canonical JSON; `None` when unset).
-pub(super) fn key(conf: Option<&CircuitBreakerConf>) -> Option<String> {
-    conf.and_then(|c| serde_json::to_string(c).ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

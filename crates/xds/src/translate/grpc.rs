@@ -99,6 +99,7 @@ pub(super) fn build(
             connect_timeout: None,
             circuit_breaker: None,
             load_balancing: None,
+            health_check: None,
         };
         let encoded = memo.cluster(key, || {
             let transport = view.mtls_enabled().then(|| {

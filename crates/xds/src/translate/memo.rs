@@ -36,6 +36,8 @@ pub(crate) struct ClusterKey {
     pub(crate) circuit_breaker: Option<String>,
     /// MeshLoadBalancingStrategy's conf, as JSON (`None`: none applies).
     pub(crate) load_balancing: Option<String>,
+    /// MeshHealthCheck's conf, as JSON (`None`: none applies).
+    pub(crate) health_check: Option<String>,
 }
 
 /// Shared, encoded resources of one mesh view (see the module doc).

@@ -17,6 +17,7 @@ mod circuit_breaker;
 mod endpoints;
 mod fault;
 mod grpc;
+mod health_check;
 mod http;
 mod load_balancing;
 mod memo;

@@ -1,5 +1,5 @@
 //! The routing and L7 policies of a mesh (MeshHTTPRoute, MeshTCPRoute,
-//! MeshTimeout, MeshRetry, MeshRateLimit, MeshCircuitBreaker) as the translator reads them for one sidecar.
+//! MeshTimeout, MeshRetry, MeshRateLimit, MeshCircuitBreaker, MeshHealthCheck) as the translator reads them for one sidecar.
 //!
 //! Owns which policies select a Dataplane or an inbound, and which folded
 //! entries apply to one destination or route. Folding itself is the
@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    AccessLogConf, CircuitBreakerConf, DataplaneSpec, HttpLimit, HttpRouteRule, InboundTarget,
-    LoadBalancingConf, RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit, TcpRouteRule,
-    TcpRuleConf, TimeoutConf,
+    AccessLogConf, CircuitBreakerConf, DataplaneSpec, HealthCheckConf, HttpLimit, HttpRouteRule,
+    InboundTarget, LoadBalancingConf, RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit,
+    TcpRouteRule, TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -74,6 +74,7 @@ pub(crate) struct OutboundPolicies {
     access_logs: RuleSet,
     load_balancing: RuleSet,
     circuit_breakers: RuleSet,
+    health_checks: RuleSet,
 }
 
 /// A MeshHTTPRoute rule for one destination, with the policy it came from.
@@ -111,6 +112,7 @@ impl OutboundPolicies {
             access_logs: fold(Kind::MeshAccessLog),
             load_balancing: fold(Kind::MeshLoadBalancingStrategy),
             circuit_breakers: fold(Kind::MeshCircuitBreaker),
+            health_checks: fold(Kind::MeshHealthCheck),
         }
     }
 
@@ -169,6 +171,12 @@ impl OutboundPolicies {
     /// none applies.
     pub(crate) fn circuit_breaker(&self, dest: Destination<'_>) -> Option<CircuitBreakerConf> {
         typed(&self.circuit_breakers, |e| applies(e, dest, None))
+    }
+
+    /// The MeshHealthCheck conf for the Cluster of `dest`; `None` when
+    /// none applies.
+    pub(crate) fn health_check(&self, dest: Destination<'_>) -> Option<HealthCheckConf> {
+        typed(&self.health_checks, |e| applies(e, dest, None))
     }
 }
 

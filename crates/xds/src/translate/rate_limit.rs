@@ -18,7 +18,7 @@ use envoy_types::pb::envoy::extensions::filters::network::local_ratelimit::v3::L
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, HttpStatus, TokenBucket};
 use envoy_types::pb::google::protobuf::UInt32Value;
 use envoy_types::util::pack_any;
-use meshlink_api::spec::{HttpLimit, TcpLimit};
+use meshlink_api::spec::{HeaderChanges, HttpLimit, TcpLimit};
 
 use super::http::kuma_duration;
 
@@ -60,29 +60,10 @@ pub(super) fn filter(limit: &HttpLimit) -> Option<HttpFilter> {
         })
     };
     let on = limit.on_rate_limit.as_ref();
-    let headers = on.and_then(|o| o.headers.as_ref());
-    let header = |h: &meshlink_api::spec::NameValue, action| HeaderValueOption {
-        header: Some(HeaderValue {
-            key: h.name.to_ascii_lowercase(),
-            value: h.value.clone(),
-            ..Default::default()
-        }),
-        append_action: action as i32,
-        ..Default::default()
-    };
-    let mut response_headers_to_add = Vec::new();
-    for h in headers.map(|h| h.set.as_slice()).unwrap_or_default() {
-        response_headers_to_add.push(header(
-            h,
-            header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd,
-        ));
-    }
-    for h in headers.map(|h| h.add.as_slice()).unwrap_or_default() {
-        response_headers_to_add.push(header(
-            h,
-            header_value_option::HeaderAppendAction::AppendIfExistsOrAdd,
-        ));
-    }
+    let response_headers_to_add = on
+        .and_then(|o| o.headers.as_ref())
+        .map(header_options)
+        .unwrap_or_default();
     let config = LocalRateLimit {
         stat_prefix: "rate_limit".into(),
         status: on
@@ -104,4 +85,23 @@ pub(super) fn filter(limit: &HttpLimit) -> Option<HttpFilter> {
         config_type: Some(http_filter::ConfigType::TypedConfig(pack_any(config))),
         ..Default::default()
     })
+}
+
+/// `headers` as Envoy header options: `set` overwrites, `add` appends
+/// (names lowercased).
+pub(super) fn header_options(headers: &HeaderChanges) -> Vec<HeaderValueOption> {
+    let header = |h: &meshlink_api::spec::NameValue, action| HeaderValueOption {
+        header: Some(HeaderValue {
+            key: h.name.to_ascii_lowercase(),
+            value: h.value.clone(),
+            ..Default::default()
+        }),
+        append_action: action as i32,
+        ..Default::default()
+    };
+    let set = header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd;
+    let add = header_value_option::HeaderAppendAction::AppendIfExistsOrAdd;
+    (headers.set.iter().map(|h| header(h, set)))
+        .chain(headers.add.iter().map(|h| header(h, add)))
+        .collect()
 }

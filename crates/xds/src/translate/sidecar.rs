@@ -30,8 +30,8 @@ use super::protocol::{self, Protocol};
 use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
 use super::{
-    MeshView, Snapshot, access_log, circuit_breaker, fault, http, load_balancing, mesh_service,
-    names, network, rate_limit, rbac, tls, trace,
+    MeshView, Snapshot, access_log, circuit_breaker, fault, health_check, http, load_balancing,
+    mesh_service, names, network, rate_limit, rbac, tls, trace,
 };
 
 /// Envoy's name of the TCP proxy filter.
@@ -212,8 +212,9 @@ impl Outbounds<'_> {
     }
 
     /// What policies set on the Cluster of `dest`: MeshTimeout's
-    /// `connectionTimeout` and MeshCircuitBreaker's conf (each `None`
-    /// when no policy sets it; the defaults stand).
+    /// `connectionTimeout`, MeshCircuitBreaker's, MeshLoadBalancingStrategy's
+    /// and MeshHealthCheck's conf (each `None` when no policy sets it; the
+    /// defaults stand).
     fn tuning(&mut self, dest: Destination<'_>) -> ClusterTuning {
         if self.view.policies().is_empty() {
             return ClusterTuning::default();
@@ -223,6 +224,7 @@ impl Outbounds<'_> {
             connect_timeout: http::kuma_duration(conf.connection_timeout.as_deref()),
             circuit_breaker: self.policies().circuit_breaker(dest),
             load_balancing: self.policies().load_balancing(dest),
+            health_check: self.policies().health_check(dest),
         }
     }
 
@@ -356,6 +358,8 @@ pub(super) struct ClusterTuning {
     pub(super) circuit_breaker: Option<meshlink_api::spec::CircuitBreakerConf>,
     /// MeshLoadBalancingStrategy's conf (`None`: none applies).
     pub(super) load_balancing: Option<meshlink_api::spec::LoadBalancingConf>,
+    /// MeshHealthCheck's conf (`None`: none applies).
+    pub(super) health_check: Option<meshlink_api::spec::HealthCheckConf>,
 }
 
 impl ClusterTuning {
@@ -373,13 +377,17 @@ impl ClusterTuning {
             grpc,
             protocol,
             connect_timeout: self.connect_timeout.map(|d| (d.seconds, d.nanos)),
-            circuit_breaker: circuit_breaker::key(self.circuit_breaker.as_ref()),
-            load_balancing: self
-                .load_balancing
-                .as_ref()
-                .and_then(|c| serde_json::to_string(c).ok()),
+            circuit_breaker: conf_key(self.circuit_breaker.as_ref()),
+            load_balancing: conf_key(self.load_balancing.as_ref()),
+            health_check: conf_key(self.health_check.as_ref()),
         }
     }
+}
+
+/// The memo key of a policy's `conf` (its canonical JSON; `None` when
+/// no policy sets it).
+fn conf_key<T: serde::Serialize>(conf: Option<&T>) -> Option<String> {
+    conf.and_then(|c| serde_json::to_string(c).ok())
 }
 
 /// The (memoized) Cluster `name` of destination `service` (the whole
@@ -435,6 +443,9 @@ pub(super) fn destination_cluster(
         circuit_breaker::apply(&mut cluster, cb);
     }
     load_balancing::apply(tuning.load_balancing.as_ref(), &mut cluster);
+    if let Some(hc) = &tuning.health_check {
+        health_check::apply(&mut cluster, hc, protocol);
+    }
     cluster
 }
 

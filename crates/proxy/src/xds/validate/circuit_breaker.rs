@@ -11,6 +11,9 @@
 
 use std::time::Duration;
 
+use envoy_types::pb::envoy::config::cluster::v3::cluster::common_lb_config::{
+    LocalityConfigSpecifier, ZoneAwareLbConfig,
+};
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, OutlierDetection, cluster::CommonLbConfig,
 };
@@ -199,6 +202,7 @@ pub(super) fn outlier(
             "enforcing_failure_percentage_local_origin",
         )?,
         healthy_panic_threshold: panic_threshold(lb, d.healthy_panic_threshold)?,
+        fail_traffic_on_panic: fail_traffic_on_panic(lb),
     };
     Ok(spec)
 }
@@ -212,12 +216,14 @@ pub(super) fn panic_threshold(lb: Option<&CommonLbConfig>, default: u32) -> Resu
     };
     let only_threshold = CommonLbConfig {
         healthy_panic_threshold: lb.healthy_panic_threshold,
+        locality_config_specifier: fail_on_panic_only(fail_traffic_on_panic(Some(lb))),
         ..Default::default()
     };
     if *lb != only_threshold {
         return Err(invalid(
             "common_lb_config",
-            "only healthy_panic_threshold is supported by meshlink-proxy",
+            "only healthy_panic_threshold and zone_aware_lb_config.fail_traffic_on_panic are \
+             supported by meshlink-proxy",
         ));
     }
     let Some(p) = &lb.healthy_panic_threshold else {
@@ -230,6 +236,27 @@ pub(super) fn panic_threshold(lb: Option<&CommonLbConfig>, default: u32) -> Resu
         ));
     }
     Ok((p.value * 100.0).round() as u32)
+}
+
+/// `common_lb_config.zone_aware_lb_config.fail_traffic_on_panic`
+/// (MeshHealthCheck's `failTrafficOnPanic`): in panic, fail requests
+/// instead of using every endpoint.
+pub(super) fn fail_traffic_on_panic(lb: Option<&CommonLbConfig>) -> bool {
+    matches!(
+        lb.and_then(|lb| lb.locality_config_specifier.as_ref()),
+        Some(LocalityConfigSpecifier::ZoneAwareLbConfig(z)) if z.fail_traffic_on_panic
+    )
+}
+
+/// The locality config that sets `fail_traffic_on_panic` and nothing else
+/// (`None` when off).
+fn fail_on_panic_only(on: bool) -> Option<LocalityConfigSpecifier> {
+    on.then(|| {
+        LocalityConfigSpecifier::ZoneAwareLbConfig(ZoneAwareLbConfig {
+            fail_traffic_on_panic: true,
+            ..Default::default()
+        })
+    })
 }
 
 #[cfg(test)]

@@ -102,6 +102,20 @@ fn l7_policies() -> Vec<Resource> {
                     "outlierDetection": {"detectors": {"totalFailures": {"consecutive": 3}}}}}]}),
         ),
         policy(
+            "MeshHealthCheck",
+            "health",
+            json!({"targetRef": {"kind": "Mesh"}, "to": [{"targetRef": {"kind": "Mesh"}, "default": {
+                "interval": "10s", "timeout": "2s", "unhealthyThreshold": 3, "healthyThreshold": 1,
+                "initialJitter": "5s", "intervalJitter": "6s", "intervalJitterPercent": 10,
+                "noTrafficInterval": "10s", "alwaysLogHealthCheckFailures": true, "reuseConnection": false,
+                "eventLogPath": "/tmp/health-check.log", "failTrafficOnPanic": true,
+                "tcp": {"send": "Zm9v", "receive": ["YmFy", "YmF6"]},
+                "http": {"path": "/health", "expectedStatuses": [200, 201],
+                         "requestHeadersToAdd": {"add": [{"name": "x-some-header", "value": "value"}],
+                                                 "set": [{"name": "host", "value": "example.com"}]}},
+                "grpc": {"serviceName": "echo", "authority": "example.com"}}}]}),
+        ),
+        policy(
             "MeshTrace",
             "traces",
             json!({"targetRef": {"kind": "Mesh"}, "default": {
@@ -224,6 +238,16 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                         assert_eq!(od.healthy_panic_threshold, 0);
                     } else {
                         assert_eq!(c.outlier_detection.consecutive_5xx, 3, "{name}");
+                    }
+                    if c.discovery == Discovery::Eds {
+                        // MeshHealthCheck: the checker by protocol.
+                        let hc = c.health_check.as_ref().expect("a health check");
+                        let want = if protocol == "grpc" { "grpc" } else { "http" };
+                        assert_eq!(hc.kind.as_str(), want, "{name}");
+                        assert!(!hc.reuse_connection && hc.always_log_failures);
+                        let log = hc.event_log_path.as_deref();
+                        assert_eq!(log, Some(std::path::Path::new("/tmp/health-check.log")));
+                        assert!(c.outlier_detection.fail_traffic_on_panic, "{name}");
                     }
                     if c.discovery == Discovery::Eds && mtls {
                         assert!(c.http2, "{name}: sidecars speak HTTP/2 to each other");
