@@ -44,9 +44,11 @@ mod hash_policy;
 mod http_listener;
 mod lb_policy;
 mod local_rate_limit;
+mod metrics;
 mod route;
 mod trace;
 
+pub use metrics::metrics_listener;
 pub use route::route_configuration;
 
 /// Connect timeout when a cluster sets none (Envoy's default).
