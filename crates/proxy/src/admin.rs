@@ -1,4 +1,5 @@
-//! The admin endpoint: `/ready`, `/config_dump` and `/metrics`.
+//! The admin endpoint: `/ready`, `/config_dump` and `/metrics` (what
+//! [`MetricsSource`](crate::metrics_endpoint::MetricsSource) answers).
 //!
 //! Owns readiness: the proxy is ready once it holds its first listeners
 //! and clusters from the control plane and every listener is serving
@@ -24,7 +25,6 @@ use tokio::sync::watch;
 use crate::dataplane::Dataplane;
 use crate::identity::{IdentityStatus, WorkloadIdentity};
 use crate::listeners::SharedListenerStates;
-use crate::metrics::ProxyMetrics;
 use crate::model::ProxyConfig;
 use crate::xds::SharedXdsStatus;
 use crate::xds::apply::{CLUSTER, LISTENER};
@@ -44,10 +44,9 @@ pub struct AdminState {
     pub listeners: SharedListenerStates,
     /// xDS session status.
     pub xds: SharedXdsStatus,
-    /// Metrics registry and the proxy's metrics.
-    pub registry: MetricsRegistry,
-    /// The proxy's metrics (the expiry gauge is refreshed on scrape).
-    pub metrics: Arc<ProxyMetrics>,
+    /// What `/metrics` answers (the MeshMetric filter and applications
+    /// included).
+    pub metrics: crate::metrics_endpoint::MetricsSource,
     /// Whether drain has started.
     pub draining: watch::Receiver<bool>,
     /// The inbounds' local applications.
@@ -259,8 +258,17 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
             })
         })
         .collect();
+    let metrics = state.metrics.policy().map(|p| {
+        let not_served: Vec<String> = p
+            .open_telemetry
+            .iter()
+            .map(|o| format!("OpenTelemetry backend {}: not served by meshlink-proxy", o.endpoint))
+            .collect();
+        json!({"policy": p.as_ref(), "not_served": not_served})
+    });
     let body = json!({
         "apps": apps,
+        "metrics": metrics,
         "identity": identity,
         "listeners": listeners,
         "clusters": clusters,
@@ -272,14 +280,7 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    let expiry = state.identity.borrow().as_ref().map(|id| {
-        match id.cert.not_after.duration_since(SystemTime::now()) {
-            Ok(left) => left.as_secs() as i64,
-            Err(past) => -(past.duration().as_secs() as i64),
-        }
-    });
-    state.metrics.cert_expiry_seconds.set(expiry.unwrap_or(0));
-    metrics_response(&state.registry)
+    state.metrics.respond().await
 }
 
 /// `/metrics`: the registry in the OpenMetrics text format.

@@ -21,6 +21,7 @@
 //! read). Nothing is ever read from a lock across an await.
 
 pub mod admin;
+pub mod app_scrape;
 pub mod apps;
 pub mod backoff;
 pub mod circuit;
@@ -36,6 +37,8 @@ pub mod lb;
 pub mod listeners;
 pub mod log_limit;
 pub mod metrics;
+pub mod metrics_endpoint;
+pub mod metrics_filter;
 pub mod model;
 pub mod options;
 pub mod router;
@@ -191,6 +194,19 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         apps: app_health.clone(),
     };
     let manager = background.spawn(manager.run(stop_accepting.clone()));
+    let scrapes = app_scrape::AppScrapeMetrics::default();
+    registry.register_with("proxy", |r| scrapes.register(r));
+    let metrics_source = metrics_endpoint::MetricsSource {
+        registry,
+        metrics,
+        identity: identity_rx.clone(),
+        config: config_rx.clone(),
+        scrapes,
+    };
+    background.spawn(metrics_endpoint::serve_endpoints(
+        metrics_source.clone(),
+        tasks.clone(),
+    ));
     let admin_state = admin::AdminState {
         config: config_rx,
         identity: identity_rx,
@@ -198,8 +214,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         dataplane: dataplane_rx,
         listeners: listener_states,
         xds: xds_status,
-        registry,
-        metrics,
+        metrics: metrics_source,
         draining: draining_rx,
         apps: app_health,
     };
