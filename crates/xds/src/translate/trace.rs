@@ -34,7 +34,6 @@ use envoy_types::pb::google::protobuf::BoolValue;
 use envoy_types::util::pack_any;
 use meshlink_api::Kind;
 use meshlink_api::spec::{DataplaneSpec, TraceConf, TracePercentage as Percentage, url_host_port};
-use serde_json::Value;
 
 use super::policies::ViewPolicy;
 
@@ -194,6 +193,7 @@ mod tests {
     use super::*;
     use envoy_types::pb::google::protobuf::Any;
     use prost::Message as _;
+    use serde_json::Value;
 
     fn conf(json: Value) -> TraceConf {
         serde_json::from_value(json).expect("a TraceConf")
