@@ -262,7 +262,12 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
         let not_served: Vec<String> = p
             .open_telemetry
             .iter()
-            .map(|o| format!("OpenTelemetry backend {}: not served by meshlink-proxy", o.endpoint))
+            .map(|o| {
+                format!(
+                    "OpenTelemetry backend {}: not served by meshlink-proxy",
+                    o.endpoint
+                )
+            })
             .collect();
         json!({"policy": p.as_ref(), "not_served": not_served})
     });

@@ -128,7 +128,10 @@ mod tests {
             path: "/metrics".into(),
         };
         let texts = scrape_all(std::slice::from_ref(&app), &metrics).await;
-        assert!(texts[0].starts_with("# meshlink: application \"app\""), "{texts:?}");
+        assert!(
+            texts[0].starts_with("# meshlink: application \"app\""),
+            "{texts:?}"
+        );
         let labels = ApplicationLabels {
             application: "app".into(),
         };

@@ -20,13 +20,13 @@ pub fn filter(text: &str, policy: &MetricsPolicy, eof: bool) -> String {
         if line == EOF {
             continue;
         }
-        if let Some(name) = metadata_name(line) {
-            if family.as_ref().is_none_or(|(current, _)| *current != name) {
-                if let Some((name, lines)) = family.take() {
-                    flush(&mut out, policy, name, &lines);
-                }
-                family = Some((name, Vec::new()));
+        if let Some(name) = metadata_name(line)
+            && family.as_ref().is_none_or(|(current, _)| *current != name)
+        {
+            if let Some((name, lines)) = family.take() {
+                flush(&mut out, policy, name, &lines);
             }
+            family = Some((name, Vec::new()));
         }
         match &mut family {
             Some((_, lines)) => lines.push(line),

@@ -146,7 +146,8 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
 
     let prom = free_port();
     let applied = policy(app_port, prom, "/metrics", "", "");
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&applied)).success();
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&applied))
+        .success();
     let after = eventually("the Basic profile on /metrics", READY, || {
         let text = scrape(&backend);
         (has_none(&text, &HIDDEN) && text.contains("shop_orders_total")).then_some(text)
@@ -160,14 +161,20 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
         after.contains("meshlink_proxy_xds_rejected_total{type=\"Listener\"}"),
         "include not honoured:\n{after}"
     );
-    assert!(after.contains(APP_METRICS), "the app's lines verbatim:\n{after}");
+    assert!(
+        after.contains(APP_METRICS),
+        "the app's lines verbatim:\n{after}"
+    );
 
     // The Prometheus backend serves the same text on its port and path.
     let served = eventually("the Prometheus endpoint", READY, || {
         http_get(prom, "/metrics").ok().filter(|r| r.status == 200)
     });
     let text = served.text();
-    assert!(text.contains(APP_METRICS) && has_none(&text, &HIDDEN), "{text}");
+    assert!(
+        text.contains(APP_METRICS) && has_none(&text, &HIDDEN),
+        "{text}"
+    );
     assert_eq!(http_get(prom, "/other").expect("404").status, 404);
 
     // Moving the backend moves the endpoint; the app stops answering:
@@ -175,7 +182,8 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     let (moved, path) = (free_port(), "/stats/prometheus");
     let scrape_errors = "\n          - type: Prefix\n            match: meshlink_proxy_app_scrape_";
     let applied = policy(app_port, moved, path, scrape_errors, "");
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&applied)).success();
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&applied))
+        .success();
     app_down.store(true, std::sync::atomic::Ordering::SeqCst);
     let text = eventually("the moved endpoint", READY, || {
         http_get(moved, path).ok().filter(|r| r.status == 200)
@@ -186,7 +194,8 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     });
     let failed = eventually("the failed scrape reported", READY, || {
         let text = http_get(moved, path).ok()?.text();
-        text.contains("meshlink_proxy_app_scrape_errors_total{").then_some(text)
+        text.contains("meshlink_proxy_app_scrape_errors_total{")
+            .then_some(text)
     });
     assert!(has_all(&failed, &BASIC), "{failed}");
     assert!(!failed.contains("shop_orders_total{"), "{failed}");
@@ -203,7 +212,8 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     // and the last good policy stays.
     let tls = "\n          tls:\n            mode: ProvidedTLS";
     let applied = policy(app_port, moved, path, scrape_errors, tls);
-    cp.cli_stdin(&["apply", "-f", "-"], Some(&applied)).success();
+    cp.cli_stdin(&["apply", "-f", "-"], Some(&applied))
+        .success();
     let rejected = eventually("the NACK", READY, || {
         let dump = backend.config_dump();
         let text = dump["xds"].to_string();
@@ -213,8 +223,14 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     assert_eq!(http_get(moved, path).expect("still served").status, 200);
 
     // Deleting the policy brings every family back and closes the port.
-    cp.cli(&["delete", "meshmetric", "metrics-for-backend", "-m", "default"])
-        .success();
+    cp.cli(&[
+        "delete",
+        "meshmetric",
+        "metrics-for-backend",
+        "-m",
+        "default",
+    ])
+    .success();
     let back = eventually("every family after the delete", READY, || {
         let text = scrape(&backend);
         has_all(&text, &HIDDEN).then_some(text)

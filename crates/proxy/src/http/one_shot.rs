@@ -18,7 +18,10 @@ pub async fn exchange(
     let uri: http::Uri = uri.parse().map_err(|e| format!("{uri}: {e}"))?;
     let authority = uri.authority().ok_or("no host")?.clone();
     let port = authority.port_u16().unwrap_or(80);
-    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
     let stream = tokio::net::TcpStream::connect((host, port))
         .await
         .map_err(|e| format!("connect {authority}: {e}"))?;

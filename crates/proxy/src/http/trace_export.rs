@@ -163,9 +163,13 @@ async fn export(
 /// `POST`s `body` to `uri` over a fresh HTTP/1.1 connection; a 2xx answer
 /// is success.
 async fn post(uri: &str, content_type: &str, body: Vec<u8>) -> Result<(), String> {
-    let (status, _) =
-        super::one_shot::exchange(http::Method::POST, uri, Some(content_type), Bytes::from(body))
-            .await?;
+    let (status, _) = super::one_shot::exchange(
+        http::Method::POST,
+        uri,
+        Some(content_type),
+        Bytes::from(body),
+    )
+    .await?;
     if status.is_success() {
         Ok(())
     } else {

@@ -186,9 +186,15 @@ mod tests {
     #[test]
     fn basic_keeps_the_dashboard_families_and_hides_the_internals() {
         let p = policy(vec![Profile::Basic]);
-        assert!(p.keeps("meshlink_proxy_http_requests", &["meshlink_proxy_http_requests_total"]));
+        assert!(p.keeps(
+            "meshlink_proxy_http_requests",
+            &["meshlink_proxy_http_requests_total"]
+        ));
         assert!(p.keeps("meshlink_proxy_cert_expiry_seconds", &[]));
-        assert!(!p.keeps("meshlink_proxy_xds_updates", &["meshlink_proxy_xds_updates_total"]));
+        assert!(!p.keeps(
+            "meshlink_proxy_xds_updates",
+            &["meshlink_proxy_xds_updates_total"]
+        ));
         assert!(!p.keeps("meshlink_proxy_access_log_dropped", &[]));
     }
 
@@ -198,7 +204,10 @@ mod tests {
         let mut p = policy(vec![Profile::None]);
         assert!(!p.keeps("meshlink_proxy_connections", &[]));
         p.include = vec![NameMatch::Exact("meshlink_proxy_connections_total".into())];
-        assert!(p.keeps("meshlink_proxy_connections", &["meshlink_proxy_connections_total"]));
+        assert!(p.keeps(
+            "meshlink_proxy_connections",
+            &["meshlink_proxy_connections_total"]
+        ));
     }
 
     #[test]

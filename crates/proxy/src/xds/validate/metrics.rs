@@ -14,7 +14,7 @@ use meshlink_proto::metrics_listener::FILTER_NAME;
 
 use super::{Invalid, decode, invalid};
 use crate::model::metrics::{
-    MetricsPolicy, NameMatch, OtlpBackend, PrometheusEndpoint, Profile, ScrapedApp,
+    MetricsPolicy, NameMatch, OtlpBackend, Profile, PrometheusEndpoint, ScrapedApp,
 };
 use crate::model::route::Pattern;
 
@@ -94,14 +94,23 @@ fn policy(c: &MetricsConfig) -> Result<MetricsPolicy, Invalid> {
             ));
         }
         let ip: IpAddr = p.address.parse().map_err(|_| {
-            invalid(format!("{at}.address"), format!("{:?} is not an IP address", p.address))
+            invalid(
+                format!("{at}.address"),
+                format!("{:?} is not an IP address", p.address),
+            )
         })?;
         let address = SocketAddr::new(ip, port(p.port, format!("{at}.port"))?);
         path(&p.path, format!("{at}.path"))?;
-        if prometheus.iter().any(|e| e.address.port() == address.port()) {
+        if prometheus
+            .iter()
+            .any(|e| e.address.port() == address.port())
+        {
             return Err(invalid(
                 format!("{at}.port"),
-                format!("{} is served by an earlier backend; give each its own port", p.port),
+                format!(
+                    "{} is served by an earlier backend; give each its own port",
+                    p.port
+                ),
             ));
         }
         prometheus.push(PrometheusEndpoint {
@@ -232,6 +241,9 @@ mod tests {
             }],
             ..Default::default()
         };
-        assert_eq!(policy(&c).expect("policy").applications[0].authority, "[::1]:9090");
+        assert_eq!(
+            policy(&c).expect("policy").applications[0].authority,
+            "[::1]:9090"
+        );
     }
 }
