@@ -110,13 +110,8 @@ meshlink_proxy_http_request_duration_seconds_bucket{le=\"+Inf\",direction=\"inbo
     fn policy(profiles: Vec<Profile>, include_unused: bool) -> MetricsPolicy {
         MetricsPolicy {
             profiles,
-            include: Vec::new(),
-            exclude: Vec::new(),
-            regex: None,
             include_unused,
-            applications: Vec::new(),
-            prometheus: Vec::new(),
-            open_telemetry: Vec::new(),
+            ..MetricsPolicy::default()
         }
     }
 

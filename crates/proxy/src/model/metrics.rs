@@ -103,8 +103,9 @@ pub struct OtlpBackend {
     pub refresh_interval_ms: u64,
 }
 
-/// The MeshMetric that selects this sidecar.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The MeshMetric that selects this sidecar (the default: every family,
+/// unused ones left out, no application, no endpoint).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MetricsPolicy {
     /// The profiles in order; empty: `All`.
     pub profiles: Vec<Profile>,
@@ -173,13 +174,8 @@ mod tests {
     fn policy(profiles: Vec<Profile>) -> MetricsPolicy {
         MetricsPolicy {
             profiles,
-            include: Vec::new(),
-            exclude: Vec::new(),
-            regex: None,
             include_unused: true,
-            applications: Vec::new(),
-            prometheus: Vec::new(),
-            open_telemetry: Vec::new(),
+            ..MetricsPolicy::default()
         }
     }
 

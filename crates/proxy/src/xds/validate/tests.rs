@@ -218,6 +218,18 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                     }
                 }
                 assert!(http_listeners > 0, "{protocol}: {name} has HTTP listeners");
+                assert!(
+                    snap.get(LISTENER, meshlink_proto::metrics_listener::LISTENER_NAME)
+                        .is_some(),
+                    "{name}: the MeshMetric carrier is sent to meshlink-proxy"
+                );
+                let envoy = snapshot_of(name, ClientKind::Envoy, mtls, protocol);
+                assert!(
+                    envoy
+                        .get(LISTENER, meshlink_proto::metrics_listener::LISTENER_NAME)
+                        .is_none(),
+                    "{name}: Envoy takes stats config from its bootstrap; it gets no carrier"
+                );
                 for (name, r) in snap.resources(ROUTE) {
                     let rc = route_configuration(&r.resource)
                         .unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
