@@ -258,19 +258,7 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
             })
         })
         .collect();
-    let metrics = state.metrics.policy().map(|p| {
-        let not_served: Vec<String> = p
-            .open_telemetry
-            .iter()
-            .map(|o| {
-                format!(
-                    "OpenTelemetry backend {}: not served by meshlink-proxy",
-                    o.endpoint
-                )
-            })
-            .collect();
-        json!({"policy": p.as_ref(), "not_served": not_served})
-    });
+    let metrics = state.metrics.policy().map(|p| p.as_ref().clone());
     let body = json!({
         "apps": apps,
         "metrics": metrics,

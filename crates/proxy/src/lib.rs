@@ -39,8 +39,10 @@ pub mod log_limit;
 pub mod metrics;
 pub mod metrics_endpoint;
 pub mod metrics_filter;
+pub mod metrics_push;
 pub mod model;
 pub mod options;
+pub mod otlp_metrics;
 pub mod router;
 pub mod tcp_copy;
 pub mod xds;
@@ -205,6 +207,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
     };
     background.spawn(metrics_endpoint::serve_endpoints(
         metrics_source.clone(),
+        options.node_id(),
         tasks.clone(),
     ));
     let admin_state = admin::AdminState {

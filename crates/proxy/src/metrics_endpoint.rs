@@ -3,7 +3,9 @@
 //! (filtered by the MeshMetric that selects the sidecar, if any), then
 //! the applications' text.
 //!
-//! Owns the Prometheus endpoints: one server per `port` of the policy's
+//! Owns the Prometheus endpoints and the OpenTelemetry pushers (one task
+//! per backend, `metrics_push`, restarted when the policy changes): one
+//! server per `port` of the policy's
 //! Prometheus backends, bound while the policy names it and closed when
 //! it no longer does (a moved port is a close and a bind). The admin
 //! port keeps serving `/metrics`, `/ready` and `/config_dump` whatever
@@ -62,6 +64,13 @@ impl MetricsSource {
 
     /// A scrape's answer.
     pub async fn respond(&self) -> Response {
+        let (content_type, body) = self.text().await;
+        ([(header::CONTENT_TYPE, content_type)], body).into_response()
+    }
+
+    /// What a scrape serves, and its content type: the registry (filtered
+    /// by the policy, if any), then the policy's applications' text.
+    pub async fn text(&self) -> (&'static str, String) {
         let expiry = self.identity.borrow().as_ref().map(|id| {
             match id.cert.not_after.duration_since(SystemTime::now()) {
                 Ok(left) => left.as_secs() as i64,
@@ -71,36 +80,49 @@ impl MetricsSource {
         self.metrics.cert_expiry_seconds.set(expiry.unwrap_or(0));
         let text = self.registry.encode();
         let Some(policy) = self.policy() else {
-            return ([(header::CONTENT_TYPE, OPENMETRICS)], text).into_response();
+            return (OPENMETRICS, text);
         };
         if policy.applications.is_empty() {
-            let body = crate::metrics_filter::filter(&text, &policy, true);
-            return ([(header::CONTENT_TYPE, OPENMETRICS)], body).into_response();
+            return (
+                OPENMETRICS,
+                crate::metrics_filter::filter(&text, &policy, true),
+            );
         }
         let mut body = crate::metrics_filter::filter(&text, &policy, false);
         for app in app_scrape::scrape_all(&policy.applications, &self.scrapes).await {
             body.push_str(&app);
         }
-        ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], body).into_response()
+        (PROMETHEUS_TEXT, body)
     }
 }
 
-/// Serves the policy's Prometheus endpoints until `stop` fires.
-pub async fn serve_endpoints(source: MetricsSource, stop: CancellationToken) {
+/// Serves the policy's Prometheus endpoints, and pushes to its
+/// OpenTelemetry backends as `service` (`service.name`), until `stop`
+/// fires.
+pub async fn serve_endpoints(source: MetricsSource, service: String, stop: CancellationToken) {
     let mut config = source.config.clone();
     let mut bound: HashMap<SocketAddr, CancellationToken> = HashMap::new();
     let mut last: Option<Arc<MetricsPolicy>> = None;
+    let mut pushers: Vec<CancellationToken> = Vec::new();
     loop {
         config.borrow_and_update();
         let policy = source.policy();
         if policy != last {
-            for o in policy.iter().flat_map(|p| &p.open_telemetry) {
-                tracing::warn!(
-                    endpoint = %o.endpoint,
-                    "MeshMetric OpenTelemetry backend is not served by meshlink-proxy: no metrics \
-                     are pushed to it (use a Prometheus backend and scrape it)"
-                );
-            }
+            pushers.iter().for_each(CancellationToken::cancel);
+            pushers = policy
+                .iter()
+                .flat_map(|p| &p.open_telemetry)
+                .map(|backend| {
+                    let pusher = stop.child_token();
+                    tokio::spawn(crate::metrics_push::run(
+                        source.clone(),
+                        backend.clone(),
+                        service.clone(),
+                        pusher.clone(),
+                    ));
+                    pusher
+                })
+                .collect();
             last = policy.clone();
         }
         let wanted: Vec<SocketAddr> = policy
@@ -138,7 +160,7 @@ pub async fn serve_endpoints(source: MetricsSource, stop: CancellationToken) {
             () = tokio::time::sleep(BIND_RETRY), if failed => {}
         }
     }
-    for server in bound.values() {
+    for server in bound.values().chain(&pushers) {
         server.cancel();
     }
 }

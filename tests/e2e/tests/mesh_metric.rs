@@ -8,6 +8,8 @@
 //! that stops answering costs the scrape nothing but its own lines (a
 //! comment and a counter say why); a TLS mode meshlink-proxy cannot serve
 //! is NACKed with the field; deleting the policy brings everything back.
+//! An OpenTelemetry backend is pushed the same families and the
+//! application's metrics, decoded here with the OTLP schema.
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
@@ -17,7 +19,11 @@ use meshlink_e2e::app::http_get;
 use meshlink_e2e::curl::curl;
 use meshlink_e2e::http_backend::HttpBackend;
 use meshlink_e2e::proxy::{self, PairPorts, Sidecar};
+use meshlink_e2e::span_collector::SpanCollector;
 use meshlink_e2e::{ControlPlane, StoreKind, eventually, free_port};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+use prost::Message as _;
 
 const READY: Duration = Duration::from_secs(30);
 
@@ -122,19 +128,44 @@ fn has_none(text: &str, series: &[&str]) -> bool {
     series.iter().all(|s| !text.contains(s))
 }
 
-#[test]
-fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar() {
+/// The HTTP pair with traffic through it, and the metrics app.
+struct Mesh {
+    cp: ControlPlane,
+    backend: Sidecar,
+    app_port: u16,
+    app_down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    _web: Sidecar,
+    _backend_app: HttpBackend,
+    _tokens: tempfile::TempDir,
+}
+
+fn mesh() -> Mesh {
     let cp = ControlPlane::start(StoreKind::Sqlite);
     let ports = PairPorts::free();
     let yaml = proxy::pair_yaml_speaking(&ports, "1h", "http", &["web", "backend"]);
     cp.cli_stdin(&["apply", "-f", "-"], Some(&yaml)).success();
-    let _backend_app = HttpBackend::start("backend", ports.backend_app);
+    let backend_app = HttpBackend::start("backend", ports.backend_app);
     let tokens = tempfile::tempdir().expect("tempdir");
-    let (_web, backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
+    let (web, backend) = proxy::start_pair_sidecars(&cp, tokens.path(), READY);
     let (app_port, app_down) = metrics_app();
     for i in 0..5 {
         assert_eq!(curl(ports.web_outbound, &format!("/r{i}"), &[]).status, 200);
     }
+    Mesh {
+        cp,
+        backend,
+        app_port,
+        app_down,
+        _web: web,
+        _backend_app: backend_app,
+        _tokens: tokens,
+    }
+}
+
+#[test]
+fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar() {
+    let mesh = mesh();
+    let (cp, backend, app_port) = (&mesh.cp, &mesh.backend, mesh.app_port);
 
     // Before the policy: every family, the application's lines nowhere.
     let before = eventually("every family before the policy", READY, || {
@@ -184,7 +215,8 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     let applied = policy(app_port, moved, path, scrape_errors, "");
     cp.cli_stdin(&["apply", "-f", "-"], Some(&applied))
         .success();
-    app_down.store(true, std::sync::atomic::Ordering::SeqCst);
+    mesh.app_down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let text = eventually("the moved endpoint", READY, || {
         http_get(moved, path).ok().filter(|r| r.status == 200)
     })
@@ -241,4 +273,84 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     eventually("the endpoint closed", READY, || {
         http_get(moved, path).is_err().then_some(())
     });
+}
+
+/// Kuma's OpenTelemetry example (its endpoint a URL, so OTLP/HTTP, and a
+/// short `refreshInterval`), with the Basic profile and the application.
+fn otel_policy(app: u16, endpoint: &str) -> String {
+    format!(
+        "\
+type: MeshMetric
+mesh: default
+name: otel-for-backend
+spec:
+  targetRef:
+    kind: Dataplane
+    name: backend-1
+  default:
+    sidecar:
+      profiles:
+        appendProfiles:
+          - name: Basic
+    applications:
+      - path: \"/metrics\"
+        port: {app}
+    backends:
+      - type: OpenTelemetry
+        openTelemetry:
+          endpoint: {endpoint}
+          refreshInterval: 1s
+"
+    )
+}
+
+#[test]
+fn an_opentelemetry_backend_is_pushed_the_profile_and_the_applications() {
+    let mesh = mesh();
+    let collector = SpanCollector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.port());
+    let applied = otel_policy(mesh.app_port, &endpoint);
+    mesh.cp
+        .cli_stdin(&["apply", "-f", "-"], Some(&applied))
+        .success();
+    let request = eventually("an OTLP metrics push with the app's metrics", READY, || {
+        collector
+            .exports()
+            .into_iter()
+            .filter(|e| e.path == "/v1/metrics")
+            .filter_map(|e| ExportMetricsServiceRequest::decode(e.body.as_slice()).ok())
+            .find(|r| format!("{r:?}").contains("shop_orders_total"))
+    });
+    let resource = &request.resource_metrics[0];
+    assert!(
+        format!("{:?}", resource.resource).contains("default.backend-1"),
+        "service.name: {:?}",
+        resource.resource
+    );
+    let metrics = &resource.scope_metrics[0].metrics;
+    let named = |name: &str| metrics.iter().find(|m| m.name == name);
+    let requests = named("meshlink_proxy_http_requests").expect("Basic's requests");
+    let Some(metric::Data::Sum(sum)) = &requests.data else {
+        panic!("a counter is a Sum: {requests:?}");
+    };
+    let total: f64 = sum
+        .data_points
+        .iter()
+        .filter_map(|p| match p.value {
+            Some(number_data_point::Value::AsDouble(v)) => Some(v),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(total, 5.0, "the five requests: {sum:?}");
+    let duration = named("meshlink_proxy_http_request_duration_seconds").expect("latency");
+    let Some(metric::Data::Histogram(h)) = &duration.data else {
+        panic!("a histogram: {duration:?}");
+    };
+    assert_eq!(h.data_points[0].count, 5, "{h:?}");
+    assert!(
+        named("meshlink_proxy_xds_updates").is_none(),
+        "Basic hides it"
+    );
+    let orders = named("shop_orders_total").expect("the app's metric");
+    assert!(format!("{orders:?}").contains("42.0"), "{orders:?}");
 }

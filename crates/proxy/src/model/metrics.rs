@@ -94,7 +94,7 @@ pub struct PrometheusEndpoint {
     pub path: String,
 }
 
-/// An OpenTelemetry backend: accepted, reported as not served.
+/// An OpenTelemetry backend metrics are pushed to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OtlpBackend {
     /// The collector.
@@ -121,7 +121,7 @@ pub struct MetricsPolicy {
     pub applications: Vec<ScrapedApp>,
     /// The Prometheus endpoints.
     pub prometheus: Vec<PrometheusEndpoint>,
-    /// The OpenTelemetry backends (not served by meshlink-proxy).
+    /// The OpenTelemetry backends.
     pub open_telemetry: Vec<OtlpBackend>,
 }
 
