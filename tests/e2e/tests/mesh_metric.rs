@@ -169,7 +169,7 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
 
     // Before the policy: every family, the application's lines nowhere.
     let before = eventually("every family before the policy", READY, || {
-        let text = scrape(&backend);
+        let text = scrape(backend);
         (has_all(&text, &BASIC) && has_all(&text, &HIDDEN)).then_some(text)
     });
     assert!(before.contains("meshlink_proxy_http_request_duration_seconds_bucket{"));
@@ -180,7 +180,7 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     cp.cli_stdin(&["apply", "-f", "-"], Some(&applied))
         .success();
     let after = eventually("the Basic profile on /metrics", READY, || {
-        let text = scrape(&backend);
+        let text = scrape(backend);
         (has_none(&text, &HIDDEN) && text.contains("shop_orders_total")).then_some(text)
     });
     assert!(has_all(&after, &BASIC), "Basic families missing:\n{after}");
@@ -264,7 +264,7 @@ fn basic_hides_what_the_docs_say_and_applications_are_served_beside_the_sidecar(
     ])
     .success();
     let back = eventually("every family after the delete", READY, || {
-        let text = scrape(&backend);
+        let text = scrape(backend);
         has_all(&text, &HIDDEN).then_some(text)
     });
     assert!(has_all(&back, &BASIC), "{back}");

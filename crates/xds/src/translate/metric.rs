@@ -4,8 +4,8 @@
 //! include/exclude rules, the applications to scrape and the backends).
 //!
 //! Envoy takes its stats configuration (`stats_matcher`) from its
-//! bootstrap, not over xDS, so nothing is sent to an Envoy client: there
-//! MeshMetric is stored and not served (docs/resources.md#meshmetric).
+//! bootstrap, not over xDS, so nothing is sent to an Envoy client:
+//! MeshMetric applies to meshlink-proxy only (docs/resources.md#meshmetric).
 //! MeshMetric policies are single-item: every one that selects the
 //! Dataplane is folded like MeshTrace's
 //! ([`single_item_default`](super::policies::single_item_default)).
