@@ -104,6 +104,7 @@ pub async fn serve_endpoints(source: MetricsSource, service: String, stop: Cance
     let mut bound: HashMap<SocketAddr, CancellationToken> = HashMap::new();
     let mut last: Option<Arc<MetricsPolicy>> = None;
     let mut pushers: Vec<CancellationToken> = Vec::new();
+    let mut unbound: std::collections::HashSet<SocketAddr> = std::collections::HashSet::new();
     loop {
         config.borrow_and_update();
         let policy = source.policy();
@@ -145,12 +146,17 @@ pub async fn serve_endpoints(source: MetricsSource, service: String, stop: Cance
                 Ok(socket) => {
                     let server = stop.child_token();
                     tokio::spawn(serve(socket, source.clone(), server.clone()));
+                    unbound.remove(&address);
                     tracing::info!(%address, "serving MeshMetric Prometheus endpoint");
                     bound.insert(address, server);
                 }
                 Err(e) => {
                     failed = true;
-                    tracing::warn!(%address, error = %e, "cannot bind the MeshMetric Prometheus endpoint; retrying");
+                    // Once per address until it binds: the retries are
+                    // every second.
+                    if unbound.insert(address) {
+                        tracing::warn!(%address, error = %e, "cannot bind the MeshMetric Prometheus endpoint; retrying every second");
+                    }
                 }
             }
         }
