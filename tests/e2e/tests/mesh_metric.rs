@@ -351,6 +351,13 @@ fn an_opentelemetry_backend_is_pushed_the_profile_and_the_applications() {
         named("meshlink_proxy_xds_updates").is_none(),
         "Basic hides it"
     );
+    // Without includeUnused, a Basic family whose every series is 0 (no
+    // endpoint was ejected) is left out.
+    assert!(
+        named("meshlink_proxy_outlier_ejections").is_none(),
+        "{:?}",
+        named("meshlink_proxy_outlier_ejections")
+    );
     let orders = named("shop_orders_total").expect("the app's metric");
     assert!(format!("{orders:?}").contains("42.0"), "{orders:?}");
 }
