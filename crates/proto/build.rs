@@ -1,5 +1,5 @@
 //! Generates the gRPC code for meshlink's own protos (Certify, the router's
-//! resources, RouterStatus, DataplaneHealth and the TCP access logger) with a vendored `protoc`, so no system
+//! resources, RouterStatus, DataplaneHealth, the TCP access logger and the MeshMetric config) with a vendored `protoc`, so no system
 //! protobuf compiler is needed. Messages get `prost::Name` with the
 //! `type.googleapis.com` domain, so router resources travel in xDS `Any`s
 //! under `type.googleapis.com/meshlink.v1.<Message>`.
@@ -19,6 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "proto/meshlink/v1/router.proto",
                 "proto/meshlink/v1/dataplane_health.proto",
                 "proto/meshlink/v1/access_log.proto",
+                "proto/meshlink/v1/metrics.proto",
             ],
             &["proto"],
         )?;

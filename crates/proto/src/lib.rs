@@ -13,6 +13,8 @@
 //!   process a proxy is);
 //! - [`identity_policy`]: the identity policy Secret (the mesh's current
 //!   certificate lifetime) and the client feature that asks for it;
+//! - [`metrics_listener`]: the Listener that carries a sidecar's MeshMetric
+//!   to meshlink-proxy;
 //! - [`hints`]: what the control plane tells a client in a status (the
 //!   retry-after hint, the drain message).
 //!
@@ -31,6 +33,7 @@ pub mod client_kind;
 pub mod hints;
 pub mod identity_policy;
 pub mod instance;
+pub mod metrics_listener;
 pub mod node;
 pub mod types;
 

@@ -1,4 +1,5 @@
-//! The admin endpoint: `/ready`, `/config_dump` and `/metrics`.
+//! The admin endpoint: `/ready`, `/config_dump` and `/metrics` (what
+//! [`MetricsSource`](crate::metrics_endpoint::MetricsSource) answers).
 //! `/config_dump` names, per cluster, each endpoint's standing with the
 //! active health check and outlier detection (`endpoint_health`).
 //!
@@ -26,7 +27,6 @@ use tokio::sync::watch;
 use crate::dataplane::Dataplane;
 use crate::identity::{IdentityStatus, WorkloadIdentity};
 use crate::listeners::SharedListenerStates;
-use crate::metrics::ProxyMetrics;
 use crate::model::ProxyConfig;
 use crate::xds::SharedXdsStatus;
 use crate::xds::apply::{CLUSTER, LISTENER};
@@ -46,10 +46,9 @@ pub struct AdminState {
     pub listeners: SharedListenerStates,
     /// xDS session status.
     pub xds: SharedXdsStatus,
-    /// Metrics registry and the proxy's metrics.
-    pub registry: MetricsRegistry,
-    /// The proxy's metrics (the expiry gauge is refreshed on scrape).
-    pub metrics: Arc<ProxyMetrics>,
+    /// What `/metrics` answers (the MeshMetric filter and applications
+    /// included).
+    pub metrics: crate::metrics_endpoint::MetricsSource,
     /// Whether drain has started.
     pub draining: watch::Receiver<bool>,
     /// The inbounds' local applications.
@@ -260,8 +259,10 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
             })
         })
         .collect();
+    let metrics = state.metrics.policy().map(|p| p.as_ref().clone());
     let body = json!({
         "apps": apps,
+        "metrics": metrics,
         "identity": identity,
         "listeners": listeners,
         "clusters": clusters,
@@ -295,14 +296,7 @@ fn endpoint_health(cluster: &crate::dataplane::ClusterRuntime, now: tokio::time:
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    let expiry = state.identity.borrow().as_ref().map(|id| {
-        match id.cert.not_after.duration_since(SystemTime::now()) {
-            Ok(left) => left.as_secs() as i64,
-            Err(past) => -(past.duration().as_secs() as i64),
-        }
-    });
-    state.metrics.cert_expiry_seconds.set(expiry.unwrap_or(0));
-    metrics_response(&state.registry)
+    state.metrics.respond().await
 }
 
 /// `/metrics`: the registry in the OpenMetrics text format.

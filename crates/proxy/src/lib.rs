@@ -24,6 +24,7 @@
 //! read). Nothing is ever read from a lock across an await.
 
 pub mod admin;
+pub mod app_scrape;
 pub mod apps;
 pub mod backoff;
 pub mod circuit;
@@ -40,8 +41,12 @@ pub mod lb;
 pub mod listeners;
 pub mod log_limit;
 pub mod metrics;
+pub mod metrics_endpoint;
+pub mod metrics_filter;
+pub mod metrics_push;
 pub mod model;
 pub mod options;
+pub mod otlp_metrics;
 pub mod router;
 pub mod tcp_copy;
 pub mod xds;
@@ -202,6 +207,20 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         }
         .run(tasks.clone()),
     );
+    let scrapes = app_scrape::AppScrapeMetrics::default();
+    registry.register_with("proxy", |r| scrapes.register(r));
+    let metrics_source = metrics_endpoint::MetricsSource {
+        registry,
+        metrics,
+        identity: identity_rx.clone(),
+        config: config_rx.clone(),
+        scrapes,
+    };
+    background.spawn(metrics_endpoint::serve_endpoints(
+        metrics_source.clone(),
+        options.node_id(),
+        tasks.clone(),
+    ));
     let admin_state = admin::AdminState {
         config: config_rx,
         identity: identity_rx,
@@ -209,8 +228,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         dataplane: dataplane_rx,
         listeners: listener_states,
         xds: xds_status,
-        registry,
-        metrics,
+        metrics: metrics_source,
         draining: draining_rx,
         apps: app_health,
     };

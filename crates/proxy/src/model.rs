@@ -20,6 +20,7 @@ pub mod fault;
 pub mod hash_policy;
 pub mod health_check;
 pub mod http;
+pub mod metrics;
 pub mod rate_limit;
 pub mod route;
 pub mod trace;
@@ -341,6 +342,9 @@ pub struct ProxyConfig {
     pub secrets: BTreeMap<String, Versioned<SecretSpec>>,
     /// RouteConfigurations (RDS) by name.
     pub routes: BTreeMap<String, Versioned<RouteConfigSpec>>,
+    /// The MeshMetric that selects the sidecar, by the name of the
+    /// Listener that carried it (`meshlink:metrics`; at most one).
+    pub metrics: BTreeMap<String, Versioned<metrics::MetricsPolicy>>,
     /// Type URLs for which at least one response has been accepted.
     pub received: std::collections::BTreeSet<String>,
 }

@@ -105,7 +105,10 @@ pub use mesh_service::{
     MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, MeshServices,
     MeshServicesMode, TargetPort,
 };
-pub use metric::{MeshMetricSpec, MetricApplication, MetricBackend, MetricConf, SidecarMetrics};
+pub use metric::{
+    MeshMetricSpec, MetricApplication, MetricBackend, MetricConf, Selector as MetricSelectorSpec,
+    SidecarMetrics,
+};
 pub use multi_key::{
     MAX_ROUTING_KEYS, MultiKeyListenerSpec, MultiKeyListenerStatus, MultiKeyStrategy,
     PriorityStatus, PriorityStrategy, StrategyStatus, WeightedStatus, WeightedStrategy,

@@ -240,6 +240,6 @@ impl HttpMetrics {
 }
 
 /// A histogram with [`BUCKETS`] (the family's constructor).
-fn histogram() -> Histogram {
+pub(crate) fn histogram() -> Histogram {
     Histogram::new(BUCKETS.iter().copied())
 }

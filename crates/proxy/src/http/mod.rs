@@ -33,6 +33,7 @@ pub mod forward;
 pub mod headers;
 pub mod metrics;
 pub mod mirror;
+pub mod one_shot;
 pub mod pool;
 pub mod redirect;
 pub mod replay;

@@ -17,8 +17,6 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -165,36 +163,18 @@ async fn export(
 /// `POST`s `body` to `uri` over a fresh HTTP/1.1 connection; a 2xx answer
 /// is success.
 async fn post(uri: &str, content_type: &str, body: Vec<u8>) -> Result<(), String> {
-    let uri: http::Uri = uri.parse().map_err(|e| format!("{uri}: {e}"))?;
-    let authority = uri.authority().ok_or("no host")?.clone();
-    let port = authority.port_u16().unwrap_or(80);
-    let stream = tokio::net::TcpStream::connect((authority.host(), port))
-        .await
-        .map_err(|e| format!("connect {authority}: {e}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    let request = http::Request::post(uri.path_and_query().map_or("/", |p| p.as_str()))
-        .header(http::header::HOST, authority.as_str())
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let exchange = async move {
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status();
-        // Read the answer so the connection ends cleanly.
-        let _ = response.into_body().collect().await;
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(format!("the collector answered {status}"))
-        }
-    };
-    let (result, _) = tokio::join!(exchange, conn);
-    result
+    let (status, _) = super::one_shot::exchange(
+        http::Method::POST,
+        uri,
+        Some(content_type),
+        Bytes::from(body),
+    )
+    .await?;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("the collector answered {status}"))
+    }
 }
 
 fn nanos(t: SystemTime) -> u64 {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
 use envoy_types::pb::google::protobuf::Any;
+use meshlink_proto::metrics_listener::LISTENER_NAME as METRICS_LISTENER;
 
 use super::validate::{self, Invalid};
 use crate::model::{ProxyConfig, Versioned};
@@ -172,14 +173,7 @@ static SIDECAR_TABLES: [&dyn TypeTable<ProxyConfig>; 5] = [
         map: |c: &ProxyConfig| &c.endpoints,
         map_mut: |c: &mut ProxyConfig| &mut c.endpoints,
     },
-    &Table {
-        type_url: LISTENER,
-        validate: |any, name| {
-            validate::listener(any).and_then(|l| named(name, &l.name).map(|()| l))
-        },
-        map: |c: &ProxyConfig| &c.listeners,
-        map_mut: |c: &mut ProxyConfig| &mut c.listeners,
-    },
+    &SidecarListeners,
     &Table {
         type_url: ROUTE,
         validate: |any, name| {
@@ -189,6 +183,58 @@ static SIDECAR_TABLES: [&dyn TypeTable<ProxyConfig>; 5] = [
         map_mut: |c: &mut ProxyConfig| &mut c.routes,
     },
 ];
+
+/// The sidecar's Listeners: every one is a [`ListenerSpec`] the listener
+/// manager binds, except the MeshMetric carrier
+/// ([`LISTENER_NAME`](meshlink_proto::metrics_listener::LISTENER_NAME)),
+/// which is read into [`ProxyConfig::metrics`] and never bound.
+///
+/// [`ListenerSpec`]: crate::model::ListenerSpec
+struct SidecarListeners;
+
+impl TypeTable<ProxyConfig> for SidecarListeners {
+    fn type_url(&self) -> &'static str {
+        LISTENER
+    }
+
+    fn accept(
+        &self,
+        model: &mut ProxyConfig,
+        name: &str,
+        version: &str,
+        any: &Any,
+    ) -> Result<bool, Invalid> {
+        if name == METRICS_LISTENER {
+            let policy = validate::metrics_listener(any)?;
+            return Ok(upsert(&mut model.metrics, name, version.to_owned(), policy));
+        }
+        let listener = validate::listener(any).and_then(|l| named(name, &l.name).map(|()| l))?;
+        Ok(upsert(
+            &mut model.listeners,
+            name,
+            version.to_owned(),
+            listener,
+        ))
+    }
+
+    fn remove(&self, model: &mut ProxyConfig, name: &str) -> bool {
+        model.metrics.remove(name).is_some() | model.listeners.remove(name).is_some()
+    }
+
+    fn versions(&self, model: &ProxyConfig) -> HashMap<String, String> {
+        model
+            .listeners
+            .iter()
+            .map(|(k, v)| (k.clone(), v.version.clone()))
+            .chain(
+                model
+                    .metrics
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.version.clone())),
+            )
+            .collect()
+    }
+}
 
 impl XdsModel for ProxyConfig {
     const SERVED_BY: &'static str = "meshlink-proxy";

@@ -45,9 +45,11 @@ mod health_check;
 mod http_listener;
 mod lb_policy;
 mod local_rate_limit;
+mod metrics;
 mod route;
 mod trace;
 
+pub use metrics::metrics_listener;
 pub use route::route_configuration;
 
 /// Connect timeout when a cluster sets none (Envoy's default).

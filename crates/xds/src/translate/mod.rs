@@ -22,6 +22,7 @@ mod http;
 mod load_balancing;
 mod memo;
 mod mesh_service;
+mod metric;
 pub mod names;
 mod network;
 mod policies;

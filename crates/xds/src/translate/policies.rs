@@ -40,7 +40,36 @@ pub(crate) fn kept(kind: Kind) -> bool {
             | Kind::MeshFaultInjection
             | Kind::MeshCircuitBreaker
             | Kind::MeshTrace
+            | Kind::MeshMetric
     )
+}
+
+/// The `default` of every single-item policy of `kind` (one top-level
+/// `targetRef`, no `to`/`from`: MeshTrace, MeshMetric) that selects
+/// Dataplane `name`, folded least specific first
+/// ([`policy::compare_policies`]) with JSON merge patch, as Kuma folds
+/// single-item policies; `Null` when none selects it.
+pub(crate) fn single_item_default(
+    policies: &[ViewPolicy],
+    kind: Kind,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    dp: &DataplaneSpec,
+) -> Value {
+    let mut selected: Vec<&PolicyInput> = policies
+        .iter()
+        .map(|p| &p.input)
+        .filter(|p| p.kind == kind && !p.is_shadow())
+        .filter(|p| policy::selects_dataplane(&p.target_ref, name, labels, dp))
+        .collect();
+    selected.sort_by(|a, b| policy::compare_policies(a, b));
+    let mut conf = Value::Null;
+    for p in selected {
+        if let Some(d) = p.spec.get("default") {
+            policy::merge_patch::apply(&mut conf, d);
+        }
+    }
+    conf
 }
 
 // === impl ViewPolicy ===

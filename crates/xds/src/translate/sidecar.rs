@@ -31,7 +31,7 @@ use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
 use super::{
     MeshView, Snapshot, access_log, circuit_breaker, fault, health_check, http, load_balancing,
-    mesh_service, names, network, rate_limit, rbac, tls, trace,
+    mesh_service, metric, names, network, rate_limit, rbac, tls, trace,
 };
 
 /// Envoy's name of the TCP proxy filter.
@@ -87,6 +87,9 @@ pub(super) fn build(
         .dataplane_resource(name)
         .map_or(&no_labels, |r| r.labels());
     let trace = trace::dataplane_trace(view.policies(), name, labels, dp);
+    if meshlink_proxy {
+        metric::build(snap, view.policies(), name, labels, dp);
+    }
     for inbound in &dp.networking.inbound {
         let target = InboundTarget {
             dataplane: name,

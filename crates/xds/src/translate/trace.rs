@@ -33,9 +33,7 @@ use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::BoolValue;
 use envoy_types::util::pack_any;
 use meshlink_api::Kind;
-use meshlink_api::policy::{self, PolicyInput};
 use meshlink_api::spec::{DataplaneSpec, TraceConf, TracePercentage as Percentage, url_host_port};
-use serde_json::Value;
 
 use super::policies::ViewPolicy;
 
@@ -54,19 +52,7 @@ pub(super) fn dataplane_trace(
     labels: &BTreeMap<String, String>,
     dp: &DataplaneSpec,
 ) -> Option<TraceConf> {
-    let mut selected: Vec<&PolicyInput> = policies
-        .iter()
-        .map(|p| &p.input)
-        .filter(|p| p.kind == Kind::MeshTrace && !p.is_shadow())
-        .filter(|p| policy::selects_dataplane(&p.target_ref, name, labels, dp))
-        .collect();
-    selected.sort_by(|a, b| policy::compare_policies(a, b));
-    let mut conf = Value::Null;
-    for p in selected {
-        if let Some(d) = p.spec.get("default") {
-            policy::merge_patch::apply(&mut conf, d);
-        }
-    }
+    let conf = super::policies::single_item_default(policies, Kind::MeshTrace, name, labels, dp);
     let conf: TraceConf = serde_json::from_value(conf).ok()?;
     conf.backends.as_ref().filter(|b| !b.is_empty())?;
     Some(conf)
@@ -207,6 +193,7 @@ mod tests {
     use super::*;
     use envoy_types::pb::google::protobuf::Any;
     use prost::Message as _;
+    use serde_json::Value;
 
     fn conf(json: Value) -> TraceConf {
         serde_json::from_value(json).expect("a TraceConf")

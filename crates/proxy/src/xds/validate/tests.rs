@@ -123,6 +123,17 @@ fn l7_policies() -> Vec<Resource> {
                 "sampling": {"overall": 80, "random": "60.5"},
                 "tags": [{"name": "team", "literal": "core"}, {"name": "env", "header": {"name": "x-env", "default": "prod"}}]}}),
         ),
+        policy(
+            "MeshMetric",
+            "metrics",
+            json!({"targetRef": {"kind": "Mesh"}, "default": {
+                "sidecar": {"profiles": {"appendProfiles": [{"name": "Basic"}],
+                    "exclude": [{"type": "Regex", "match": "meshlink_proxy_http_.*"}],
+                    "include": [{"type": "Exact", "match": "meshlink_proxy_xds_updates_total"}]}},
+                "applications": [{"port": 8888}],
+                "backends": [{"type": "Prometheus", "prometheus": {"port": 5670, "path": "/metrics"}},
+                    {"type": "OpenTelemetry", "openTelemetry": {"endpoint": "otel:4317"}}]}}),
+        ),
     ]
 }
 
@@ -194,6 +205,13 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                 let snap = snapshot_of(name, ClientKind::MeshlinkProxy, mtls, protocol);
                 let mut http_listeners = 0;
                 for (name, r) in snap.resources(LISTENER) {
+                    if name == meshlink_proto::metrics_listener::LISTENER_NAME {
+                        let m = super::metrics_listener(&r.resource).expect("MeshMetric");
+                        assert_eq!(m.profiles, [crate::model::metrics::Profile::Basic]);
+                        assert!(m.applications[0].authority.ends_with(":8888"), "{name}");
+                        assert_eq!(m.prometheus[0].address.port(), 5670);
+                        continue;
+                    }
                     let l =
                         listener(&r.resource).unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
                     if let ListenerProtocol::Http(http) = &l.protocol {
@@ -214,6 +232,18 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                     }
                 }
                 assert!(http_listeners > 0, "{protocol}: {name} has HTTP listeners");
+                assert!(
+                    snap.get(LISTENER, meshlink_proto::metrics_listener::LISTENER_NAME)
+                        .is_some(),
+                    "{name}: the MeshMetric carrier is sent to meshlink-proxy"
+                );
+                let envoy = snapshot_of(name, ClientKind::Envoy, mtls, protocol);
+                assert!(
+                    envoy
+                        .get(LISTENER, meshlink_proto::metrics_listener::LISTENER_NAME)
+                        .is_none(),
+                    "{name}: Envoy takes stats config from its bootstrap; it gets no carrier"
+                );
                 for (name, r) in snap.resources(ROUTE) {
                     let rc = route_configuration(&r.resource)
                         .unwrap_or_else(|e| panic!("{protocol} {name}: {e}"));
