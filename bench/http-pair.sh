@@ -148,6 +148,9 @@ if [[ ${#policies[@]} -gt 0 ]]; then
     done
 fi
 echo
-echo "# http mode against tcp mode on the same pair: added p50 $(awk -v a="$(fig meshlink-http p50_us)" -v b="$(fig meshlink-tcp p50_us)" 'BEGIN {printf "%+.1f", a - b}') us"
+http_p50=$(fig meshlink-http p50_us) tcp_p50=$(fig meshlink-tcp p50_us)
+if [[ $http_p50 != - && $tcp_p50 != - ]]; then
+    echo "# http mode against tcp mode on the same pair: added p50 $(awk -v a="$http_p50" -v b="$tcp_p50" 'BEGIN {printf "%+.1f", a - b}') us"
+fi
 echo "# raw figures (variant, figure, value)"
 cat "$RESULTS"

@@ -148,9 +148,13 @@ pub fn inject(headers: &mut HeaderMap, ctx: &Outgoing, b3: bool) {
     let mut span = [0u8; 16];
     hex::encode_to_slice(ctx.trace_id, &mut trace).expect("32 hex digits");
     hex::encode_to_slice(ctx.span_id, &mut span).expect("16 hex digits");
-    // Hex digits and dashes only: always a valid header value.
+    // Hex digits and dashes only: always a valid header value. Marked
+    // sensitive, so HTTP/2 sends it as a never-indexed literal: a value
+    // new on every request would only evict the HPACK table's useful
+    // entries (and make every later header cost more to encode).
     let mut set = |name: &'static str, parts: &[&[u8]]| {
-        if let Ok(v) = HeaderValue::from_bytes(&parts.concat()) {
+        if let Ok(mut v) = HeaderValue::from_bytes(&parts.concat()) {
+            v.set_sensitive(true);
             headers.insert(name, v);
         }
     };

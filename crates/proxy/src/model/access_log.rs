@@ -8,14 +8,15 @@
 //!
 //! Writing never blocks the data path: a request's line goes into a
 //! bounded queue ([`QUEUE`] lines per file) that one thread per file
-//! drains; when the queue is full the line is dropped and counted
+//! drains in batches ([`BATCH_PAUSE`]); when the queue is full the line
+//! is dropped and counted
 //! (`meshlink_proxy_access_log_dropped_total`). Listeners that log to the
 //! same path share its queue and thread, which ends when no listener
 //! logs there any more.
 
 use std::collections::HashMap;
 use std::io::Write as _;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use http::HeaderName;
@@ -262,15 +263,46 @@ impl Sink {
     }
 }
 
-/// The writer thread: appends every queued line to `path`, flushing when
-/// the queue is empty; ends when every [`Sink`] of the path is gone.
+/// How long a busy writer gathers lines between two writes. While lines
+/// keep coming the writer sleeps this long after each batch, so a busy
+/// log costs one wake-up and one `write` per pause instead of one per
+/// line (the senders never wake a sleeping writer); an idle writer blocks
+/// and writes the next line at once. Envoy flushes its file logs every
+/// second; this pause is the most a line waits.
+pub const BATCH_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Calls `write` with each batch of queued lines until every [`Sink`] of
+/// the queue is gone.
+fn for_each_batch(rx: &Receiver<Vec<u8>>, mut write: impl FnMut(&[Vec<u8>])) {
+    let mut batch = Vec::new();
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        loop {
+            batch.extend(rx.try_iter());
+            write(&batch);
+            batch.clear();
+            std::thread::sleep(BATCH_PAUSE);
+            match rx.try_recv() {
+                Ok(line) => batch.push(line),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        }
+    }
+}
+
+/// Bytes buffered before a write, as Envoy's file logger's 64 KiB.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// The writer thread: appends every batch of queued lines to `path`;
+/// ends when every [`Sink`] of the path is gone.
 fn write_lines(path: &str, rx: &Receiver<Vec<u8>>) {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path);
     let mut out = match file {
-        Ok(f) => std::io::BufWriter::new(f),
+        Ok(f) => std::io::BufWriter::with_capacity(WRITE_BUFFER, f),
         Err(e) => {
             tracing::warn!(path, error = %e, "cannot open the access log; its lines are dropped");
             // Keep draining so senders never block.
@@ -278,44 +310,44 @@ fn write_lines(path: &str, rx: &Receiver<Vec<u8>>) {
             return;
         }
     };
-    while let Ok(line) = rx.recv() {
-        let mut result = out.write_all(&line);
-        while let Ok(more) = rx.try_recv() {
-            result = result.and_then(|()| out.write_all(&more));
-        }
-        if let Err(e) = result.and_then(|()| out.flush()) {
+    for_each_batch(rx, |lines| {
+        let written = lines
+            .iter()
+            .try_for_each(|l| out.write_all(l))
+            .and_then(|()| out.flush());
+        if let Err(e) = written {
             tracing::warn!(path, error = %e, "writing the access log failed");
         }
-    }
+    });
 }
 
-/// The TCP writer thread: sends every queued line to `address`, dialling
-/// when it has a line and no connection, and at most once per
-/// [`REDIAL`] after a failure; a line that finds no connection is lost.
+/// The TCP writer thread: sends every batch of queued lines to `address`,
+/// dialling when it has lines and no connection, and at most once per
+/// [`REDIAL`] after a failure; lines that find no connection are lost.
 /// Ends when every [`Sink`] of the address is gone.
 fn send_lines(address: &str, rx: &Receiver<Vec<u8>>) {
-    let mut conn: Option<std::net::TcpStream> = None;
+    let mut conn: Option<std::io::BufWriter<std::net::TcpStream>> = None;
     let mut next_dial = std::time::Instant::now();
-    while let Ok(line) = rx.recv() {
+    for_each_batch(rx, |lines| {
         if conn.is_none() && std::time::Instant::now() >= next_dial {
-            conn = dial(address);
+            conn = dial(address).map(|s| std::io::BufWriter::with_capacity(WRITE_BUFFER, s));
             if conn.is_none() {
                 next_dial = std::time::Instant::now() + REDIAL;
             }
         }
         let Some(stream) = conn.as_mut() else {
-            continue;
+            return;
         };
-        let mut result = stream.write_all(&line);
-        while let Ok(more) = rx.try_recv() {
-            result = result.and_then(|()| stream.write_all(&more));
-        }
-        if let Err(e) = result {
+        let sent = lines
+            .iter()
+            .try_for_each(|l| stream.write_all(l))
+            .and_then(|()| stream.flush());
+        if let Err(e) = sent {
             tracing::warn!(address, error = %e, "the TCP access log connection failed; redialling");
             conn = None;
             next_dial = std::time::Instant::now() + REDIAL;
         }
-    }
+    });
 }
 
 /// Time between dials of a TCP access log backend that failed.
