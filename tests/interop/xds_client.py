@@ -36,7 +36,7 @@ def emit(obj):
 
 
 class Caller:
-    def __init__(self, target, timeout, extra=None):
+    def __init__(self, target, timeout, extra=None, sessions=0):
         self.channel = grpc.insecure_channel(target)
         self.say_hello = self.channel.unary_unary(
             METHOD,
@@ -47,15 +47,22 @@ class Caller:
         self.extra = extra or {}
         self.seq = 0
         self.failures = 0
+        self.sessions = sessions
 
     def call(self):
         self.seq += 1
+        # With --sessions N, call k carries x-session-id s<k mod N>.
+        session = f"s{self.seq % self.sessions}" if self.sessions else None
+        metadata = (("x-session-id", session),) if session else None
+        tag = {"session": session} if session else {}
         try:
-            reply = self.say_hello({"name": f"call-{self.seq}", **self.extra}, timeout=self.timeout)
-            emit({"seq": self.seq, "ok": True, "server": reply.get("server")})
+            reply = self.say_hello(
+                {"name": f"call-{self.seq}", **self.extra}, timeout=self.timeout, metadata=metadata
+            )
+            emit({"seq": self.seq, "ok": True, "server": reply.get("server"), **tag})
         except grpc.RpcError as e:
             self.failures += 1
-            emit({"seq": self.seq, "ok": False, "code": e.code().name, "details": e.details()})
+            emit({"seq": self.seq, "ok": False, "code": e.code().name, "details": e.details(), **tag})
 
 
 def main():
@@ -72,6 +79,12 @@ def main():
         default="{}",
         help='JSON fields added to every request, e.g. {"fail": 2} or {"delay_ms": 3000} (see greeter_server.py)',
     )
+    p.add_argument(
+        "--sessions",
+        type=int,
+        default=0,
+        help="send x-session-id s<k mod N> on call k (a header a hash policy can use)",
+    )
     args = p.parse_args()
 
     if args.target.startswith("xds:") and not (
@@ -82,7 +95,7 @@ def main():
             "(its JSON); see tests/interop/README.md for the meshlink bootstrap"
         )
 
-    caller = Caller(args.target, args.timeout, json.loads(args.request))
+    caller = Caller(args.target, args.timeout, json.loads(args.request), args.sessions)
     emit({"event": "channel", "target": args.target, "grpc": grpc.__version__})
     if args.calls is not None:
         for _ in range(args.calls):

@@ -507,3 +507,75 @@ fn grpcio_xds_client_follows_a_route_a_retry_and_a_timeout() {
     );
     drop((g1, g2));
 }
+
+/// MeshLoadBalancingStrategy reaches grpcio's own xDS client (gRFC A42):
+/// before the policy, round robin spreads each session's calls over both
+/// greeters; with Kuma's `RingHash` on the `x-session-id` header, every
+/// session's calls reach one greeter, in a fresh channel each time. Seven
+/// sessions over 98 calls, so round robin's alternation cannot look sticky
+/// (a session's calls alternate between odd and even call numbers).
+#[test]
+fn grpcio_xds_client_hashes_sessions_to_one_backend_with_ring_hash() {
+    let python = interop_python();
+    let g1 = Greeter::start(&python, "greeter-1");
+    let g2 = Greeter::start(&python, "greeter-2");
+    let setup = Setup::new(python, g1.port, g2.port);
+    let bootstrap = setup.bootstrap("default.client", true);
+    // Per session, the servers that answered; errors are kept as such.
+    let sessions = || -> BTreeMap<String, std::collections::BTreeSet<String>> {
+        let out = Command::new(&setup.python)
+            .arg(script("xds_client.py"))
+            .args(["--calls", "98", "--sessions", "7"])
+            .env("GRPC_XDS_BOOTSTRAP", &bootstrap)
+            .stderr(Stdio::null())
+            .output()
+            .expect("run xds_client.py");
+        let mut seen: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let v: Value = serde_json::from_str(line).expect("a JSON line");
+            let Some(session) = v["session"].as_str() else {
+                continue;
+            };
+            let answer = match v["server"].as_str() {
+                Some(s) if v["ok"] == true => s.to_owned(),
+                _ => format!("error {}", v["code"]),
+            };
+            seen.entry(session.to_owned()).or_default().insert(answer);
+        }
+        seen
+    };
+    let sticky = |seen: &BTreeMap<String, std::collections::BTreeSet<String>>| {
+        seen.len() == 7
+            && seen
+                .values()
+                .all(|s| s.len() == 1 && !s.iter().any(|a| a.starts_with("error")))
+    };
+
+    let before = eventually("round robin over both greeters", LINE_GUARD, || {
+        let seen = sessions();
+        let both = seen.values().all(|s| s.len() == 2);
+        both.then_some(seen)
+    });
+    assert!(!sticky(&before), "round robin looked sticky: {before:?}");
+
+    setup
+        .cp
+        .cli_stdin(
+            &["apply", "-f", "-"],
+            Some(
+                "type: MeshLoadBalancingStrategy\nname: ring-hash\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: greeter}\n      default:\n        loadBalancer:\n          type: RingHash\n          ringHash:\n            hashFunction: XXHash\n            minRingSize: 1024\n            maxRingSize: 8192\n            hashPolicies:\n              - type: Header\n                header: {name: x-session-id}\n",
+            ),
+        )
+        .success();
+    let after = eventually("every session on one greeter", LINE_GUARD, || {
+        let seen = sessions();
+        sticky(&seen).then_some(seen)
+    });
+    // And again, from another fresh channel: the same session, the same greeter.
+    let again = sessions();
+    assert_eq!(
+        again, after,
+        "a second channel hashed the sessions differently"
+    );
+    drop((g1, g2));
+}

@@ -24,13 +24,13 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::util::pack_any;
 use meshlink_api::spec::{DataplaneSpec, Tags};
 
-use super::memo::{ClusterKey, Memo};
+use super::memo::Memo;
 use super::policies::{Destination, OutboundPolicies};
 use super::protocol::Protocol;
 use super::routes::{self, Backend, Outbound};
 use super::sidecar::{ClusterTuning, eds_cluster};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, mesh_service, names, tls};
+use super::{MeshView, Snapshot, circuit_breaker, load_balancing, mesh_service, names, tls};
 
 /// Envoy's name of the HTTP router filter (gRPC requires it last).
 const ROUTER_FILTER: &str = "envoy.filters.http.router";
@@ -91,21 +91,18 @@ pub(super) fn build(
             Some(tags) => names::subset_cluster(service, tags),
             None => names::service_cluster(service),
         };
-        let key = ClusterKey {
-            service: cluster.clone(),
-            identity: None,
-            grpc: true,
-            protocol: Protocol::Tcp,
-            connect_timeout: None,
-            circuit_breaker: None,
-            load_balancing: None,
-            health_check: None,
-        };
+        let tuning = proxyless_tuning(&policies, service);
+        let key = tuning.key(cluster.clone(), None, true, Protocol::Tcp);
         let encoded = memo.cluster(key, || {
             let transport = view.mtls_enabled().then(|| {
                 tls::upstream_cert_provider(names::spiffe_id(view.trust_domain(), service))
             });
-            Versioned::encode(&eds_cluster(cluster.clone(), transport))
+            let mut c = eds_cluster(cluster.clone(), transport);
+            if let Some(cb) = &tuning.circuit_breaker {
+                circuit_breaker::apply(&mut c, cb);
+            }
+            load_balancing::apply(tuning.load_balancing.as_ref(), &mut c);
+            Versioned::encode(&c)
         });
         snap.insert_shared(cluster.clone(), encoded);
         let cla = match subset {
@@ -128,6 +125,33 @@ pub(super) fn build(
         .map(|d| (d, ClusterTuning::default()))
         .collect();
     mesh_service::clusters(snap, view, None, true, &mesh_services, memo);
+}
+
+/// What policies set on a proxyless client's Cluster of `service`: the
+/// fields gRPC's xDS client reads too. MeshCircuitBreaker's limits and
+/// outlier detection (gRFC A32, A50) and MeshLoadBalancingStrategy's
+/// balancer when gRPC has it (round robin, ring hash: A42, least
+/// request: A48; a `Random` or `Maglev` balancer is left out, where gRPC
+/// would refuse the Cluster). Health checks and connection timeouts are
+/// not read by gRPC clients.
+fn proxyless_tuning(policies: &OutboundPolicies, service: &str) -> ClusterTuning {
+    let dest = Destination {
+        name: service,
+        port: None,
+    };
+    let load_balancing = policies.load_balancing(dest).filter(|conf| {
+        conf.load_balancer.as_ref().is_some_and(|lb| {
+            matches!(
+                lb.type_.as_str(),
+                "RoundRobin" | "RingHash" | "LeastRequest"
+            )
+        })
+    });
+    ClusterTuning {
+        circuit_breaker: policies.circuit_breaker(dest),
+        load_balancing,
+        ..ClusterTuning::default()
+    }
 }
 
 /// One route to `cluster` for every call (a MeshService channel).
