@@ -4,10 +4,11 @@
 Methods (requests and responses are JSON, bytes on the wire, so no protoc code
 generation is needed):
 - /meshlink.interop.Greeter/SayHello (unary): request {"name": "...",
-  "delay_ms": optional, "fail": optional K} -> response {"server": "<--id>",
-  "greeting": "hello ..."}, after delay_ms milliseconds; with "fail": K the
-  server answers UNAVAILABLE to K of every K+1 such calls (a counter per
-  server), so a client retrying K times always succeeds;
+  "delay_ms": optional, "fail": optional K, "fail_servers": optional ids}
+  -> response {"server": "<--id>", "greeting": "hello ..."}, after delay_ms
+  milliseconds; with "fail": K the server answers UNAVAILABLE to K of every
+  K+1 such calls (a counter per server), so a client retrying K times always
+  succeeds; a server whose id is in "fail_servers" answers UNAVAILABLE;
 - /meshlink.interop.Greeter/Count (server streaming): request {"n": N} -> N
   responses {"server": "<--id>", "i": 0..N-1}.
 
@@ -45,6 +46,8 @@ def handler_for(server_id):
     lock = threading.Lock()
 
     def say_hello(request, context):
+        if server_id in request.get("fail_servers", []):
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"{server_id}: told to fail")
         k = int(request.get("fail", 0))
         if k:
             with lock:

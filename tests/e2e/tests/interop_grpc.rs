@@ -360,9 +360,14 @@ struct XdsClient {
 
 impl XdsClient {
     fn start(python: &Path, bootstrap: &Path, stderr: &Path) -> XdsClient {
+        XdsClient::start_with(python, bootstrap, stderr, "{}")
+    }
+
+    /// [`XdsClient::start`], adding the JSON fields `request` to every call.
+    fn start_with(python: &Path, bootstrap: &Path, stderr: &Path, request: &str) -> XdsClient {
         let mut child = Command::new(python)
             .arg(script("xds_client.py"))
-            .arg("--stdin")
+            .args(["--stdin", "--request", request])
             .env("GRPC_XDS_BOOTSTRAP", bootstrap)
             .env("GRPC_TRACE", "xds_client,xds_resolver")
             .env("GRPC_VERBOSITY", "debug")
@@ -576,6 +581,71 @@ fn grpcio_xds_client_hashes_sessions_to_one_backend_with_ring_hash() {
     assert_eq!(
         again, after,
         "a second channel hashed the sessions differently"
+    );
+    drop((g1, g2));
+}
+
+/// MeshCircuitBreaker's outlier detection reaches grpcio's own xDS client
+/// (gRFC A50, which reads the success-rate and failure-percentage
+/// detectors): while greeter-2 answers every call UNAVAILABLE (and
+/// MeshRetry turns retries off), round robin keeps sending it half the
+/// calls; with a `failurePercentage` detector, grpcio ejects it and a
+/// whole window of calls reaches greeter-1.
+#[test]
+fn grpcio_xds_client_ejects_a_failing_backend_with_outlier_detection() {
+    let python = interop_python();
+    let g1 = Greeter::start(&python, "greeter-1");
+    let g2 = Greeter::start(&python, "greeter-2");
+    let setup = Setup::new(python, g1.port, g2.port);
+    let bootstrap = setup.bootstrap("default.client", true);
+    // No retries, so that a call greeter-2 fails is not retried on
+    // greeter-1 (the routes retry UNAVAILABLE by default, as Kuma's do).
+    setup
+        .cp
+        .cli_stdin(
+            &["apply", "-f", "-"],
+            Some(
+                "type: MeshRetry\nname: no-retry\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: greeter}\n      default:\n        grpc: {numRetries: 0}\n",
+            ),
+        )
+        .success();
+    // One channel: the detector counts calls per interval in that channel.
+    let stderr = setup.tmp.path().join("client.stderr");
+    let mut client = XdsClient::start_with(
+        &setup.python,
+        &bootstrap,
+        &stderr,
+        r#"{"fail_servers": ["greeter-2"]}"#,
+    );
+    // Without a policy, greeter-2's failures reach the caller: round robin
+    // gives it every other call.
+    let before = eventually("calls to reach both greeters", LINE_GUARD, || {
+        let out = client.calls(20);
+        let failed = out.iter().filter(|o| o.is_err()).count();
+        (failed >= 5).then_some(out)
+    });
+    assert!(
+        before.iter().any(|o| o.as_deref() == Ok("greeter-1")),
+        "greeter-1 answered none of {before:?}"
+    );
+    setup
+        .cp
+        .cli_stdin(
+            &["apply", "-f", "-"],
+            Some(
+                "type: MeshCircuitBreaker\nname: eject\nmesh: default\nspec:\n  targetRef: {kind: Mesh}\n  to:\n    - targetRef: {kind: MeshService, name: greeter}\n      default:\n        outlierDetection:\n          interval: 1s\n          baseEjectionTime: 30s\n          maxEjectionPercent: 50\n          detectors:\n            failurePercentage:\n              requestVolume: 5\n              minimumHosts: 2\n              threshold: 50\n",
+            ),
+        )
+        .success();
+    eventually(
+        "a window of 20 calls all answered by greeter-1",
+        LINE_GUARD,
+        || {
+            let out = client.calls(20);
+            out.iter()
+                .all(|o| o.as_deref() == Ok("greeter-1"))
+                .then_some(())
+        },
     );
     drop((g1, g2));
 }
