@@ -12,6 +12,7 @@ pub mod certify;
 mod cli;
 mod cp;
 pub mod curl;
+pub mod grpc_xds;
 pub mod http_backend;
 pub mod interop;
 pub mod lines;

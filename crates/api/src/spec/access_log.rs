@@ -171,20 +171,18 @@ impl MeshAccessLogSpec {
                  Mesh}, default: {backends: [{type: File, file: {path: /dev/stdout}}]}}]",
             );
         }
-        for (list, name, position, allowed) in [
-            (&self.to, "to", Position::To, TIMEOUT_TO_KINDS),
-            (&self.from, "from", Position::From, FROM_KINDS),
+        for (position, list, allowed) in [
+            (Position::To, &self.to, TIMEOUT_TO_KINDS),
+            (Position::From, &self.from, FROM_KINDS),
         ] {
-            for (i, entry) in list.iter().enumerate() {
-                let at = format!("spec.{name}[{i}]");
-                entry.target_ref.validate_allowed(
-                    errs,
-                    &format!("{at}.targetRef"),
-                    position,
-                    allowed,
-                );
-                entry.default_.validate(errs, &format!("{at}.default"));
-            }
+            policy_target::validate_entries(
+                errs,
+                position,
+                list,
+                allowed,
+                |e| &e.target_ref,
+                |errs, e, at| e.default_.validate(errs, at),
+            );
         }
         for (i, rule) in self.rules.iter().enumerate() {
             super::permission_rules::validate_rule_matches(errs, i, rule.matches.as_ref());

@@ -223,20 +223,18 @@ impl MeshCircuitBreakerSpec {
                  Mesh}, default: {connectionLimits: {maxRequests: 1024}}}]",
             );
         }
-        for (list, name, allowed, position) in [
-            (&self.to, "to", TO_KINDS, Position::To),
-            (&self.from, "from", FROM_KINDS, Position::From),
+        for (position, list, allowed) in [
+            (Position::To, &self.to, TO_KINDS),
+            (Position::From, &self.from, FROM_KINDS),
         ] {
-            for (i, entry) in list.iter().enumerate() {
-                let at = format!("spec.{name}[{i}]");
-                entry.target_ref.validate_allowed(
-                    errs,
-                    &format!("{at}.targetRef"),
-                    position,
-                    allowed,
-                );
-                entry.default_.validate(errs, &format!("{at}.default"));
-            }
+            policy_target::validate_entries(
+                errs,
+                position,
+                list,
+                allowed,
+                |e| &e.target_ref,
+                |errs, e, at| e.default_.validate(errs, at),
+            );
         }
         for (i, rule) in self.rules.iter().enumerate() {
             rule.default_

@@ -1,5 +1,6 @@
 //! The MeshFaultInjection kind: Kuma's HTTP faults on a proxy's inbounds,
-//! per set of callers (`from[]`), or on a gateway's outbounds (`to[]`).
+//! per set of callers (`from[]`), or on the selected proxy's own calls
+//! (`to[]`: a proxyless gRPC client's, a gateway's outbounds).
 //! `default.http` is an ordered list; each entry may `abort` (answer with
 //! a status), `delay` (wait before forwarding) and limit the
 //! `responseBandwidth`, each for a `percentage` of the requests the
@@ -33,7 +34,8 @@ pub struct MeshFaultInjectionSpec {
     /// Faults per set of callers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub from: Vec<FaultEntry>,
-    /// Faults on a gateway's outbounds (`targetRef: {kind: Mesh}`).
+    /// Faults on the selected proxy's own calls (`targetRef: {kind:
+    /// Mesh}`): a proxyless gRPC client's channels, a gateway's outbounds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub to: Vec<FaultEntry>,
 }
@@ -112,7 +114,7 @@ const FROM_KINDS: &[TargetRefKind] = &[
     TargetRefKind::MeshServiceSubset,
 ];
 
-/// `to[]` kinds: only `Mesh` (a gateway's outbounds).
+/// `to[]` kinds: only `Mesh` (every call of the selected proxy).
 const TO_KINDS: &[TargetRefKind] = &[TargetRefKind::Mesh];
 
 // === impl MeshFaultInjectionSpec ===
@@ -127,20 +129,18 @@ impl MeshFaultInjectionSpec {
                  default: {http: [{abort: {httpStatus: 500, percentage: 50}}]}}]",
             );
         }
-        for (list, name, allowed, position) in [
-            (&self.from, "from", FROM_KINDS, Position::From),
-            (&self.to, "to", TO_KINDS, Position::To),
+        for (position, list, allowed) in [
+            (Position::From, &self.from, FROM_KINDS),
+            (Position::To, &self.to, TO_KINDS),
         ] {
-            for (i, entry) in list.iter().enumerate() {
-                let at = format!("spec.{name}[{i}]");
-                entry.target_ref.validate_allowed(
-                    errs,
-                    &format!("{at}.targetRef"),
-                    position,
-                    allowed,
-                );
-                entry.default_.validate(errs, &format!("{at}.default"));
-            }
+            policy_target::validate_entries(
+                errs,
+                position,
+                list,
+                allowed,
+                |e| &e.target_ref,
+                |errs, e, at| e.default_.validate(errs, at),
+            );
         }
     }
 }

@@ -148,6 +148,29 @@ pub(crate) fn validate_to_list<'a>(
     }
 }
 
+/// Validates the `from[]` or `to[]` entries of a policy (`position`):
+/// each `targetRef` among `allowed` and each `default` by `default` at
+/// its path (`spec.from[i].default`).
+pub(crate) fn validate_entries<E>(
+    errs: &mut Errors,
+    position: Position,
+    entries: &[E],
+    allowed: &[TargetRefKind],
+    target: impl Fn(&E) -> &TargetRef,
+    mut default: impl FnMut(&mut Errors, &E, &str),
+) {
+    let list = match position {
+        Position::Top => "targetRef",
+        Position::From => "from",
+        Position::To => "to",
+    };
+    for (i, entry) in entries.iter().enumerate() {
+        let at = format!("spec.{list}[{i}]");
+        target(entry).validate_allowed(errs, &format!("{at}.targetRef"), position, allowed);
+        default(errs, entry, &format!("{at}.default"));
+    }
+}
+
 /// Validates a policy's `to[]` list of destinations: at least one entry
 /// (else an error showing `example`), each `targetRef` among
 /// [`TIMEOUT_TO_KINDS`], and each `default` by `default` at its path

@@ -168,23 +168,18 @@ impl MeshRateLimitSpec {
                  Mesh}, default: {local: {http: {requestRate: {num: 5, interval: 10s}}}}}]",
             );
         }
-        for (list, name, allowed) in [(&self.from, "from", FROM_KINDS), (&self.to, "to", TO_KINDS)]
-        {
-            for (i, entry) in list.iter().enumerate() {
-                let at = format!("spec.{name}[{i}]");
-                let position = if name == "from" {
-                    Position::From
-                } else {
-                    Position::To
-                };
-                entry.target_ref.validate_allowed(
-                    errs,
-                    &format!("{at}.targetRef"),
-                    position,
-                    allowed,
-                );
-                entry.default_.validate(errs, &format!("{at}.default"));
-            }
+        for (position, list, allowed) in [
+            (Position::From, &self.from, FROM_KINDS),
+            (Position::To, &self.to, TO_KINDS),
+        ] {
+            policy_target::validate_entries(
+                errs,
+                position,
+                list,
+                allowed,
+                |e| &e.target_ref,
+                |errs, e, at| e.default_.validate(errs, at),
+            );
         }
         for (i, rule) in self.rules.iter().enumerate() {
             super::permission_rules::validate_rule_matches(errs, i, rule.matches.as_ref());

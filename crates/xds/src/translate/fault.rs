@@ -1,5 +1,6 @@
-//! MeshFaultInjection `from[]` as Envoy's fault filters
-//! (`envoy.filters.http.fault`) on an inbound's connection manager, after
+//! MeshFaultInjection as Envoy's fault filters (`envoy.filters.http.fault`):
+//! `to[]` on a proxyless gRPC client's channels ([`client_filters`]), and
+//! `from[]` on an inbound's connection manager, after
 //! RBAC and the local rate limit: one filter per `http[]` entry, in order,
 //! so each entry's percentages apply to what the entries before it let
 //! through (Kuma's chaining).
@@ -153,7 +154,46 @@ fn callers_of(e: &Entry, trust_domain: &str) -> Option<BTreeSet<String>> {
 
 /// One `http[]` entry as a fault filter for `callers`.
 fn filter(fault: &HttpFault, callers: &Callers) -> HttpFilter {
-    let config = PbHttpFault {
+    let config = config(fault);
+    let typed = match callers {
+        Callers::All => pack_any(config),
+        Callers::Only(ids) => with_matcher(config, skip_when(not(san_in(ids)))),
+        Callers::Except(ids) => with_matcher(config, skip_when(san_in(ids))),
+    };
+    HttpFilter {
+        name: FAULT_FILTER.to_owned(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(typed)),
+        ..Default::default()
+    }
+}
+
+/// MeshFaultInjection `to[]` faults as a proxyless gRPC client's own fault
+/// filters (gRFC A33), for its channels' connection managers before the
+/// router: one per `http[]` entry, in order (each entry's percentages
+/// apply to the calls the entries before it let through). gRPC refuses
+/// two filters of one name, so each is named `envoy.filters.http.fault.<i>`.
+/// gRPC has no response rate limit: `responseBandwidth` is left out, and
+/// an entry with nothing else is skipped.
+pub(super) fn client_filters(faults: &[HttpFault]) -> Vec<HttpFilter> {
+    faults
+        .iter()
+        .filter(|f| f.abort.is_some() || f.delay.is_some())
+        .enumerate()
+        .map(|(i, f)| {
+            let mut config = config(f);
+            config.response_rate_limit = None;
+            HttpFilter {
+                name: format!("{FAULT_FILTER}.{i}"),
+                config_type: Some(http_filter::ConfigType::TypedConfig(pack_any(config))),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// One `http[]` entry as Envoy's fault filter config.
+fn config(fault: &HttpFault) -> PbHttpFault {
+    PbHttpFault {
         abort: fault.abort.as_ref().map(|a| FaultAbort {
             error_type: Some(fault_abort::ErrorType::HttpStatus(
                 u32::try_from(a.http_status).unwrap_or(500),
@@ -174,16 +214,6 @@ fn filter(fault: &HttpFault, callers: &Callers) -> HttpFilter {
             }),
             percentage: Some(fraction(&b.percentage)),
         }),
-        ..Default::default()
-    };
-    let typed = match callers {
-        Callers::All => pack_any(config),
-        Callers::Only(ids) => with_matcher(config, skip_when(not(san_in(ids)))),
-        Callers::Except(ids) => with_matcher(config, skip_when(san_in(ids))),
-    };
-    HttpFilter {
-        name: FAULT_FILTER.to_owned(),
-        config_type: Some(http_filter::ConfigType::TypedConfig(typed)),
         ..Default::default()
     }
 }

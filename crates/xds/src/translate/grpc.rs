@@ -4,7 +4,7 @@
 //! port, `xds:///<name>:<port>`) needs: an API listener of that name whose
 //! HttpConnectionManager carries an inline route configuration (a
 //! service's: the routes a sidecar gets, see `routes.rs`) and ends with
-//! the router filter;
+//! the router filter (after MeshFaultInjection's `to[]` faults, gRFC A33);
 //! a round-robin EDS cluster; locality-weighted endpoints. TLS comes from
 //! certificate-provider instances, never SDS. It must never emit socket
 //! listeners: a gRPC client binds nothing (server-side xDS is not covered).
@@ -30,7 +30,7 @@ use super::protocol::Protocol;
 use super::routes::{self, Backend, Outbound};
 use super::sidecar::{ClusterTuning, eds_cluster};
 use super::snapshot::Versioned;
-use super::{MeshView, Snapshot, circuit_breaker, load_balancing, mesh_service, names, tls};
+use super::{MeshView, Snapshot, circuit_breaker, fault, load_balancing, mesh_service, names, tls};
 
 /// Envoy's name of the HTTP router filter (gRPC requires it last).
 const ROUTER_FILTER: &str = "envoy.filters.http.router";
@@ -75,7 +75,8 @@ pub(super) fn build(
         let mut backends = BTreeSet::new();
         let routes =
             routes::outbound_routes(service.to_owned(), view, &policies, out, &mut backends);
-        snap.insert(service.to_owned(), &api_listener(service, routes));
+        let faults = fault::client_filters(&policies.faults(out.dest));
+        snap.insert(service.to_owned(), &api_listener(service, routes, faults));
         needed.insert((service.to_owned(), None));
         for b in backends {
             match b {
@@ -115,9 +116,14 @@ pub(super) fn build(
     for (name, port) in &mesh_service::mesh_service_outbounds(dp) {
         let listener = names::mesh_service_grpc_listener(name, *port);
         let cluster = names::mesh_service_cluster(name, *port);
+        let dest = Destination {
+            name: name.as_str(),
+            port: Some((*port, None)),
+        };
+        let faults = fault::client_filters(&policies.faults(dest));
         snap.insert(
             listener.clone(),
-            &api_listener(&listener, default_routes(&listener, &cluster)),
+            &api_listener(&listener, default_routes(&listener, &cluster), faults),
         );
     }
     let mesh_services = mesh_services
@@ -179,16 +185,19 @@ fn default_routes(service: &str, cluster: &str) -> RouteConfiguration {
     }
 }
 
-/// The API listener `service`, routing by `routes` (inline).
-fn api_listener(service: &str, routes: RouteConfiguration) -> Listener {
+/// The API listener `service`, routing by `routes` (inline), its calls
+/// passing `filters` (MeshFaultInjection's, gRFC A33) before the router.
+fn api_listener(service: &str, routes: RouteConfiguration, filters: Vec<HttpFilter>) -> Listener {
+    let mut http_filters = filters;
+    http_filters.push(HttpFilter {
+        name: ROUTER_FILTER.to_owned(),
+        config_type: Some(ConfigType::TypedConfig(pack_any(Router::default()))),
+        ..Default::default()
+    });
     let hcm = HttpConnectionManager {
         stat_prefix: service.to_owned(),
         route_specifier: Some(RouteSpecifier::RouteConfig(routes)),
-        http_filters: vec![HttpFilter {
-            name: ROUTER_FILTER.to_owned(),
-            config_type: Some(ConfigType::TypedConfig(pack_any(Router::default()))),
-            ..Default::default()
-        }],
+        http_filters,
         ..Default::default()
     };
     Listener {

@@ -1,5 +1,6 @@
 //! The routing and L7 policies of a mesh (MeshHTTPRoute, MeshTCPRoute,
-//! MeshTimeout, MeshRetry, MeshRateLimit, MeshCircuitBreaker, MeshHealthCheck) as the translator reads them for one sidecar.
+//! MeshTimeout, MeshRetry, MeshRateLimit, MeshCircuitBreaker, MeshHealthCheck,
+//! MeshFaultInjection's `to[]`) as the translator reads them for one proxy.
 //!
 //! Owns which policies select a Dataplane or an inbound, and which folded
 //! entries apply to one destination or route. Folding itself is the
@@ -10,9 +11,9 @@ use std::collections::BTreeMap;
 
 use meshlink_api::policy::{self, Entry, PolicyInput, RuleSet, Section};
 use meshlink_api::spec::{
-    AccessLogConf, CircuitBreakerConf, DataplaneSpec, HealthCheckConf, HttpLimit, HttpRouteRule,
-    InboundTarget, LoadBalancingConf, RateLimitConf, RetryConf, TargetRef, TargetRefKind, TcpLimit,
-    TcpRouteRule, TcpRuleConf, TimeoutConf,
+    AccessLogConf, CircuitBreakerConf, DataplaneSpec, FaultConf, HealthCheckConf, HttpFault,
+    HttpLimit, HttpRouteRule, InboundTarget, LoadBalancingConf, RateLimitConf, RetryConf,
+    TargetRef, TargetRefKind, TcpLimit, TcpRouteRule, TcpRuleConf, TimeoutConf,
 };
 use meshlink_api::{Kind, Resource};
 use serde_json::Value;
@@ -104,6 +105,7 @@ pub(crate) struct OutboundPolicies {
     load_balancing: RuleSet,
     circuit_breakers: RuleSet,
     health_checks: RuleSet,
+    faults: RuleSet,
 }
 
 /// A MeshHTTPRoute rule for one destination, with the policy it came from.
@@ -142,6 +144,7 @@ impl OutboundPolicies {
             load_balancing: fold(Kind::MeshLoadBalancingStrategy),
             circuit_breakers: fold(Kind::MeshCircuitBreaker),
             health_checks: fold(Kind::MeshHealthCheck),
+            faults: fold(Kind::MeshFaultInjection),
         }
     }
 
@@ -206,6 +209,15 @@ impl OutboundPolicies {
     /// none applies.
     pub(crate) fn health_check(&self, dest: Destination<'_>) -> Option<HealthCheckConf> {
         typed(&self.health_checks, |e| applies(e, dest, None))
+    }
+
+    /// MeshFaultInjection's `to[]` faults on calls to `dest`, in the order
+    /// they apply (the caller's own faults: a proxyless client's); empty
+    /// when none applies.
+    pub(crate) fn faults(&self, dest: Destination<'_>) -> Vec<HttpFault> {
+        typed::<FaultConf>(&self.faults, |e| applies(e, dest, None))
+            .and_then(|c| c.http)
+            .unwrap_or_default()
     }
 }
 

@@ -152,3 +152,43 @@ fn each_step_is_one_filter_with_its_three_faults() {
     };
     assert_eq!(any.type_url, ExtensionWithMatcher::type_url());
 }
+
+#[test]
+fn a_proxyless_client_gets_uniquely_named_filters_without_a_rate_limit() {
+    let steps: Vec<HttpFault> = serde_json::from_value(json!([
+        { "abort": { "httpStatus": 503, "percentage": 50 },
+          "responseBandwidth": { "limit": "50Mbps", "percentage": 50 } },
+        { "responseBandwidth": { "limit": "1Mbps", "percentage": 100 } },
+        { "delay": { "value": "1s", "percentage": 100 } },
+    ]))
+    .unwrap();
+    let filters = client_filters(&steps);
+    let names: Vec<&str> = filters.iter().map(|f| f.name.as_str()).collect();
+    // The bandwidth-only step is gone: gRPC has no response rate limit.
+    assert_eq!(
+        names,
+        ["envoy.filters.http.fault.0", "envoy.filters.http.fault.1"]
+    );
+    let decoded: Vec<PbHttpFault> = filters
+        .iter()
+        .map(|f| {
+            let Some(http_filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+                panic!("typed config");
+            };
+            assert_eq!(any.type_url, PbHttpFault::type_url());
+            PbHttpFault::decode(any.value.as_slice()).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        decoded[0].abort.as_ref().unwrap().error_type,
+        Some(fault_abort::ErrorType::HttpStatus(503))
+    );
+    assert!(decoded[0].response_rate_limit.is_none());
+    assert!(decoded[0].delay.is_none());
+    assert!(decoded[1].abort.is_none());
+    assert!(matches!(
+        decoded[1].delay.as_ref().unwrap().fault_delay_secifier,
+        Some(fault_delay::FaultDelaySecifier::FixedDelay(d)) if d.seconds == 1
+    ));
+    assert!(client_filters(&[]).is_empty());
+}
