@@ -245,21 +245,25 @@ fn a_backend_whose_health_answers_500_never_sees_a_client_request_and_returns_wh
 
     // The control plane names it in web-1's status (what web-1's sidecar
     // sees), and inspect prints it.
+    // (A report written before web-1's first round was over may list
+    // backend-2 too, while its first check found its sidecar not
+    // listening yet: it passes now, so the next report drops it.)
     let listed = eventually(
-        "web-1's status to list backend-1 as unhealthy",
+        "web-1's status to list backend-1 as unhealthy, and not backend-2",
         READY,
         || {
-            listed_unhealthy(&cp, ports.backend_inbound)
+            let b1 = listed_unhealthy(&cp, ports.backend_inbound)
                 .into_iter()
-                .find(|e| e["reason"] == "HealthCheck")
+                .find(|e| e["reason"] == "HealthCheck")?;
+            let b2 = listed_unhealthy(&cp, b2_inbound);
+            if !b2.is_empty() {
+                println!("backend-2 still listed: {b2:?}");
+            }
+            b2.is_empty().then_some(b1)
         },
     );
     assert_eq!(listed["cluster"], "backend", "{listed}");
     assert!(listed["since"].is_string(), "{listed}");
-    assert!(
-        listed_unhealthy(&cp, b2_inbound).is_empty(),
-        "healthy backend-2 is not listed"
-    );
     let (inspect, lines) = inspect_lines(&cp, ports.backend_inbound);
     assert!(
         inspect.contains("Unhealthy endpoints (as this sidecar sees them):\n"),
