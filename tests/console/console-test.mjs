@@ -99,6 +99,8 @@ try {
   step = "the dataplane's inbounds name their service, then where the app listens";
   const inbound = await page.textContent("#inbounds tbody tr");
   if (!/^\s*\d+\s*web\s*127\.0\.0\.1:\d+/.test(inbound)) throw new Error(`unexpected inbound row: ${inbound}`);
+  step = "the dataplane's unhealthy endpoints (none: no health check fails here)";
+  await page.waitForSelector("#unhealthy-endpoints-none");
   await shot("dataplane-detail");
 
   step = "overview, meshes, policies, services, control planes";

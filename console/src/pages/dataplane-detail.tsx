@@ -1,10 +1,23 @@
-// One Dataplane: inbounds, outbounds, the xDS versions sent and ACKed per
-// type and the certificate (GET /api/v1/dataplanes/{name}/xds?mesh=M, read
-// again whenever the Dataplane changes in the watch feed).
+// One Dataplane: inbounds, outbounds, the endpoints its sidecar keeps out
+// of its balancers (status.unhealthyEndpoints), the xDS versions sent and
+// ACKed per type and the certificate (GET
+// /api/v1/dataplanes/{name}/xds?mesh=M, read again whenever the Dataplane
+// changes in the watch feed).
 import { useEffect, useState } from "preact/hooks";
 import { apiGet } from "../api";
 import type { Store } from "../store";
 import { countdown, useNow, when } from "../hooks";
+
+const WHY: Record<string, string> = {
+  HealthCheck: "failing its health check",
+  Outlier: "ejected by outlier detection",
+};
+
+/** How long ago `t` (RFC 3339) was, from `now`: `3m 5s ago`. */
+function ago(t: string, now: number): string {
+  const at = Date.parse(t);
+  return isNaN(at) ? "" : `${countdown(Math.max(now - at, 1000))} ago`;
+}
 
 function tags(t: Record<string, string> | undefined) {
   return Object.entries(t ?? {})
@@ -103,6 +116,36 @@ export function DataplaneDetail({ store, mesh, name }: { store: Store; mesh: str
           {(net.outbound ?? []).length === 0 && <p class="muted">none</p>}
         </div>
       </div>
+      <h2>Unhealthy endpoints</h2>
+      <p class="muted">Endpoints of other services that this sidecar keeps out of its load balancers, as this sidecar (the caller) sees them.</p>
+      {(dp.status?.unhealthyEndpoints ?? []).length === 0 ? (
+        <p class="muted" id="unhealthy-endpoints-none">
+          none
+        </p>
+      ) : (
+        <table id="unhealthy-endpoints">
+          <thead>
+            <tr>
+              <th>Cluster</th>
+              <th>Endpoint</th>
+              <th>Why</th>
+              <th>Since</th>
+            </tr>
+          </thead>
+          <tbody>
+            {(dp.status?.unhealthyEndpoints ?? []).map((e: any) => (
+              <tr>
+                <td>{e.cluster}</td>
+                <td class="mono">{e.address}</td>
+                <td class="warn">{WHY[e.reason] ?? e.reason}</td>
+                <td>
+                  {when(e.since)} <span class="muted">({ago(e.since, now)})</span>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
       <h2>xDS</h2>
       {err && <p class="error">{err}</p>}
       {xds && !xds.types && <p class="muted">{xds.message ?? "no xDS stream on this control plane"}</p>}

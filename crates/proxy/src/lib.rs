@@ -163,11 +163,20 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
 
     let background = TaskTracker::new();
     background.spawn(app_monitor.run(tasks.clone()));
+    let (unhealthy_tx, unhealthy_rx) = watch::channel(Arc::default());
+    background.spawn(apps::unhealthy::run(
+        dataplane_rx.clone(),
+        unhealthy_tx,
+        tasks.clone(),
+    ));
     background.spawn(apps::report::run(
         options.node_id(),
         connection_rx,
-        app_health.clone(),
-        metrics.clone(),
+        apps::report::ReportSources {
+            apps: app_health.clone(),
+            unhealthy: unhealthy_rx,
+            metrics: metrics.clone(),
+        },
         tasks.clone(),
     ));
     background.spawn(identity::run(

@@ -162,6 +162,29 @@ pub struct DataplaneStatus {
     /// to them while they are listed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreachable_apps: Vec<UnreachableApp>,
+    /// Endpoints of other services that this sidecar (the caller) keeps
+    /// out of its balancers: failing its active health check
+    /// (MeshHealthCheck) or ejected by outlier detection. What this
+    /// sidecar sees, not a verdict on the endpoint: other callers may see
+    /// it healthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unhealthy_endpoints: Vec<UnhealthyEndpoint>,
+}
+
+/// One entry of `status.unhealthyEndpoints` of a Dataplane: an endpoint
+/// its sidecar keeps out of one cluster's balancer, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnhealthyEndpoint {
+    /// The sidecar's cluster (e.g. `backend`).
+    pub cluster: String,
+    /// The endpoint's address (`ip:port`).
+    pub address: String,
+    /// `HealthCheck` (its active health check fails) or `Outlier`
+    /// (outlier detection ejected it).
+    pub reason: String,
+    /// Since when (RFC 3339).
+    pub since: String,
 }
 
 /// One entry of `status.unreachableApps` of a Dataplane.

@@ -65,7 +65,8 @@ pub use circuit_breaker::{
 };
 pub use dataplane::{
     DataplaneAdmin, DataplaneMtlsStatus, DataplaneSpec, DataplaneStatus, Inbound, InboundHealth,
-    Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, UnreachableApp, service_from_tags,
+    Networking, Outbound, SERVICE_TAG, SERVICE_TAG_ALIAS, UnhealthyEndpoint, UnreachableApp,
+    service_from_tags,
 };
 pub use fault_injection::{
     AbortFault, Bandwidth, BandwidthFault, DelayFault, FaultConf, FaultEntry, HttpFault,

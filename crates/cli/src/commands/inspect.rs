@@ -6,6 +6,8 @@
 //! `--config-dump` it prints instead the resources the proxy is sent, in
 //! the shape of Envoy's admin `/config_dump`, as JSON (the default, for
 //! `jq`) or YAML. It only reads the API body; it never decodes xDS itself.
+//! The summary ends with the endpoints the dataplane's sidecar keeps out
+//! of its balancers ([`super::inspect_health`]).
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::Method;
 use serde_json::Value;
 
+use super::inspect_health::unhealthy_endpoints;
 use super::table::{aligned, text};
 use crate::client::ApiClient;
 use crate::failure::Failure;
@@ -116,6 +119,7 @@ fn summary(r: &Value, now: SystemTime) -> String {
             out.push_str(&status_certificate(&r["dataplaneStatus"], now));
         }
         out.push_str(&other_conditions(&r["dataplaneStatus"]));
+        out.push_str(&unhealthy_endpoints(&r["dataplaneStatus"], now));
         return out;
     }
     let stream = format!(
@@ -156,6 +160,7 @@ fn summary(r: &Value, now: SystemTime) -> String {
     }
     out.push_str(&certificate(&r["certificate"], &r["dataplaneStatus"], now));
     out.push_str(&other_conditions(&r["dataplaneStatus"]));
+    out.push_str(&unhealthy_endpoints(&r["dataplaneStatus"], now));
     out.push_str(&types_table(&r["types"]));
     out
 }
@@ -301,7 +306,8 @@ fn unix(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-fn rfc3339(t: SystemTime) -> String {
+/// `t` as RFC 3339, to the second.
+pub(super) fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
@@ -321,7 +327,7 @@ fn time(v: &Value, now: SystemTime) -> String {
 }
 
 /// `in 59m` or `5m ago`, to the minute (to the hour beyond a day).
-fn relative(t: SystemTime, now: SystemTime) -> String {
+pub(super) fn relative(t: SystemTime, now: SystemTime) -> String {
     let (d, future) = match t.duration_since(now) {
         Ok(d) => (d, true),
         Err(e) => (e.duration(), false),

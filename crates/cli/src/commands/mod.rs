@@ -8,6 +8,7 @@ pub(crate) mod demo;
 pub(crate) mod get;
 pub(crate) mod grant;
 pub(crate) mod inspect;
+pub(crate) mod inspect_health;
 pub(crate) mod inspect_rules;
 pub(crate) mod list_printer;
 pub(crate) mod network;

@@ -5,8 +5,8 @@
 //! must name the credential's dataplane in `node_id`, as ADS checks the
 //! first request's `node.id`.
 //!
-//! Each report's applications go to the status task
-//! ([`crate::status::app_reachable`]) when they changed, and its traffic
+//! Each report's applications and unhealthy endpoints go to the status
+//! task ([`crate::status::app_reachable`]) when they changed, and its traffic
 //! figures to the traffic board ([`TrafficBoard`], memory only); when the
 //! stream ends, however it ends, both are told, so only the newest
 //! stream's reports count. It never writes status itself, and never
@@ -26,6 +26,7 @@ use super::ProxyAuth;
 use crate::report_stream::{OnEnd, next_report};
 use crate::status::StatusHandle;
 use crate::status::app_reachable::{AppEvent, ReportedApp};
+use crate::status::unhealthy_endpoints::ReportedEndpoint;
 use crate::traffic::{InboundTraffic, TrafficBoard};
 
 /// Serves DataplaneHealth.
@@ -91,6 +92,36 @@ fn apps(report: &DataplaneHealthReport, key: &ProxyKey) -> Result<Vec<ReportedAp
         .collect()
 }
 
+/// The report's unhealthy endpoints, or why the report is refused.
+fn endpoints(report: &DataplaneHealthReport) -> Result<Vec<ReportedEndpoint>, Status> {
+    report
+        .unhealthy_endpoints
+        .iter()
+        .map(|e| {
+            if e.cluster.is_empty() || e.address.is_empty() {
+                return Err(Status::invalid_argument(format!(
+                    "unhealthy endpoint {:?} of cluster {:?}: both the cluster and the \
+                     address must be set",
+                    e.address, e.cluster
+                )));
+            }
+            if !matches!(e.reason.as_str(), "HealthCheck" | "Outlier") {
+                return Err(Status::invalid_argument(format!(
+                    "unhealthy endpoint {} of cluster {}: unknown reason {:?}; expected \
+                     HealthCheck or Outlier",
+                    e.address, e.cluster, e.reason
+                )));
+            }
+            Ok(ReportedEndpoint {
+                cluster: e.cluster.clone(),
+                address: e.address.clone(),
+                reason: e.reason.clone(),
+                unhealthy_for: Duration::from_millis(e.for_ms),
+            })
+        })
+        .collect()
+}
+
 /// The report's traffic figures, by inbound (ports checked by [`apps`]).
 fn traffic(report: &DataplaneHealthReport) -> Vec<InboundTraffic> {
     report
@@ -106,12 +137,25 @@ fn traffic(report: &DataplaneHealthReport) -> Vec<InboundTraffic> {
         .collect()
 }
 
-/// What tells one report's applications from the last: their states,
-/// never the durations (the status task keeps when an outage began).
-fn app_key(apps: &[ReportedApp]) -> Vec<(u16, &str, bool, &str)> {
-    apps.iter()
-        .map(|a| (a.port, a.address.as_str(), a.reachable, a.error.as_str()))
-        .collect()
+/// What a report's applications and endpoints are compared by.
+type ReportKey<'a> = (
+    Vec<(u16, &'a str, bool, &'a str)>,
+    Vec<(&'a str, &'a str, &'a str)>,
+);
+
+/// What tells one report's applications and unhealthy endpoints from the
+/// last: their states, never the durations (the status task keeps when
+/// an outage began).
+fn app_key<'a>(apps: &'a [ReportedApp], endpoints: &'a [ReportedEndpoint]) -> ReportKey<'a> {
+    (
+        apps.iter()
+            .map(|a| (a.port, a.address.as_str(), a.reachable, a.error.as_str()))
+            .collect(),
+        endpoints
+            .iter()
+            .map(|e| (e.cluster.as_str(), e.address.as_str(), e.reason.as_str()))
+            .collect(),
+    )
 }
 
 #[tonic::async_trait]
@@ -144,23 +188,25 @@ impl DataplaneHealth for DataplaneHealthService {
         });
         let mut inbound = request.into_inner();
         let mut reports = 0u64;
-        let mut last_apps: Option<Vec<ReportedApp>> = None;
+        let mut last: Option<(Vec<ReportedApp>, Vec<ReportedEndpoint>)> = None;
         while let Some(report) =
             next_report(&self.shutdown, &mut inbound, "dataplane health", &key).await?
         {
             let apps = apps(&report, &key)?;
+            let endpoints = endpoints(&report)?;
             reports += 1;
             self.traffic
                 .dataplane_reported(&key, stream, traffic(&report));
             // A report whose figures alone moved changes no status.
-            if last_apps.as_deref().map(app_key) == Some(app_key(&apps)) {
+            if last.as_ref().map(|(a, e)| app_key(a, e)) == Some(app_key(&apps, &endpoints)) {
                 continue;
             }
-            last_apps = Some(apps.clone());
+            last = Some((apps.clone(), endpoints.clone()));
             self.status.app_event(AppEvent::Report {
                 key: key.clone(),
                 stream,
                 apps,
+                endpoints,
                 at: SystemTime::now(),
             });
         }
@@ -171,7 +217,7 @@ impl DataplaneHealth for DataplaneHealthService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meshlink_xds::certify::InboundApp;
+    use meshlink_xds::certify::{InboundApp, UnhealthyEndpoint};
 
     #[test]
     fn a_report_must_name_the_credentials_dataplane_and_real_ports() {
@@ -187,6 +233,7 @@ mod tests {
         let report = |node: &str, port| DataplaneHealthReport {
             node_id: node.into(),
             inbounds: vec![inbound(port)],
+            unhealthy_endpoints: Vec::new(),
         };
         let ok = apps(&report("default.backend-1", 8080), &key).expect("accepted");
         assert_eq!(ok[0].port, 8080);
@@ -197,6 +244,32 @@ mod tests {
         for port in [0, 70_000] {
             let e = apps(&report("default.backend-1", port), &key).unwrap_err();
             assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        }
+    }
+
+    #[test]
+    fn unhealthy_endpoints_need_a_cluster_an_address_and_a_known_reason() {
+        let entry = |cluster: &str, reason: &str| UnhealthyEndpoint {
+            cluster: cluster.into(),
+            address: "10.0.0.2:15000".into(),
+            reason: reason.into(),
+            for_ms: 2500,
+        };
+        let report = |entries| DataplaneHealthReport {
+            node_id: "default.web-1".into(),
+            inbounds: Vec::new(),
+            unhealthy_endpoints: entries,
+        };
+        let ok = endpoints(&report(vec![
+            entry("backend", "HealthCheck"),
+            entry("backend", "Outlier"),
+        ]))
+        .expect("accepted");
+        assert_eq!(ok[0].unhealthy_for, Duration::from_millis(2500));
+        assert_eq!(ok[1].reason, "Outlier");
+        for bad in [entry("", "HealthCheck"), entry("backend", "Sick")] {
+            let e = endpoints(&report(vec![bad])).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{}", e.message());
         }
     }
 }

@@ -14,8 +14,13 @@
 //! report stream on the HTTP/2 connection of its ADS stream, so the report
 //! reaches the replica that holds the stream.
 //!
+//! The same reports carry the endpoints the sidecar keeps out of its
+//! balancers; [`AppFacts`] keeps them too, and they are written as
+//! `status.unhealthyEndpoints` by the same rule
+//! ([`super::unhealthy_endpoints`]).
+//!
 //! Without a report (none yet on this replica, the stream ended, an Envoy
-//! client that never reports) the stored condition and list are left as
+//! client that never reports) the stored condition and lists are left as
 //! they are: the last report stands, so a proxy that went away with its
 //! application down stays steered around until its sidecar says otherwise.
 //! It never decides which endpoints other proxies get: the translator
@@ -24,11 +29,12 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, SystemTime};
 
-use meshlink_api::spec::{DataplaneSpec, DataplaneStatus, UnreachableApp};
+use meshlink_api::spec::{DataplaneSpec, DataplaneStatus, UnhealthyEndpoint, UnreachableApp};
 use meshlink_api::{Condition, ConditionStatus};
 use meshlink_xds::owner::ProxyKey;
 
 use super::model::Proxy;
+use super::unhealthy_endpoints::{self, ReportedEndpoint};
 
 /// The condition type.
 pub(crate) const APP_REACHABLE: &str = "AppReachable";
@@ -59,6 +65,8 @@ pub(crate) enum AppEvent {
         stream: u64,
         /// Every inbound's application.
         apps: Vec<ReportedApp>,
+        /// The endpoints the sidecar keeps out of its balancers.
+        endpoints: Vec<ReportedEndpoint>,
         /// When it arrived.
         at: SystemTime,
     },
@@ -86,6 +94,10 @@ pub(crate) struct AppFacts {
     /// The unreachable applications of that stream's latest report, by
     /// port; `None` before its first report and after it ended.
     report: Option<Vec<UnreachableApp>>,
+    /// The unhealthy endpoints of the latest report of any stream: they
+    /// stand while `report` is `Some`, and after the stream's end they
+    /// still give the next stream's entries their `since`.
+    endpoints: Vec<UnhealthyEndpoint>,
     /// Inbounds whose spec says `health.ready: false`: port and name.
     declared: Vec<(u16, Option<String>)>,
 }
@@ -98,12 +110,14 @@ fn rfc3339(t: SystemTime) -> String {
 
 impl AppFacts {
     /// Takes a report of `stream` received at `at`; returns whether what
-    /// is known changed. An application still unreachable keeps the
-    /// `since` it was first reported with.
+    /// is known changed. An application still unreachable, and an
+    /// endpoint still unhealthy, keeps the `since` it was first reported
+    /// with.
     pub(crate) fn apply_report(
         &mut self,
         stream: u64,
         apps: &[ReportedApp],
+        endpoints: &[ReportedEndpoint],
         at: SystemTime,
     ) -> bool {
         if stream < self.stream {
@@ -130,9 +144,12 @@ impl AppFacts {
             })
             .collect();
         now.sort_by_key(|a| a.port);
+        let endpoints_before = std::mem::take(&mut self.endpoints);
+        let endpoints = unhealthy_endpoints::merge(&endpoints_before, endpoints, at);
         // A first report that finds nothing down still adds the condition.
-        let changed = first || now != before;
+        let changed = first || now != before || endpoints != endpoints_before;
         self.report = Some(now);
+        self.endpoints = endpoints;
         changed
     }
 
@@ -161,6 +178,15 @@ impl AppFacts {
     /// one: the merge then keeps the stored list, see [`merged`]).
     pub(crate) fn unreachable(&self) -> Vec<UnreachableApp> {
         self.report.clone().unwrap_or_default()
+    }
+
+    /// The unhealthy endpoints of the latest report (empty without one:
+    /// the merge then keeps the stored list, see [`merged`]).
+    pub(crate) fn unhealthy_endpoints(&self) -> Vec<UnhealthyEndpoint> {
+        match self.report {
+            Some(_) => self.endpoints.clone(),
+            None => Vec::new(),
+        }
     }
 
     /// The `AppReachable` condition of the latest report; `None` without
@@ -232,10 +258,11 @@ pub(crate) fn on_event(proxies: &mut std::collections::HashMap<ProxyKey, Proxy>,
             key,
             stream,
             apps,
+            endpoints,
             at,
         } => {
             let p = proxies.entry(key.clone()).or_default();
-            (key, p.app.apply_report(stream, &apps, at))
+            (key, p.app.apply_report(stream, &apps, &endpoints, at))
         }
         AppEvent::Ended { key, stream } => {
             let changed = proxies
@@ -277,8 +304,9 @@ pub(crate) fn digest(status_digest: u64, app: Option<&Condition>) -> u64 {
 
 /// The app part of a merge (`writer::merge_dataplanes`): with the claim
 /// (`claimed`) and a report, `merged` keeps the reported list and the
-/// condition is returned to be set; otherwise the stored list stands and
-/// no condition is set.
+/// condition is returned to be set; otherwise the stored lists
+/// (`unreachableApps`, `unhealthyEndpoints`) stand and no condition is
+/// set.
 pub(crate) fn merged(
     app: Option<&Condition>,
     stored: &DataplaneStatus,
@@ -289,6 +317,7 @@ pub(crate) fn merged(
         (true, Some(c)) => Some(c.clone()),
         _ => {
             merged.unreachable_apps = stored.unreachable_apps.clone();
+            merged.unhealthy_endpoints = stored.unhealthy_endpoints.clone();
             None
         }
     }

@@ -28,7 +28,7 @@ fn app(port: u16, reachable: bool, down_for: u64) -> ReportedApp {
 fn a_report_sets_the_condition_and_keeps_since_while_it_lasts() {
     let mut f = AppFacts::default();
     assert!(f.condition().is_none(), "no report: nothing to say");
-    assert!(f.apply_report(1, &[app(8080, true, 0)], at(0)));
+    assert!(f.apply_report(1, &[app(8080, true, 0)], &[], at(0)));
     let c = f.condition().expect("a condition");
     assert_eq!(
         (c.status, c.reason.as_str()),
@@ -36,7 +36,7 @@ fn a_report_sets_the_condition_and_keeps_since_while_it_lasts() {
     );
     assert!(f.not_ready().is_none());
 
-    assert!(f.apply_report(1, &[app(8080, false, 3)], at(10)));
+    assert!(f.apply_report(1, &[app(8080, false, 3)], &[], at(10)));
     let c = f.condition().expect("a condition");
     assert_eq!(
         (c.status, c.reason.as_str()),
@@ -52,13 +52,13 @@ fn a_report_sets_the_condition_and_keeps_since_while_it_lasts() {
     }
     assert_eq!(f.not_ready().map(|r| r.0), Some("AppUnreachable"));
     // The same outage reported again (a new stream says 20 s): same since.
-    assert!(!f.apply_report(2, &[app(8080, false, 20)], at(30)));
+    assert!(!f.apply_report(2, &[app(8080, false, 20)], &[], at(30)));
     assert_eq!(f.unreachable()[0].since, rfc3339(at(7)));
     // A report of an older stream is stale.
-    assert!(!f.apply_report(1, &[app(8080, true, 0)], at(31)));
+    assert!(!f.apply_report(1, &[app(8080, true, 0)], &[], at(31)));
     assert_eq!(f.unreachable().len(), 1);
     // Back.
-    assert!(f.apply_report(2, &[app(8080, true, 0)], at(40)));
+    assert!(f.apply_report(2, &[app(8080, true, 0)], &[], at(40)));
     assert!(f.unreachable().is_empty());
     assert_eq!(f.condition().unwrap().status, ConditionStatus::True);
 }
@@ -66,7 +66,7 @@ fn a_report_sets_the_condition_and_keeps_since_while_it_lasts() {
 #[test]
 fn only_the_newest_streams_end_clears_the_report() {
     let mut f = AppFacts::default();
-    f.apply_report(3, &[app(8080, false, 0)], at(0));
+    f.apply_report(3, &[app(8080, false, 0)], &[], at(0));
     assert!(!f.stream_ended(2), "an older stream");
     assert!(f.condition().is_some());
     assert!(f.stream_ended(3));
@@ -95,10 +95,10 @@ fn a_declared_not_ready_inbound_is_named_after_an_unreachable_app() {
     let (reason, msg) = f.not_ready().expect("not ready");
     assert_eq!(reason, "InboundNotReady");
     assert!(msg.contains("inbound 8080 (http)"), "{msg}");
-    f.apply_report(1, &[app(8081, false, 0)], at(0));
+    f.apply_report(1, &[app(8081, false, 0)], &[], at(0));
     assert_eq!(f.not_ready().map(|r| r.0), Some("AppUnreachable"));
     assert!(f.set_declared(&spec(serde_json::json!({"ready": true}))));
-    f.apply_report(1, &[app(8081, true, 0)], at(1));
+    f.apply_report(1, &[app(8081, true, 0)], &[], at(1));
     assert!(f.not_ready().is_none());
 }
 
@@ -111,6 +111,12 @@ fn without_the_claim_or_a_report_the_stored_list_stands() {
             error: "refused".into(),
             since: rfc3339(at(0)),
         }],
+        unhealthy_endpoints: vec![UnhealthyEndpoint {
+            cluster: "backend".into(),
+            address: "10.0.0.2:15000".into(),
+            reason: "HealthCheck".into(),
+            since: rfc3339(at(0)),
+        }],
         ..Default::default()
     };
     let c = Condition::now(APP_REACHABLE, ConditionStatus::True, "Reachable", "ok");
@@ -118,11 +124,44 @@ fn without_the_claim_or_a_report_the_stored_list_stands() {
         let mut m = DataplaneStatus::default();
         assert!(merged(app, &stored, &mut m, claimed).is_none());
         assert_eq!(m.unreachable_apps, stored.unreachable_apps);
+        assert_eq!(m.unhealthy_endpoints, stored.unhealthy_endpoints);
     }
     let mut m = DataplaneStatus::default();
     assert_eq!(merged(Some(&c), &stored, &mut m, true), Some(c));
     assert!(
-        m.unreachable_apps.is_empty(),
-        "the report's list is written"
+        m.unreachable_apps.is_empty() && m.unhealthy_endpoints.is_empty(),
+        "the report's lists are written"
     );
+}
+
+#[test]
+fn unhealthy_endpoints_change_the_facts_and_keep_since_while_they_last() {
+    let failing = |for_secs| ReportedEndpoint {
+        cluster: "backend".into(),
+        address: "10.0.0.2:15000".into(),
+        reason: "HealthCheck".into(),
+        unhealthy_for: Duration::from_secs(for_secs),
+    };
+    let mut f = AppFacts::default();
+    assert!(f.apply_report(1, &[app(8080, true, 0)], &[], at(0)));
+    assert!(f.unhealthy_endpoints().is_empty());
+    // Only the endpoints changed: still a change to write.
+    assert!(f.apply_report(1, &[app(8080, true, 0)], &[failing(2)], at(10)));
+    let listed = f.unhealthy_endpoints();
+    assert_eq!(
+        (listed[0].address.as_str(), listed[0].since.clone()),
+        ("10.0.0.2:15000", rfc3339(at(8)))
+    );
+    // A later report (a new stream too) of the same endpoint: no change.
+    assert!(!f.apply_report(2, &[app(8080, true, 0)], &[failing(25)], at(30)));
+    assert_eq!(f.unhealthy_endpoints()[0].since, rfc3339(at(8)));
+    // The stream ends: nothing to write (the stored list stands).
+    assert!(f.stream_ended(2));
+    assert!(f.unhealthy_endpoints().is_empty() && f.condition().is_none());
+    // The sidecar's next stream reports it still failing: the same since.
+    assert!(f.apply_report(3, &[app(8080, true, 0)], &[failing(33)], at(42)));
+    assert_eq!(f.unhealthy_endpoints()[0].since, rfc3339(at(8)));
+    // It passes again: the next report's list is empty.
+    assert!(f.apply_report(3, &[app(8080, true, 0)], &[], at(50)));
+    assert!(f.unhealthy_endpoints().is_empty() && f.condition().is_some());
 }

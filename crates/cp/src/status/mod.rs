@@ -39,6 +39,7 @@ pub mod owners;
 mod protocol;
 #[cfg(test)]
 mod tests;
+pub(crate) mod unhealthy_endpoints;
 pub(crate) mod writer;
 
 use std::collections::{BTreeSet, HashMap, HashSet};

@@ -302,6 +302,7 @@ impl Proxy {
                 delivery: Some(c.delivery.as_str().to_owned()),
             }),
             unreachable_apps: self.app.unreachable(),
+            unhealthy_endpoints: self.app.unhealthy_endpoints(),
         }
     }
 

@@ -61,7 +61,7 @@ pub const OWNERS: &[StatusOwner] = &[
     },
     StatusOwner {
         kind: Kind::Dataplane,
-        parts: &["AppReachable", "unreachableApps"],
+        parts: &["AppReachable", "unreachableApps", "unhealthyEndpoints"],
         files: &["status/app_reachable.rs", "status/writer.rs"],
         task: "the status task of the replica holding the proxy's stream (the same claim as \
                Ready, written in the same merge)",

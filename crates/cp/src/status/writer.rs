@@ -31,8 +31,9 @@ pub(crate) struct DataplaneUpdate {
     pub(crate) ready: Condition,
     /// What this instance may claim about the connection.
     pub(crate) presence: Presence,
-    /// Its `AppReachable` condition; `None`: keep the stored one and
-    /// `unreachableApps` ([`super::app_reachable::merged`]).
+    /// Its `AppReachable` condition; `None`: keep the stored one,
+    /// `unreachableApps` and `unhealthyEndpoints`
+    /// ([`super::app_reachable::merged`]).
     pub(crate) app: Option<Condition>,
 }
 

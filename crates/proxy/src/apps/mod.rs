@@ -15,6 +15,10 @@
 //!   Dataplane's status. The control plane writes `AppReachable` and
 //!   `Ready`, and takes the inbound out of other proxies' endpoints while
 //!   its application is unreachable.
+//! - [`unhealthy`]: samples which endpoints of other services this
+//!   sidecar keeps out of its balancers (a failing MeshHealthCheck, an
+//!   outlier ejection), for the same reports; the control plane lists them
+//!   in the Dataplane's `status.unhealthyEndpoints`.
 //!
 //! The admin endpoint shows it on `/ready` (which stays 200: the proxy
 //! itself is ready) and `/config_dump`, and `meshlink_proxy_app_reachable`
@@ -22,6 +26,7 @@
 
 pub mod monitor;
 pub mod report;
+pub mod unhealthy;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

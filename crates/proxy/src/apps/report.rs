@@ -12,19 +12,25 @@
 //! only states, addresses and errors count as changes. Each report also
 //! carries every inbound's traffic (connections and bytes, from the
 //! listener's counters), sampled every [`TRAFFIC_EVERY`]: moved figures
-//! send a report, so traffic alone sends at most one per interval.
+//! send a report, so traffic alone sends at most one per interval. And
+//! each report names the endpoints this sidecar keeps out of its
+//! balancers ([`super::unhealthy`], sampled every second): a changed set
+//! (cluster, address, reason; never the durations) sends a report.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use meshlink_proto::certify::dataplane_health_client::DataplaneHealthClient;
-use meshlink_proto::certify::{DataplaneHealthReport, InboundApp as PbInboundApp};
+use meshlink_proto::certify::{
+    DataplaneHealthReport, InboundApp as PbInboundApp, UnhealthyEndpoint as PbUnhealthyEndpoint,
+};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
+use super::unhealthy::UnhealthyEndpoints;
 use super::{AppHealth, AppState, AppStates};
 use crate::backoff::Backoff;
 use crate::log_limit::LogLimiter;
@@ -79,12 +85,24 @@ fn inbound_traffic(metrics: &ProxyMetrics, listener: &str) -> InboundTraffic {
     }
 }
 
+/// What a report is made of: the inbounds' applications, the endpoints
+/// kept out of the balancers, and the traffic counters.
+#[derive(Debug, Clone)]
+pub struct ReportSources {
+    /// The inbounds' local applications.
+    pub apps: AppHealth,
+    /// The endpoints this sidecar keeps out of its balancers
+    /// ([`super::unhealthy::run`]).
+    pub unhealthy: watch::Receiver<Arc<UnhealthyEndpoints>>,
+    /// The listeners' counters.
+    pub metrics: Arc<ProxyMetrics>,
+}
+
 /// Runs report streams for `node_id` until `cancel` fires.
 pub async fn run(
     node_id: String,
     mut connection: watch::Receiver<Option<CpConnection>>,
-    apps: AppHealth,
-    metrics: Arc<ProxyMetrics>,
+    sources: ReportSources,
     cancel: CancellationToken,
 ) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(15));
@@ -99,7 +117,7 @@ pub async fn run(
         };
         let ended = tokio::select! {
             () = cancel.cancelled() => return,
-            e = session(&node_id, &conn, apps.states(), &metrics, connection.clone()) => e,
+            e = session(&node_id, &conn, &sources, connection.clone()) => e,
         };
         let why = match ended {
             Ended::Moved => {
@@ -127,10 +145,12 @@ pub async fn run(
 async fn session(
     node_id: &str,
     conn: &CpConnection,
-    mut states: watch::Receiver<Arc<AppStates>>,
-    metrics: &ProxyMetrics,
+    sources: &ReportSources,
     mut connection: watch::Receiver<Option<CpConnection>>,
 ) -> Ended {
+    let mut states = sources.apps.states();
+    let mut unhealthy = sources.unhealthy.clone();
+    let metrics = &sources.metrics;
     let (tx, rx) = mpsc::channel(4);
     let mut request = tonic::Request::new(ReceiverStream::new(rx));
     request
@@ -142,16 +162,18 @@ async fn session(
         let mut last = None;
         let mut traffic = BTreeMap::new();
         let mut sampled = false;
+        let mut sampler_runs = true;
         let mut tick = tokio::time::interval_at(Instant::now() + TRAFFIC_EVERY, TRAFFIC_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let current = states.borrow_and_update().clone();
+            let endpoints = unhealthy.borrow_and_update().clone();
             if current.settled {
                 if !sampled {
                     traffic = sample(metrics, &current);
                     sampled = true;
                 }
-                let report = build(node_id, &current, &traffic, Instant::now());
+                let report = build(node_id, &current, &traffic, &endpoints, Instant::now());
                 let key = change_key(&report);
                 if last.as_ref() != Some(&key) {
                     if tx.send(report).await.is_err() {
@@ -163,6 +185,11 @@ async fn session(
             tokio::select! {
                 changed = states.changed() => if changed.is_err() {
                     return;
+                },
+                // The sampler ends with the data path (drain): keep
+                // reporting the applications without it.
+                changed = unhealthy.changed(), if sampler_runs => if changed.is_err() {
+                    sampler_runs = false;
                 },
                 _ = tick.tick() => sampled = false,
             }
@@ -189,12 +216,13 @@ fn sample(metrics: &ProxyMetrics, states: &AppStates) -> BTreeMap<String, Inboun
         .collect()
 }
 
-/// The report of `states` and `traffic` (by inbound listener name) at
-/// `now`.
+/// The report of `states`, `traffic` (by inbound listener name) and
+/// `unhealthy` at `now`.
 pub fn build(
     node_id: &str,
     states: &AppStates,
     traffic: &BTreeMap<String, InboundTraffic>,
+    unhealthy: &UnhealthyEndpoints,
     now: Instant,
 ) -> DataplaneHealthReport {
     let inbounds = states
@@ -213,7 +241,7 @@ pub fn build(
                 address: app.address.to_string(),
                 reachable,
                 error,
-                unreachable_for_ms: u64::try_from(down_for.as_millis()).unwrap_or(u64::MAX),
+                unreachable_for_ms: millis(down_for),
                 connections_opened: t.opened,
                 connections_active: t.active,
                 bytes_received: t.received,
@@ -221,18 +249,41 @@ pub fn build(
             }
         })
         .collect();
+    let unhealthy_endpoints = unhealthy
+        .iter()
+        .map(|((cluster, addr, reason), since)| PbUnhealthyEndpoint {
+            cluster: cluster.clone(),
+            address: addr.to_string(),
+            reason: reason.as_str().to_owned(),
+            for_ms: millis(now.saturating_duration_since(since)),
+        })
+        .collect();
     DataplaneHealthReport {
         node_id: node_id.to_owned(),
         inbounds,
+        unhealthy_endpoints,
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What an inbound's report entry is compared by.
 type InboundKey = (u32, String, bool, String, [u64; 4]);
 
+/// What an unhealthy endpoint's report entry is compared by: cluster,
+/// address, reason.
+type EndpointKey = (String, String, String);
+
 /// What tells one report from the next: everything but the durations.
-fn change_key(report: &DataplaneHealthReport) -> Vec<InboundKey> {
-    report
+fn change_key(report: &DataplaneHealthReport) -> (Vec<InboundKey>, Vec<EndpointKey>) {
+    let endpoints = report
+        .unhealthy_endpoints
+        .iter()
+        .map(|e| (e.cluster.clone(), e.address.clone(), e.reason.clone()))
+        .collect();
+    let inbounds = report
         .inbounds
         .iter()
         .map(|i| {
@@ -249,7 +300,8 @@ fn change_key(report: &DataplaneHealthReport) -> Vec<InboundKey> {
                 ],
             )
         })
-        .collect()
+        .collect();
+    (inbounds, endpoints)
 }
 
 #[cfg(test)]
@@ -277,9 +329,10 @@ mod tests {
             since,
         });
         let none = BTreeMap::new();
-        let first = build("default.backend-1", &down, &none, since);
+        let ok = UnhealthyEndpoints::default();
+        let first = build("default.backend-1", &down, &none, &ok, since);
         tokio::time::advance(Duration::from_secs(3)).await;
-        let later = build("default.backend-1", &down, &none, Instant::now());
+        let later = build("default.backend-1", &down, &none, &ok, Instant::now());
         assert_eq!(later.node_id, "default.backend-1");
         let i = &later.inbounds[0];
         assert_eq!(
@@ -296,10 +349,65 @@ mod tests {
             "default.backend-1",
             &states(AppState::Reachable),
             &none,
+            &ok,
             Instant::now(),
         );
         assert!(up.inbounds[0].reachable && up.inbounds[0].error.is_empty());
         assert_ne!(change_key(&first), change_key(&up));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_report_names_the_unhealthy_endpoints_and_changes_only_with_the_set() {
+        use crate::apps::unhealthy::Reason;
+        let states = AppStates {
+            settled: true,
+            inbounds: BTreeMap::new(),
+        };
+        let none = BTreeMap::new();
+        let since = Instant::now();
+        let b1: std::net::SocketAddr = "10.0.0.1:15000".parse().unwrap();
+        let failing =
+            UnhealthyEndpoints::of([(("backend".to_owned(), b1, Reason::HealthCheck), since)]);
+        let first = build("default.web-1", &states, &none, &failing, since);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let later = build("default.web-1", &states, &none, &failing, Instant::now());
+        let e = &later.unhealthy_endpoints[0];
+        assert_eq!(
+            (
+                e.cluster.as_str(),
+                e.address.as_str(),
+                e.reason.as_str(),
+                e.for_ms
+            ),
+            ("backend", "10.0.0.1:15000", "HealthCheck", 2000)
+        );
+        assert_eq!(
+            change_key(&first),
+            change_key(&later),
+            "time alone is no change"
+        );
+        let both = UnhealthyEndpoints::of([
+            (("backend".to_owned(), b1, Reason::HealthCheck), since),
+            (("backend".to_owned(), b1, Reason::Outlier), Instant::now()),
+        ]);
+        let ejected = build("default.web-1", &states, &none, &both, Instant::now());
+        let reasons: Vec<&str> = ejected
+            .unhealthy_endpoints
+            .iter()
+            .map(|e| e.reason.as_str())
+            .collect();
+        assert_eq!(reasons, ["HealthCheck", "Outlier"]);
+        assert_eq!(ejected.unhealthy_endpoints[1].for_ms, 0);
+        assert_ne!(change_key(&later), change_key(&ejected));
+        let healthy = build(
+            "default.web-1",
+            &states,
+            &none,
+            &UnhealthyEndpoints::default(),
+            Instant::now(),
+        );
+        assert!(healthy.unhealthy_endpoints.is_empty());
+        assert_ne!(change_key(&later), change_key(&healthy));
     }
 
     #[test]
@@ -322,6 +430,7 @@ mod tests {
             "default.backend-1",
             &states,
             &sample(&metrics, &states),
+            &UnhealthyEndpoints::default(),
             Instant::now(),
         );
         let listener = NameLabels {
@@ -350,6 +459,7 @@ mod tests {
             "default.backend-1",
             &states,
             &sample(&metrics, &states),
+            &UnhealthyEndpoints::default(),
             Instant::now(),
         );
         let i = &after.inbounds[0];
