@@ -62,10 +62,10 @@ pub async fn handle(
     let in_flight = ctx.activity.start();
     let mut request = request;
     let traced = match &spec.protocol {
-        ListenerProtocol::Http(h) => h.tracing.as_ref().and_then(|t| {
-            let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-            super::trace::start(t, spec.direction, &method, &path, request.headers_mut())
-        }),
+        ListenerProtocol::Http(h) => h
+            .tracing
+            .as_ref()
+            .and_then(|t| super::trace::start(t, spec.direction, &mut request)),
         _ => None,
     };
     let logged = match &spec.protocol {
@@ -103,7 +103,10 @@ pub async fn handle(
     if let (Some(span), ListenerProtocol::Http(h)) = (traced, &spec.protocol)
         && let Some(tracing) = &h.tracing
     {
-        span.finish(tracing, spec.direction, &response, &labels, &ctx.metrics);
+        // The labels' last use: the span takes the cluster's name.
+        let cluster = std::mem::take(&mut labels.cluster);
+        let status = response.status();
+        span.finish(tracing, spec.direction, status, cluster, took, &ctx.metrics);
     }
     Ok(response)
 }

@@ -34,6 +34,7 @@ pub mod headers;
 pub mod metrics;
 pub mod mirror;
 pub mod one_shot;
+pub mod otlp_encode;
 pub mod pool;
 pub mod redirect;
 pub mod replay;

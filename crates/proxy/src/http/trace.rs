@@ -9,17 +9,23 @@
 //! backend's inbound span. With Zipkin's shared span context (its
 //! default), an inbound's server span takes the caller's span ID instead,
 //! as Envoy does.
+//!
+//! A span records what its request was (method, path, cluster, status),
+//! not strings made from it: its name and attributes are written by the
+//! exporter ([`FinishedSpan::name_parts`], [`FinishedSpan::attributes`]),
+//! so the data path allocates only the path it copies.
 
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
-use http::{HeaderMap, Method, Response};
+use http::{HeaderName, Method, Request, StatusCode};
 
-use super::metrics::RequestLabels;
-use super::respond::ResponseBody;
 use super::trace_context::{self, Outgoing, SpanId, TraceId};
 use crate::metrics::ProxyMetrics;
 use crate::model::Direction;
 use crate::model::trace::{Collector, SAMPLING_RESOLUTION, TagValue, Tracing};
+
+static X_CLIENT_TRACE_ID: HeaderName = HeaderName::from_static("x-client-trace-id");
 
 /// A finished span, as the exporters read it.
 #[derive(Debug, Clone)]
@@ -30,22 +36,65 @@ pub struct FinishedSpan {
     pub span_id: SpanId,
     /// Its parent, if any.
     pub parent_span_id: Option<SpanId>,
-    /// e.g. `outbound GET backend`.
-    pub name: String,
     /// Server (inbound) or client (outbound).
     pub direction: Direction,
+    /// The request's method.
+    pub method: Method,
+    /// The request's path (`http.url`).
+    pub path: String,
+    /// The cluster it went to (empty when it never got one).
+    pub cluster: String,
     /// When the request arrived.
     pub start: SystemTime,
-    /// When its response's headers were sent.
-    pub end: SystemTime,
+    /// From its arrival until its response's headers were sent.
+    pub duration: Duration,
     /// The service that recorded it.
-    pub service_name: String,
+    pub service_name: Arc<str>,
     /// The HTTP status answered.
-    pub status: u16,
-    /// Envoy's span tags and the custom tags.
-    pub attributes: Vec<(String, String)>,
+    pub status: StatusCode,
+    /// The custom tags (name, value).
+    pub tags: Vec<(Arc<str>, Arc<str>)>,
     /// The span shares its ID with the caller's (Zipkin).
     pub shared: bool,
+}
+
+impl FinishedSpan {
+    /// When its response's headers were sent.
+    pub fn end(&self) -> SystemTime {
+        self.start + self.duration
+    }
+
+    /// The pieces of its name, e.g. `outbound GET backend`, joined.
+    pub fn name_parts(&self) -> [&str; 5] {
+        [
+            self.direction.as_str(),
+            " ",
+            self.method.as_str(),
+            " ",
+            &self.cluster,
+        ]
+    }
+
+    /// Its name, e.g. `outbound GET backend`.
+    pub fn name(&self) -> String {
+        self.name_parts().concat()
+    }
+
+    /// Envoy's span tags, then the custom tags, as (key, value), in the
+    /// order they are exported.
+    pub fn attributes(&self) -> impl Iterator<Item = (&str, &str)> {
+        let error = (self.status.as_u16() >= 500).then_some(("error", "true"));
+        [
+            ("http.method", self.method.as_str()),
+            ("http.url", self.path.as_str()),
+            ("http.status_code", self.status.as_str()),
+            ("upstream_cluster", self.cluster.as_str()),
+            ("component", "proxy"),
+        ]
+        .into_iter()
+        .chain(error)
+        .chain(self.tags.iter().map(|(k, v)| (&**k, &**v)))
+    }
 }
 
 /// A span in progress; `None` from [`start`] when the request is not
@@ -56,27 +105,25 @@ pub struct ActiveSpan {
     start: SystemTime,
     method: Method,
     path: String,
-    tags: Vec<(String, String)>,
+    tags: Vec<(Arc<str>, Arc<str>)>,
     shared: bool,
 }
 
-/// Starts the span of a request with `headers` on a listener with
-/// `tracing`, and writes its context into `headers` for the next hop.
-/// Returns `None` (the context still propagated, marked not sampled) when
-/// the request is not sampled.
-pub fn start(
+/// Starts the span of `request` on a listener with `tracing`, and writes
+/// its context into the request's headers for the next hop. Returns
+/// `None` (the context still propagated, marked not sampled) when the
+/// request is not sampled.
+pub fn start<B>(
     tracing: &Tracing,
     direction: Direction,
-    method: &Method,
-    path: &str,
-    headers: &mut HeaderMap,
+    request: &mut Request<B>,
 ) -> Option<ActiveSpan> {
+    let headers = request.headers();
     let incoming = trace_context::extract(headers);
-    let client_trace_id = headers.contains_key("x-client-trace-id");
+    let parent = incoming.and_then(|c| c.sampled);
+    let client_trace_id = parent.is_none() && headers.contains_key(&X_CLIENT_TRACE_ID);
     let draw = || rand::random_range(0..SAMPLING_RESOLUTION);
-    let sampled = tracing
-        .sampling
-        .decide(incoming.and_then(|c| c.sampled), client_trace_id, draw);
+    let sampled = tracing.sampling.decide(parent, client_trace_id, draw);
     let (wide, shared_context) = match &tracing.collector {
         Collector::Zipkin {
             trace_id_128bit,
@@ -106,6 +153,7 @@ pub fn start(
             sampled,
         },
     };
+    let headers = request.headers_mut();
     trace_context::inject(headers, &ctx, tracing.collector.is_zipkin());
     if !sampled {
         return None;
@@ -119,7 +167,7 @@ pub fn start(
                 TagValue::Header { name, default } => headers
                     .get(name)
                     .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned)
+                    .map(Arc::from)
                     .or_else(|| default.clone())?,
             };
             Some((t.name.clone(), value))
@@ -128,49 +176,94 @@ pub fn start(
     Some(ActiveSpan {
         ctx,
         start: SystemTime::now(),
-        method: method.clone(),
-        path: path.to_owned(),
+        method: request.method().clone(),
+        path: request.uri().path().to_owned(),
         tags,
         shared,
     })
 }
 
 impl ActiveSpan {
-    /// Ends the span with `response` and queues it on `tracing`'s
-    /// exporter, counting it as dropped when the queue is full.
+    /// Ends the span with the response's `status`, `took` after the
+    /// request arrived, and queues it on `tracing`'s exporter, counting
+    /// it as dropped when the queue is full. `cluster` is where the
+    /// request went (empty when nowhere).
     pub fn finish(
         self,
         tracing: &Tracing,
         direction: Direction,
-        response: &Response<ResponseBody>,
-        labels: &RequestLabels,
+        status: StatusCode,
+        cluster: String,
+        took: Duration,
         metrics: &ProxyMetrics,
     ) {
-        let status = response.status().as_u16();
-        let mut attributes = vec![
-            ("http.method".to_owned(), self.method.to_string()),
-            ("http.url".to_owned(), self.path),
-            ("http.status_code".to_owned(), status.to_string()),
-            ("upstream_cluster".to_owned(), labels.cluster.clone()),
-            ("component".to_owned(), "proxy".to_owned()),
-        ];
-        if status >= 500 {
-            attributes.push(("error".to_owned(), "true".to_owned()));
-        }
-        attributes.extend(self.tags);
         let span = FinishedSpan {
             trace_id: self.ctx.trace_id,
             span_id: self.ctx.span_id,
             parent_span_id: self.ctx.parent_span_id,
-            name: format!("{} {} {}", direction.as_str(), self.method, labels.cluster),
             direction,
+            method: self.method,
+            path: self.path,
+            cluster,
             start: self.start,
-            end: SystemTime::now(),
+            duration: took,
             service_name: tracing.service_name.clone(),
             status,
-            attributes,
+            tags: self.tags,
             shared: self.shared,
         };
         tracing.exporter.send(span, metrics);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_and_attributes_are_envoys_then_the_custom_tags() {
+        let span = FinishedSpan {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent_span_id: None,
+            direction: Direction::Outbound,
+            method: Method::PATCH,
+            path: "/a/b".into(),
+            cluster: "backend_mesh_svc_80".into(),
+            start: SystemTime::UNIX_EPOCH + Duration::from_secs(5),
+            duration: Duration::from_micros(1_500),
+            service_name: "web".into(),
+            status: StatusCode::BAD_GATEWAY,
+            tags: vec![("env".into(), "prod".into())],
+            shared: false,
+        };
+        assert_eq!(span.name(), "outbound PATCH backend_mesh_svc_80");
+        assert_eq!(
+            span.end(),
+            SystemTime::UNIX_EPOCH + Duration::from_micros(5_001_500)
+        );
+        let attributes: Vec<_> = span.attributes().collect();
+        assert_eq!(
+            attributes,
+            [
+                ("http.method", "PATCH"),
+                ("http.url", "/a/b"),
+                ("http.status_code", "502"),
+                ("upstream_cluster", "backend_mesh_svc_80"),
+                ("component", "proxy"),
+                ("error", "true"),
+                ("env", "prod"),
+            ]
+        );
+        let ok = FinishedSpan {
+            status: StatusCode::OK,
+            tags: Vec::new(),
+            cluster: String::new(),
+            direction: Direction::Inbound,
+            ..span
+        };
+        assert_eq!(ok.name(), "inbound PATCH ");
+        assert_eq!(ok.attributes().count(), 5);
+        assert_eq!(ok.attributes().nth(2), Some(("http.status_code", "200")));
     }
 }

@@ -7,7 +7,17 @@
 //! [`super::trace`]'s. Never fails on input: a malformed header is as if
 //! it were absent.
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+// The headers as `HeaderName`s made once: a lookup by `&str` parses the
+// name first, on every request.
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static B3: HeaderName = HeaderName::from_static("b3");
+static B3_TRACE_ID: HeaderName = HeaderName::from_static("x-b3-traceid");
+static B3_SPAN_ID: HeaderName = HeaderName::from_static("x-b3-spanid");
+static B3_PARENT_SPAN_ID: HeaderName = HeaderName::from_static("x-b3-parentspanid");
+static B3_SAMPLED: HeaderName = HeaderName::from_static("x-b3-sampled");
+static B3_FLAGS: HeaderName = HeaderName::from_static("x-b3-flags");
 
 /// A trace ID (16 bytes; a 64-bit one has its high 8 bytes zero).
 pub type TraceId = [u8; 16];
@@ -42,17 +52,23 @@ pub struct Outgoing {
 
 /// The incoming context: `traceparent`, else `b3`, else `x-b3-*`.
 pub fn extract(headers: &HeaderMap) -> Option<Incoming> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ctx) = text("traceparent").and_then(traceparent) {
+    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(v) = headers.get(&TRACEPARENT) {
+        let ctx = match canonical_traceparent(v.as_bytes()) {
+            Some(ctx) => ctx,
+            None => v.to_str().ok().and_then(traceparent),
+        };
+        if ctx.is_some() {
+            return ctx;
+        }
+    }
+    if let Some(ctx) = text(&B3).and_then(b3_single) {
         return Some(ctx);
     }
-    if let Some(ctx) = text("b3").and_then(b3_single) {
-        return Some(ctx);
-    }
-    let trace_id = text("x-b3-traceid").and_then(parse_trace_id)?;
-    let span_id = text("x-b3-spanid").and_then(parse_span_id)?;
-    let debug = text("x-b3-flags") == Some("1");
-    let sampled = match text("x-b3-sampled") {
+    let trace_id = text(&B3_TRACE_ID).and_then(parse_trace_id)?;
+    let span_id = text(&B3_SPAN_ID).and_then(parse_span_id)?;
+    let debug = text(&B3_FLAGS) == Some("1");
+    let sampled = match text(&B3_SAMPLED) {
         Some("1" | "true") => Some(true),
         Some("0" | "false") => Some(false),
         _ => None,
@@ -60,7 +76,7 @@ pub fn extract(headers: &HeaderMap) -> Option<Incoming> {
     Some(Incoming {
         trace_id,
         span_id,
-        parent_span_id: text("x-b3-parentspanid").and_then(parse_span_id),
+        parent_span_id: text(&B3_PARENT_SPAN_ID).and_then(parse_span_id),
         sampled: if debug { Some(true) } else { sampled },
     })
 }
@@ -84,6 +100,33 @@ fn traceparent(v: &str) -> Option<Incoming> {
         parent_span_id: None,
         sampled: Some(flags & 1 == 1),
     })
+}
+
+/// A `traceparent` of the usual shape (what every sidecar sends): 55
+/// bytes, four fields of hex digits between dashes at 2, 35 and 52,
+/// read without splitting or checking it as text first. `None` when it
+/// has another shape ([`traceparent`] decides); `Some(None)` when it has
+/// this shape and is not valid. Reads every value as [`traceparent`]
+/// does.
+fn canonical_traceparent(v: &[u8]) -> Option<Option<Incoming>> {
+    if v.len() != 55 || v[2] != b'-' || v[35] != b'-' || v[52] != b'-' {
+        return None;
+    }
+    let (mut version, mut trace_id, mut span_id, mut flags) =
+        ([0u8; 1], [0u8; 16], [0u8; 8], [0u8; 1]);
+    hex::decode_to_slice(&v[..2], &mut version).ok()?;
+    hex::decode_to_slice(&v[3..35], &mut trace_id).ok()?;
+    hex::decode_to_slice(&v[36..52], &mut span_id).ok()?;
+    hex::decode_to_slice(&v[53..], &mut flags).ok()?;
+    if version[0] == 0xff || trace_id == [0; 16] || span_id == [0; 8] {
+        return Some(None);
+    }
+    Some(Some(Incoming {
+        trace_id,
+        span_id,
+        parent_span_id: None,
+        sampled: Some(flags[0] & 1 == 1),
+    }))
 }
 
 /// `{trace}-{span}[-{sampled}[-{parent}]]` (a lone decision carries no
@@ -152,14 +195,22 @@ pub fn inject(headers: &mut HeaderMap, ctx: &Outgoing, b3: bool) {
     // sensitive, so HTTP/2 sends it as a never-indexed literal: a value
     // new on every request would only evict the HPACK table's useful
     // entries (and make every later header cost more to encode).
-    let mut set = |name: &'static str, parts: &[&[u8]]| {
-        if let Ok(mut v) = HeaderValue::from_bytes(&parts.concat()) {
+    // Each value is joined on the stack (the longest, `b3`, is 68 bytes)
+    // and copied once, into the header value.
+    let mut set = |name: &HeaderName, parts: &[&[u8]]| {
+        let mut joined = [0u8; 80];
+        let mut len = 0;
+        for part in parts {
+            joined[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        if let Ok(mut v) = HeaderValue::from_bytes(&joined[..len]) {
             v.set_sensitive(true);
-            headers.insert(name, v);
+            headers.insert(name.clone(), v);
         }
     };
     let flag: &[u8] = if ctx.sampled { b"01" } else { b"00" };
-    set("traceparent", &[b"00-", &trace, b"-", &span, b"-", flag]);
+    set(&TRACEPARENT, &[b"00-", &trace, b"-", &span, b"-", flag]);
     if !b3 {
         return;
     }
@@ -178,16 +229,16 @@ pub fn inject(headers: &mut HeaderMap, ctx: &Outgoing, b3: bool) {
         None => None,
     };
     match parent {
-        Some(p) => set("b3", &[trace, b"-", &span, b"-", sampled, b"-", p]),
-        None => set("b3", &[trace, b"-", &span, b"-", sampled]),
+        Some(p) => set(&B3, &[trace, b"-", &span, b"-", sampled, b"-", p]),
+        None => set(&B3, &[trace, b"-", &span, b"-", sampled]),
     }
-    set("x-b3-traceid", &[trace]);
-    set("x-b3-spanid", &[&span]);
-    set("x-b3-sampled", &[sampled]);
+    set(&B3_TRACE_ID, &[trace]);
+    set(&B3_SPAN_ID, &[&span]);
+    set(&B3_SAMPLED, &[sampled]);
     match parent {
-        Some(p) => set("x-b3-parentspanid", &[p]),
+        Some(p) => set(&B3_PARENT_SPAN_ID, &[p]),
         None => {
-            headers.remove("x-b3-parentspanid");
+            headers.remove(&B3_PARENT_SPAN_ID);
         }
     }
 }
@@ -231,6 +282,35 @@ mod tests {
         let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-more";
         let ctx = extract(&headers(&[("traceparent", later)])).expect("a context");
         assert_eq!(ctx.sampled, Some(false));
+    }
+
+    #[test]
+    fn the_usual_traceparent_shape_reads_as_the_general_reading_does() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let mut cases = vec![good.to_owned(), good.to_uppercase()];
+        // Every byte replaced by a few others: dashes, non-hex, upper and
+        // lower case, zeros, `ff` versions, whitespace at the ends.
+        for i in 0..good.len() {
+            for c in ['-', 'g', 'F', 'f', '0', ' ', '+'] {
+                let mut v = good.as_bytes().to_vec();
+                v[i] = c as u8;
+                cases.push(String::from_utf8(v).unwrap());
+            }
+        }
+        cases.push(good.replace("4bf92f3577b34da6a3ce929d0e0e4736", &"0".repeat(32)));
+        cases.push(good.replace("00f067aa0ba902b7", &"0".repeat(16)));
+        cases.push(good.replacen("00", "ff", 1));
+        cases.push(good.replacen("00", "FF", 1));
+        for v in &cases {
+            if let Some(fast) = canonical_traceparent(v.as_bytes()) {
+                assert_eq!(fast, traceparent(v), "{v:?}");
+            }
+        }
+        assert!(canonical_traceparent(good.as_bytes()).unwrap().is_some());
+        assert!(
+            canonical_traceparent(b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 ")
+                .is_none()
+        );
     }
 
     #[test]

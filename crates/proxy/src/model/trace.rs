@@ -27,8 +27,10 @@ pub const SAMPLING_RESOLUTION: u32 = 1_000_000;
 pub struct Tracing {
     /// Where spans go.
     pub collector: Collector,
-    /// The OTLP `service.name` (Zipkin's `localEndpoint.serviceName`).
-    pub service_name: String,
+    /// The OTLP `service.name` (Zipkin's `localEndpoint.serviceName`),
+    /// shared by the listener's spans.
+    #[serde(serialize_with = "shared_str")]
+    pub service_name: Arc<str>,
     /// The three sampling percentages.
     pub sampling: Sampling,
     /// Tags added to every span.
@@ -116,7 +118,19 @@ impl Sampling {
         } else {
             self.random
         };
-        within(first, draw()) && within(self.overall, draw())
+        draws_within(first, &mut draw) && draws_within(self.overall, &mut draw)
+    }
+}
+
+/// Whether a draw falls within `percent`, drawing only when the answer
+/// depends on it (not at 0 % or 100 %, the common settings).
+fn draws_within(percent: f64, draw: &mut impl FnMut() -> u32) -> bool {
+    if percent >= 100.0 {
+        true
+    } else if percent <= 0.0 {
+        false
+    } else {
+        within(percent, draw())
     }
 }
 
@@ -131,7 +145,8 @@ pub fn within(percent: f64, draw: u32) -> bool {
 #[serde(rename_all = "camelCase")]
 pub struct Tag {
     /// The tag's name.
-    pub name: String,
+    #[serde(serialize_with = "shared_str")]
+    pub name: Arc<str>,
     /// Where its value comes from.
     pub value: TagValue,
 }
@@ -141,15 +156,30 @@ pub struct Tag {
 #[serde(rename_all = "camelCase")]
 pub enum TagValue {
     /// A fixed value.
-    Literal(String),
+    Literal(#[serde(serialize_with = "shared_str")] Arc<str>),
     /// A request header, else `default` (none: no tag).
     Header {
         /// The header.
         #[serde(serialize_with = "header_name")]
         name: HeaderName,
         /// The value when the header is missing.
-        default: Option<String>,
+        #[serde(serialize_with = "optional_shared_str")]
+        default: Option<Arc<str>>,
     },
+}
+
+fn shared_str<S: serde::Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s)
+}
+
+fn optional_shared_str<S: serde::Serializer>(
+    s: &Option<Arc<str>>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    match s {
+        Some(s) => ser.serialize_some(&**s),
+        None => ser.serialize_none(),
+    }
 }
 
 fn header_name<S: serde::Serializer>(name: &HeaderName, s: S) -> Result<S::Ok, S::Error> {
@@ -208,5 +238,11 @@ mod tests {
         // overall 0 traces nothing new.
         let mut zero = || 0;
         assert!(!sampling(0.0, 100.0, 100.0).decide(None, false, &mut zero));
+        // 100 % (and 0 %) need no draw.
+        assert!(sampling(100.0, 0.0, 100.0).decide(None, false, never));
+        assert!(!sampling(100.0, 0.0, 100.0).decide(None, true, never));
+        assert!(!sampling(0.0, 100.0, 100.0).decide(None, false, never));
+        let mut draws = [0].into_iter();
+        assert!(sampling(100.0, 100.0, 0.5).decide(None, false, || draws.next().unwrap()));
     }
 }

@@ -70,12 +70,14 @@ pub(super) fn tracing(t: &PbTracing, field: &str) -> Result<Tracing, Invalid> {
         .map(|(i, tag)| {
             let at = format!("{field}.custom_tags[{i}]");
             let value = match &tag.r#type {
-                Some(custom_tag::Type::Literal(l)) => TagValue::Literal(l.value.clone()),
+                Some(custom_tag::Type::Literal(l)) => TagValue::Literal(l.value.as_str().into()),
                 Some(custom_tag::Type::RequestHeader(h)) => TagValue::Header {
                     name: http::HeaderName::try_from(h.name.as_str()).map_err(|_| {
                         invalid(format!("{at}.request_header.name"), "not a header name")
                     })?,
-                    default: Some(h.default_value.clone()).filter(|d| !d.is_empty()),
+                    default: Some(h.default_value.as_str())
+                        .filter(|d| !d.is_empty())
+                        .map(Into::into),
                 },
                 _ => {
                     return Err(invalid(
@@ -85,7 +87,7 @@ pub(super) fn tracing(t: &PbTracing, field: &str) -> Result<Tracing, Invalid> {
                 }
             };
             Ok(Tag {
-                name: tag.tag.clone(),
+                name: tag.tag.as_str().into(),
                 value,
             })
         })
@@ -93,7 +95,7 @@ pub(super) fn tracing(t: &PbTracing, field: &str) -> Result<Tracing, Invalid> {
     let exporter = Exporter::for_collector(&collector);
     Ok(Tracing {
         collector,
-        service_name,
+        service_name: service_name.into(),
         sampling,
         tags,
         exporter,
