@@ -318,8 +318,12 @@ fn certificates_rotating_under_http2_load_fail_no_request() {
         m.web.logs(),
         m.backend.logs()
     );
+    // h2load counts a status when the response's headers arrive and a
+    // success when its stream ends: a response whose headers beat the
+    // clock but whose stream did not is a 2xx without a success, so up to
+    // the 10 × 10 requests in flight may be 2xx beyond the successes.
     assert!(
-        load.succeeded > 0 && load.status_2xx == load.succeeded,
+        load.succeeded > 0 && (load.succeeded..=load.succeeded + 100).contains(&load.status_2xx),
         "{load:?}"
     );
     // Every answered request reached the app once; h2load's clock ends the
