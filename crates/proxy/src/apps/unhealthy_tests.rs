@@ -7,30 +7,8 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::lb::Event;
 use crate::model::circuit_breaker::OutlierSpec;
-use crate::model::health_check::{CheckKind, HealthCheckSpec};
+use crate::model::health_check::tcp_check;
 use crate::model::{ClusterSpec, Discovery, LbPolicy, ProxyConfig, Versioned};
-
-fn check() -> HealthCheckSpec {
-    let every = Duration::from_secs(1);
-    HealthCheckSpec {
-        kind: CheckKind::Tcp {
-            send: Vec::new(),
-            receive: Vec::new(),
-        },
-        timeout: Duration::from_secs(2),
-        interval: every,
-        unhealthy_interval: every,
-        no_traffic_interval: every,
-        initial_jitter: Duration::ZERO,
-        interval_jitter: Duration::ZERO,
-        interval_jitter_percent: 0,
-        unhealthy_threshold: 1,
-        healthy_threshold: 1,
-        reuse_connection: false,
-        always_log_failures: false,
-        event_log_path: None,
-    }
-}
 
 fn cluster(name: &str, addrs: &[SocketAddr], checked: bool) -> (String, Versioned<ClusterSpec>) {
     let spec = ClusterSpec {
@@ -42,7 +20,7 @@ fn cluster(name: &str, addrs: &[SocketAddr], checked: bool) -> (String, Versione
         http2: false,
         circuit_breakers: None,
         outlier_detection: OutlierSpec::builtin(),
-        health_check: checked.then(check),
+        health_check: checked.then(|| tcp_check(Duration::from_secs(1))),
     };
     (
         name.to_owned(),

@@ -8,35 +8,13 @@ use std::time::Duration;
 
 use super::*;
 use crate::model::circuit_breaker::OutlierSpec;
-use crate::model::health_check::CheckKind;
+use crate::model::health_check::tcp_check;
 use crate::model::{ClusterSpec, Discovery, LbPolicy, ProxyConfig, Versioned};
 
 /// A failure deadline, never a timing bound.
 const DEADLINE: Duration = Duration::from_secs(20);
 
-fn spec() -> HealthCheckSpec {
-    let every = Duration::from_millis(20);
-    HealthCheckSpec {
-        kind: CheckKind::Tcp {
-            send: Vec::new(),
-            receive: Vec::new(),
-        },
-        timeout: Duration::from_secs(2),
-        interval: every,
-        unhealthy_interval: every,
-        no_traffic_interval: every,
-        initial_jitter: Duration::ZERO,
-        interval_jitter: Duration::ZERO,
-        interval_jitter_percent: 0,
-        unhealthy_threshold: 1,
-        healthy_threshold: 1,
-        reuse_connection: false,
-        always_log_failures: false,
-        event_log_path: None,
-    }
-}
-
-/// A view with static cluster `backend` over `addrs` (with `spec`'s
+/// A view with static cluster `backend` over `addrs` (with `tcp_check`'s
 /// check when `checked`), keeping the endpoints of `previous`.
 fn view(addrs: &[SocketAddr], checked: bool, previous: Option<&Dataplane>) -> Arc<Dataplane> {
     let cluster = ClusterSpec {
@@ -48,7 +26,7 @@ fn view(addrs: &[SocketAddr], checked: bool, previous: Option<&Dataplane>) -> Ar
         http2: false,
         circuit_breakers: None,
         outlier_detection: OutlierSpec::builtin(),
-        health_check: checked.then(spec),
+        health_check: checked.then(|| tcp_check(Duration::from_millis(20))),
     };
     let config = ProxyConfig {
         clusters: BTreeMap::from([(

@@ -17,6 +17,7 @@ use opentelemetry_proto::tonic::trace::v1::{
 use prost::Message as _;
 
 use super::*;
+use crate::http::trace::sample_span as span;
 
 fn kv(key: &str, value: &str) -> KeyValue {
     KeyValue {
@@ -81,24 +82,6 @@ fn reference(batch: &[FinishedSpan]) -> ExportTraceServiceRequest {
                 ..Default::default()
             })
             .collect(),
-    }
-}
-
-fn span(direction: Direction, service: &str) -> FinishedSpan {
-    FinishedSpan {
-        trace_id: [0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
-        span_id: [9; 8],
-        parent_span_id: Some([7; 8]),
-        direction,
-        method: Method::GET,
-        path: "/".into(),
-        cluster: "backend".into(),
-        start: SystemTime::UNIX_EPOCH + Duration::from_millis(1_000),
-        duration: Duration::from_millis(3),
-        service_name: service.into(),
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        tags: vec![("env".into(), "prod".into())],
-        shared: false,
     }
 }
 

@@ -216,6 +216,27 @@ impl ActiveSpan {
     }
 }
 
+/// A finished span of `service` in `direction` with fixed ids, times,
+/// request and tag (tests of what exports spans).
+#[cfg(test)]
+pub(crate) fn sample_span(direction: Direction, service: &str) -> FinishedSpan {
+    FinishedSpan {
+        trace_id: [0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+        span_id: [9; 8],
+        parent_span_id: Some([7; 8]),
+        direction,
+        method: Method::GET,
+        path: "/".into(),
+        cluster: "backend".into(),
+        start: SystemTime::UNIX_EPOCH + Duration::from_millis(1_000),
+        duration: Duration::from_millis(3),
+        service_name: Arc::from(service),
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        tags: vec![("env".into(), "prod".into())],
+        shared: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

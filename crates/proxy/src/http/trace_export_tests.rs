@@ -1,6 +1,3 @@
-use std::sync::Arc;
-
-use http::{Method, StatusCode};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
@@ -8,24 +5,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
 use tokio::time::Instant;
 
 use super::*;
-
-fn span(direction: Direction, service: &str) -> FinishedSpan {
-    FinishedSpan {
-        trace_id: [0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
-        span_id: [9; 8],
-        parent_span_id: Some([7; 8]),
-        direction,
-        method: Method::GET,
-        path: "/".into(),
-        cluster: "backend".into(),
-        start: SystemTime::UNIX_EPOCH + Duration::from_millis(1_000),
-        duration: Duration::from_millis(3),
-        service_name: Arc::from(service),
-        status: StatusCode::SERVICE_UNAVAILABLE,
-        tags: vec![("env".into(), "prod".into())],
-        shared: false,
-    }
-}
+use crate::http::trace::sample_span as span;
 
 #[test]
 fn zipkin_json_uses_64_bit_ids_unless_asked() {

@@ -108,3 +108,27 @@ impl HealthCheckSpec {
         expected.iter().any(|r| r.contains(&status))
     }
 }
+
+/// A TCP check (no payload) every `every`, one result deciding, without
+/// jitter (tests of what runs checks).
+#[cfg(test)]
+pub(crate) fn tcp_check(every: Duration) -> HealthCheckSpec {
+    HealthCheckSpec {
+        kind: CheckKind::Tcp {
+            send: Vec::new(),
+            receive: Vec::new(),
+        },
+        timeout: Duration::from_secs(2),
+        interval: every,
+        unhealthy_interval: every,
+        no_traffic_interval: every,
+        initial_jitter: Duration::ZERO,
+        interval_jitter: Duration::ZERO,
+        interval_jitter_percent: 0,
+        unhealthy_threshold: 1,
+        healthy_threshold: 1,
+        reuse_connection: false,
+        always_log_failures: false,
+        event_log_path: None,
+    }
+}
