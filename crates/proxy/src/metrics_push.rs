@@ -33,6 +33,7 @@ pub async fn run(
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut grpc = None;
+    let mut kept = None;
     tracing::info!(endpoint = %backend.endpoint, every = %humantime::format_duration(every), "pushing MeshMetric metrics over OTLP");
     loop {
         tokio::select! {
@@ -47,13 +48,17 @@ pub async fn run(
         let pushed = if backend.endpoint.contains("://") {
             let uri = with_path(&backend.endpoint);
             let body = Bytes::from(request.encode_to_vec());
-            crate::http::one_shot::exchange(
-                http::Method::POST,
-                &uri,
-                Some("application/x-protobuf"),
-                body,
-            )
-            .await
+            let conn = match &mut kept {
+                Some(conn) => Ok(conn),
+                None => crate::http::kept_conn::KeptConnection::new(&uri).map(|c| kept.insert(c)),
+            };
+            match conn {
+                Ok(conn) => {
+                    conn.exchange(http::Method::POST, Some("application/x-protobuf"), body)
+                        .await
+                }
+                Err(e) => Err(e),
+            }
             .and_then(|(status, _)| {
                 if status.is_success() {
                     Ok(())

@@ -31,6 +31,7 @@ pub mod budget;
 pub mod fault;
 pub mod forward;
 pub mod headers;
+pub mod kept_conn;
 pub mod metrics;
 pub mod mirror;
 pub mod one_shot;

@@ -8,7 +8,8 @@
 //! protobuf (`opentelemetry-proto`'s schema, written by
 //! [`super::otlp_encode`] without building its message tree) `POST`ed
 //! over HTTP/1.1 or sent as the `TraceService/Export` gRPC call, or a
-//! Zipkin v2 JSON array. While a batch fills, the task looks at the
+//! Zipkin v2 JSON array, on a connection kept from one batch to the
+//! next ([`super::kept_conn`]). While a batch fills, the task looks at the
 //! queue every [`BATCH_PAUSE`] instead of waking for each span, so a
 //! span costs its sender a `try_send` and no wake-up. Spans of a batch
 //! the collector does not take are counted as dropped. The task starts
@@ -26,6 +27,7 @@ use prost::Message as _;
 use tokio::sync::mpsc;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 
+use super::kept_conn::KeptConnection;
 use super::otlp_encode::{self, nanos};
 use super::trace::FinishedSpan;
 use crate::metrics::ProxyMetrics;
@@ -97,13 +99,13 @@ async fn run(
     mut rx: mpsc::Receiver<FinishedSpan>,
     (exported, dropped): (Counter, Counter),
 ) {
-    let mut grpc = None;
+    let mut transport = Transport::default();
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         fill(&mut rx, &mut batch).await;
         let n = batch.len() as u64;
         let sent =
-            tokio::time::timeout(EXPORT_TIMEOUT, export(&collector, &batch, &mut grpc)).await;
+            tokio::time::timeout(EXPORT_TIMEOUT, export(&collector, &batch, &mut transport)).await;
         batch.clear();
         match sent {
             Ok(Ok(())) => {
@@ -145,19 +147,26 @@ async fn fill(rx: &mut mpsc::Receiver<FinishedSpan>, batch: &mut Vec<FinishedSpa
     }
 }
 
-type GrpcClient = tonic::client::Grpc<tonic::transport::Channel>;
+/// The connection an export task keeps to its collector, made by the
+/// first batch.
+#[derive(Debug, Default)]
+struct Transport {
+    grpc: Option<tonic::client::Grpc<tonic::transport::Channel>>,
+    http: Option<KeptConnection>,
+}
 
 async fn export(
     collector: &Collector,
     batch: &[FinishedSpan],
-    grpc: &mut Option<GrpcClient>,
+    transport: &mut Transport,
 ) -> Result<(), String> {
     match collector {
         Collector::OtlpHttp { uri } => {
             let body = otlp_encode::encode_request(batch);
-            post(uri, "application/x-protobuf", body).await
+            post(&mut transport.http, uri, "application/x-protobuf", body).await
         }
         Collector::OtlpGrpc { target } => {
+            let grpc = &mut transport.grpc;
             if grpc.is_none() {
                 let channel = tonic::transport::Endpoint::from_shared(format!("http://{target}"))
                     .map_err(|e| e.to_string())?
@@ -181,7 +190,8 @@ async fn export(
             ..
         } => {
             let body = zipkin(batch, *trace_id_128bit);
-            post(&format!("http://{host}{path}"), "application/json", body).await
+            let uri = format!("http://{host}{path}");
+            post(&mut transport.http, &uri, "application/json", body).await
         }
     }
 }
@@ -227,16 +237,21 @@ impl Decoder for Encoded {
     }
 }
 
-/// `POST`s `body` to `uri` over a fresh HTTP/1.1 connection; a 2xx answer
-/// is success.
-async fn post(uri: &str, content_type: &str, body: Vec<u8>) -> Result<(), String> {
-    let (status, _) = super::one_shot::exchange(
-        http::Method::POST,
-        uri,
-        Some(content_type),
-        Bytes::from(body),
-    )
-    .await?;
+/// `POST`s `body` to `uri` over `kept` (made on first use); a 2xx
+/// answer is success.
+async fn post(
+    kept: &mut Option<KeptConnection>,
+    uri: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> Result<(), String> {
+    let conn = match kept {
+        Some(conn) => conn,
+        None => kept.insert(KeptConnection::new(uri)?),
+    };
+    let (status, _) = conn
+        .exchange(http::Method::POST, Some(content_type), Bytes::from(body))
+        .await?;
     if status.is_success() {
         Ok(())
     } else {

@@ -56,9 +56,9 @@ async fn grpc_export_sends_the_encoded_request_to_the_generated_service() {
         span(Direction::Outbound, "web"),
         span(Direction::Inbound, "backend"),
     ];
-    let mut grpc = None;
+    let mut transport = Transport::default();
     let collector = Collector::OtlpGrpc { target };
-    export(&collector, &batch, &mut grpc)
+    export(&collector, &batch, &mut transport)
         .await
         .expect("exported");
     let got = received.recv().await.expect("a request");
@@ -78,7 +78,7 @@ async fn grpc_export_sends_the_encoded_request_to_the_generated_service() {
         "outbound GET backend"
     );
     // The client is kept for the next batch.
-    export(&collector, &batch[..1], &mut grpc)
+    export(&collector, &batch[..1], &mut transport)
         .await
         .expect("exported");
     assert_eq!(
