@@ -107,3 +107,65 @@ fn admin_port_is_a_port() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("admin"), "{errs:?}");
 }
+
+/// The errors of a Dataplane with one inbound on 8080 and `tp` as its
+/// `transparentProxying`.
+fn tp_errors(tp: Value) -> Vec<String> {
+    let doc = json!({
+        "apiVersion": "meshlink.dev/v1alpha1",
+        "kind": "Dataplane",
+        "metadata": {"name": "web-1", "mesh": "default"},
+        "spec": {"networking": {
+            "address": "10.0.0.1",
+            "inbound": [inbound(8080, json!({}))],
+            "transparentProxying": tp,
+        }},
+    });
+    match Resource::from_json(doc) {
+        Ok(_) => Vec::new(),
+        Err(errs) => errs.iter().map(FieldError::to_string).collect(),
+    }
+}
+
+#[test]
+fn transparent_proxying_takes_kumas_fields_and_refuses_clashing_ports() {
+    assert!(tp_errors(json!({})).is_empty());
+    assert!(
+        tp_errors(json!({
+            "redirectPortInbound": 15006, "redirectPortOutbound": 15001,
+            "ipFamilyMode": "IPv4", "reachableServices": ["backend", "redis"],
+        }))
+        .is_empty()
+    );
+    assert_eq!(
+        tp_errors(json!({"ipFamilyMode": "ipv6"})),
+        vec![
+            "spec.networking.transparentProxying.ipFamilyMode: unknown ipFamilyMode \"ipv6\"; \
+             expected DualStack or IPv4"
+        ]
+    );
+    assert_eq!(
+        tp_errors(json!({"redirectPortInbound": 15001})),
+        vec![
+            "spec.networking.transparentProxying.redirectPortOutbound: the inbound and outbound \
+             capture ports are both 15001: redirected connections could not be told apart; use \
+             two ports (Kuma's defaults are 15006 inbound and 15001 outbound)"
+        ]
+    );
+    // A capture port may equal an inbound's port (Kuma's own example
+    // does): inbound listeners do not bind behind a transparent proxy.
+    assert!(tp_errors(json!({"redirectPortOutbound": 8080})).is_empty());
+    assert_eq!(
+        tp_errors(json!({"reachableServices": [""]})),
+        vec![
+            "spec.networking.transparentProxying.reachableServices[0]: an empty service name; \
+             name a kuma.io/service or a MeshService"
+        ]
+    );
+    let unknown = tp_errors(json!({"redirectPortOutbond": 15001}));
+    assert_eq!(unknown.len(), 1);
+    assert!(
+        unknown[0].contains("redirectPortOutbond"),
+        "the unknown field is named: {unknown:?}"
+    );
+}

@@ -58,11 +58,12 @@ fn universal_fixture_imports() {
         ok(&docs[2])["spec"]["networking"]["outbound"],
         json!([{"port": 10001, "tags": {"kuma.io/service": "backend"}}])
     );
-    assert_eq!(docs[2].warnings.len(), 1);
-    assert!(
-        docs[2].warnings[0]
-            .starts_with("networking.transparentProxying: not implemented yet and ignored")
+    // Transparent proxying is honoured, as written.
+    assert_eq!(
+        ok(&docs[2])["spec"]["networking"]["transparentProxying"],
+        json!({"redirectPortInbound": 15006, "redirectPortOutbound": 15001})
     );
+    assert!(docs[2].warnings.is_empty(), "{:?}", docs[2].warnings);
     assert_eq!(
         ok(&docs[3]),
         json!({

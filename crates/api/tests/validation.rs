@@ -457,7 +457,15 @@ fn metadata_and_status_rules() {
     );
     assert_eq!(
         doc("Mesh", json!({"name": "m"}), json!({"phase": "Ready"})),
-        ["status.phase: unknown field; a Mesh status has only conditions"]
+        ["status.phase: unknown field `phase`, expected `vips` or `meshServiceVips`"]
+    );
+    assert_eq!(
+        doc(
+            "MeshTrafficPermission",
+            json!({"name": "p", "mesh": "default"}),
+            json!({"phase": "Ready"})
+        ),
+        ["status.phase: unknown field; a MeshTrafficPermission status has only conditions"]
     );
     assert_eq!(
         doc(

@@ -49,7 +49,14 @@ pub struct ConfigOverrides {
     pub feed_retain_revisions: Option<u64>,
     /// Change-feed history kept by age, e.g. `10m`.
     pub feed_retain_for: Option<String>,
+    /// Ranges virtual IPs come from (comma-separated CIDRs).
+    pub vip_range: Option<String>,
+    /// The DNS domain of mesh service names (`<service>.<domain>`).
+    pub dns_domain: Option<String>,
 }
+
+/// Default `--dns-domain` (Kuma's).
+pub const DEFAULT_DNS_DOMAIN: &str = "mesh";
 
 /// Default `--drain-timeout`.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -130,6 +137,11 @@ pub struct CpConfig {
     /// `--feed-retain-for`, whichever is more (default 10,000 and 10 min).
     /// A watcher further behind gets 410 Gone and lists again.
     pub feed_retention: meshlink_store::Retention,
+    /// `--vip-range`: where virtual IPs come from (checked against this
+    /// host's interfaces at start).
+    pub vip_range: String,
+    /// `--dns-domain`: mesh service names are `<service>.<domain>`.
+    pub dns_domain: String,
 }
 
 /// Why the configuration cannot be used.
@@ -201,6 +213,8 @@ impl ConfigOverrides {
             http_max_connections: self.http_max_connections.or(lower.http_max_connections),
             feed_retain_revisions: self.feed_retain_revisions.or(lower.feed_retain_revisions),
             feed_retain_for: self.feed_retain_for.or(lower.feed_retain_for),
+            vip_range: self.vip_range.or(lower.vip_range),
+            dns_domain: self.dns_domain.or(lower.dns_domain),
         }
     }
 
@@ -287,7 +301,31 @@ impl ConfigOverrides {
                 ),
             });
         }
+        let vip_range = self
+            .vip_range
+            .unwrap_or_else(|| crate::vips::DEFAULT_VIP_RANGE.to_owned());
+        // The interface check needs the host: it is made at start.
+        crate::vips::VipRanges::parse(&vip_range, &[]).map_err(|message| ConfigError::Invalid {
+            field: "--vip-range",
+            message,
+        })?;
+        let dns_domain = self
+            .dns_domain
+            .unwrap_or_else(|| DEFAULT_DNS_DOMAIN.to_owned());
+        let domain = dns_domain.trim_end_matches('.');
+        if domain.is_empty() || !domain.split('.').all(is_dns_label) {
+            return Err(ConfigError::Invalid {
+                field: "--dns-domain",
+                message: format!(
+                    "{dns_domain:?} is not a DNS domain: give dot-separated DNS labels \
+                     (lowercase letters, digits and '-'), e.g. {DEFAULT_DNS_DOMAIN}"
+                ),
+            });
+        }
+        let dns_domain = domain.to_owned();
         Ok(CpConfig {
+            vip_range,
+            dns_domain,
             http_limits,
             drain_timeout,
             instance: self.instance,
@@ -382,6 +420,17 @@ fn duration(
             message: format!("{s:?}: {e}; give a duration such as 10s or 1m"),
         }),
     }
+}
+
+/// An RFC 1123 label: 1-63 lowercase letters, digits and `-`, not
+/// starting or ending with `-`.
+fn is_dns_label(label: &str) -> bool {
+    (1..=63).contains(&label.len())
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !label.starts_with('-')
+        && !label.ends_with('-')
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ mod secret_check;
 pub mod site;
 pub mod status;
 mod traffic;
+pub mod vips;
 mod xds_server;
 
 use std::net::SocketAddr;
@@ -83,6 +84,9 @@ pub enum CpError {
     /// A server task failed.
     #[error("{0}")]
     Serve(String),
+    /// A setting is unusable on this host (checked at start).
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
     /// The xDS port's TLS material cannot be prepared.
     #[error(transparent)]
     CpTls(#[from] cp_tls::CpTlsError),
@@ -250,6 +254,17 @@ impl ControlPlane {
         let sd = shutdown.clone();
         tasks.spawn(async move {
             status::run(status_parts, status_inbox, sd).await;
+            Ok(())
+        });
+        let vip_ranges =
+            vips::VipRanges::parse(&config.vip_range, &vips::range::interface_addresses())
+                .map_err(|message| config::ConfigError::Invalid {
+                    field: "--vip-range",
+                    message,
+                })?;
+        let (res, l, sd) = (resources.clone(), leadership.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            vips::allocator::run(res, vip_ranges, l, start_rev, sd).await;
             Ok(())
         });
         tasks.spawn(ads::follow_changes(
@@ -479,7 +494,11 @@ impl XdsParts {
         };
         let owners = meshlink_xds::owner::OwnerRegistry::new();
         let clock = ca.clock();
-        let source = Arc::new(ads::StoreSource::new(resources.clone(), ca.clone()));
+        let source = Arc::new(ads::StoreSource::new(
+            resources.clone(),
+            ca.clone(),
+            config.dns_domain.clone(),
+        ));
         let hub = meshlink_xds::hub::Hub::spawn_on(
             background,
             source.clone(),

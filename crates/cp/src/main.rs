@@ -95,6 +95,12 @@ struct RunArgs {
     /// Change-feed history kept by age; a watcher further behind than both bounds gets 410 Gone and lists again (0s: by count only) [default: 10m].
     #[arg(long, env = "MESHLINK_CP_FEED_RETAIN_FOR", value_name = "DURATION")]
     feed_retain_for: Option<String>,
+    /// Where virtual IPs of mesh services come from, for transparent proxying: comma-separated CIDRs, disjoint, holding no address of this host [default: 240.0.0.0/4].
+    #[arg(long, env = "MESHLINK_CP_VIP_RANGE", value_name = "CIDRS")]
+    vip_range: Option<String>,
+    /// The DNS domain of mesh service names: sidecars answer `<service>.<domain>` with the service's virtual IP [default: mesh].
+    #[arg(long, env = "MESHLINK_CP_DNS_DOMAIN", value_name = "DOMAIN")]
+    dns_domain: Option<String>,
     /// Once listening, write the bound addresses here as JSON ({"apiAddr", "xdsAddr"}), atomically; useful with port 0.
     #[arg(long, env = "MESHLINK_CP_READY_FILE")]
     ready_file: Option<PathBuf>,
@@ -137,6 +143,8 @@ fn main() -> ExitCode {
         http_max_connections: args.http_max_connections,
         feed_retain_revisions: args.feed_retain_revisions,
         feed_retain_for: args.feed_retain_for,
+        vip_range: args.vip_range,
+        dns_domain: args.dns_domain,
     };
     let config = match flags.over(file).resolve() {
         Ok(c) => c,

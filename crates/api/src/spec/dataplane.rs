@@ -50,6 +50,10 @@ pub struct Networking {
     /// Kuma's gateway mode: the proxy serves a gateway (no inbounds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<super::Gateway>,
+    /// Kuma's transparent proxying: the workload's traffic is redirected
+    /// into the sidecar's capture ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transparent_proxying: Option<super::TransparentProxying>,
 }
 
 /// `spec.networking.admin`: Kuma's admin port of the data plane proxy.
@@ -267,6 +271,9 @@ impl DataplaneSpec {
             admin.port.validate(errs, "spec.networking.admin.port");
         }
         super::gateway::validate_gateway_or_inbounds(errs, n);
+        if let Some(tp) = &n.transparent_proxying {
+            tp.validate(errs, "spec.networking.transparentProxying");
+        }
         for (i, inb) in n.inbound.iter().enumerate() {
             let at = format!("spec.networking.inbound[{i}]");
             if inb.port.validate(errs, &format!("{at}.port"))

@@ -33,6 +33,42 @@ pub struct MeshSpec {
     /// tags define destinations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh_services: Option<super::MeshServices>,
+    /// Kuma's `networking`: what a transparent proxy does with traffic to
+    /// destinations outside the mesh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub networking: Option<MeshNetworking>,
+}
+
+/// `spec.networking` of a Mesh.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MeshNetworking {
+    /// `outbound`: traffic leaving the mesh's workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outbound: Option<MeshOutbound>,
+}
+
+/// `spec.networking.outbound` of a Mesh.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MeshOutbound {
+    /// Whether a transparent proxy lets a captured connection to a
+    /// destination outside the mesh through, to where it was going
+    /// (Kuma's default: `true`). `false`: it is refused and counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<bool>,
+}
+
+impl MeshSpec {
+    /// `networking.outbound.passthrough`, `true` when unset (Kuma's
+    /// default).
+    pub fn passthrough(&self) -> bool {
+        self.networking
+            .as_ref()
+            .and_then(|n| n.outbound.as_ref())
+            .and_then(|o| o.passthrough)
+            .unwrap_or(true)
+    }
 }
 
 /// `spec.mtls`: the CA backends and which one signs workload certificates.

@@ -31,6 +31,7 @@ mod link;
 mod load_balancing;
 mod mesh;
 mod mesh_service;
+mod mesh_status;
 mod metric;
 mod multi_key;
 mod permission_rules;
@@ -52,6 +53,7 @@ mod tcp_route;
 mod timeout;
 mod trace;
 mod traffic_permission;
+mod transparent_proxying;
 mod unknown_field_hint;
 
 pub use access_log::{
@@ -98,7 +100,8 @@ pub use load_balancing::{
 };
 pub use mesh::{
     CaCertConf, CaConf, CaType, DEFAULT_CA_CERT_LIFETIME, DEFAULT_DP_CERT_LIFETIME, DataSource,
-    DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshSpec, Mtls, MtlsBackend, Rotation,
+    DataSourceContents, DpCert, MIN_DP_CERT_LIFETIME, MeshNetworking, MeshOutbound, MeshSpec, Mtls,
+    MtlsBackend, Rotation,
 };
 pub(crate) use mesh_service::mesh_services_mode_warning;
 pub use mesh_service::{
@@ -106,6 +109,7 @@ pub use mesh_service::{
     MeshServicePort, MeshServiceSelector, MeshServiceSpec, MeshServiceStatus, MeshServices,
     MeshServicesMode, TargetPort,
 };
+pub use mesh_status::MeshStatus;
 pub use metric::{
     MeshMetricSpec, MetricApplication, MetricBackend, MetricConf, Selector as MetricSelectorSpec,
     SidecarMetrics,
@@ -154,6 +158,10 @@ pub use trace::{
     Sampling, TraceBackend, TraceConf, TraceTag, ZipkinBackend, url_host_port,
 };
 pub use traffic_permission::{Action, FromRule, MeshTrafficPermissionSpec, PermissionConf};
+pub use transparent_proxying::{
+    DEFAULT_REDIRECT_PORT_INBOUND, DEFAULT_REDIRECT_PORT_OUTBOUND, IpFamilyMode,
+    TransparentProxying,
+};
 
 /// What secret values are replaced with by the `redacted()` methods.
 ///
@@ -439,6 +447,8 @@ pub enum StatusDetails {
     Connector(ConnectorStatus),
     /// MeshService: the Dataplanes it selects.
     MeshService(MeshServiceStatus),
+    /// Mesh: the virtual IPs of its destinations.
+    Mesh(MeshStatus),
 }
 
 // === impl StatusDetails ===
@@ -461,6 +471,7 @@ impl StatusDetails {
             Kind::MultiKeyListener => parse_status(value).map(StatusDetails::MultiKeyListener),
             Kind::Connector => parse_status(value).map(StatusDetails::Connector),
             Kind::MeshService => parse_status(value).map(StatusDetails::MeshService),
+            Kind::Mesh => parse_status(value).map(StatusDetails::Mesh),
             _ => {
                 let fields = value
                     .as_object()
@@ -492,6 +503,7 @@ impl StatusDetails {
             StatusDetails::MultiKeyListener(s) => to_value(s),
             StatusDetails::Connector(s) => to_value(s),
             StatusDetails::MeshService(s) => to_value(s),
+            StatusDetails::Mesh(s) => to_value(s),
         }
     }
 
@@ -507,6 +519,14 @@ impl StatusDetails {
     pub fn as_dataplane(&self) -> Option<&DataplaneStatus> {
         match self {
             StatusDetails::Dataplane(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The Mesh details, if these are.
+    pub fn as_mesh(&self) -> Option<&MeshStatus> {
+        match self {
+            StatusDetails::Mesh(s) => Some(s),
             _ => None,
         }
     }

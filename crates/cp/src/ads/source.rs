@@ -22,6 +22,8 @@ pub(crate) struct StoreSource {
     ca: CaHandle,
     /// The last CA state loaded per mesh by [`MeshSource::trust`].
     identities: Mutex<HashMap<String, Arc<MeshIdentity>>>,
+    /// `--dns-domain`, for the views.
+    dns_domain: String,
 }
 
 impl StoreSource {
@@ -50,10 +52,11 @@ impl StoreSource {
         Ok(issued(cert, key_pem))
     }
 
-    pub(crate) fn new(resources: ResourceService, ca: CaHandle) -> Self {
+    pub(crate) fn new(resources: ResourceService, ca: CaHandle, dns_domain: String) -> Self {
         Self {
             resources,
             ca,
+            dns_domain,
             identities: Mutex::new(HashMap::new()),
         }
     }
@@ -192,7 +195,8 @@ impl MeshSource for StoreSource {
                 .with_mesh_services(mesh_services)
                 .with_policies(policies)
                 .with_network(Arc::new(network_listeners(&listeners)))
-                .with_mesh_ingress(router_ingress(&sites)),
+                .with_mesh_ingress(router_ingress(&sites))
+                .with_dns_domain(&self.dns_domain),
         ))
     }
 

@@ -83,6 +83,14 @@ impl Leadership {
         self.term().is_some()
     }
 
+    /// Waits until this replica gains or loses leadership (forever once
+    /// the election has ended).
+    pub async fn changed(&mut self) {
+        if self.rx.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// A handle that always leads with token 1 (unit tests of jobs).
     #[cfg(test)]
     pub fn always() -> Self {

@@ -98,6 +98,16 @@ fn outbound_services(view: Option<&MeshView>, name: &str) -> BTreeSet<String> {
                 .map(|(n, _)| mesh_service_ref(&n)),
         );
     }
+    if let (Some(view), Some(dp)) = (view, dp) {
+        out.extend(
+            crate::translate::transparent_destinations(view, dp)
+                .into_iter()
+                .map(|d| match d {
+                    Backend::MeshService(n, _) => mesh_service_ref(&n),
+                    Backend::Service(s) | Backend::Subset(s, _) => s,
+                }),
+        );
+    }
     if let Some(view) = view {
         out.extend(route_backends(view, name).into_iter().map(|b| match b {
             Backend::Service(s) => s,
@@ -396,6 +406,12 @@ impl MeshCtx {
         }
         let old = view.set_mesh(mesh);
         if old.spec == view.mesh().spec {
+            if old.status.details.as_mesh() != view.vips() {
+                // VIPs assigned or released: transparent proxies' names,
+                // virtual listeners and the destinations they reach.
+                self.reindex_all();
+                return Affected::all();
+            }
             return Affected::default();
         }
         // mTLS or the trust domain may have changed: everything shared is

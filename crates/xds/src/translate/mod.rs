@@ -37,6 +37,7 @@ mod sidecar;
 mod snapshot;
 mod tls;
 mod trace;
+mod transparent;
 mod view;
 
 use std::sync::Arc;
@@ -52,6 +53,10 @@ pub use snapshot::{
     CLUSTER_TYPE, CONNECTOR_TYPE, ENDPOINT_TYPE, LINK_TYPE, LISTENER_TYPE, MESH_INGRESS_TYPE,
     ROUTE_TYPE, ROUTER_ACCESS_TYPE, ROUTER_LISTENER_TYPE, Resources, SECRET_TYPE, SITE_TYPE,
     SetInterner, Snapshot, TYPE_ORDER, TypeSet, Versioned,
+};
+pub(crate) use transparent::transparent_destinations;
+pub use transparent::{
+    INBOUND_PASSTHROUGH, OUTBOUND_PASSTHROUGH, PASSTHROUGH_DISABLED, SERVICE_VIP_PORT,
 };
 pub use view::{
     MeshView, NetworkListeners, RouterIngress, ViewDataplane, effective_health,

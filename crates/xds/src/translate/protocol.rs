@@ -134,6 +134,11 @@ impl ProtocolIndex {
         }
     }
 
+    /// Whether some inbound declares `service`.
+    pub(crate) fn knows(&self, service: &str) -> bool {
+        self.by_service.contains_key(service)
+    }
+
     /// See [`service`].
     pub(crate) fn agreed(&self, service: &str) -> Protocol {
         match self.by_service.get(service) {

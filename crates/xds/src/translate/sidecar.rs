@@ -31,7 +31,7 @@ use super::routes::{self, Backend, Outbound};
 use super::snapshot::Versioned;
 use super::{
     MeshView, Snapshot, access_log, circuit_breaker, fault, health_check, http, load_balancing,
-    mesh_service, metric, names, network, rate_limit, rbac, tls, trace,
+    mesh_service, metric, names, network, rate_limit, rbac, tls, trace, transparent,
 };
 
 /// Envoy's name of the TCP proxy filter.
@@ -68,6 +68,9 @@ struct Outbounds<'a> {
     empty: BTreeSet<String>,
     /// The MeshTrace selecting the sidecar, folded.
     trace: Option<meshlink_api::spec::TraceConf>,
+    /// Whether the listeners being built bind their address (`false`
+    /// for a transparent proxy's virtual listeners on VIPs).
+    bind: bool,
 }
 
 /// Emits the listeners, clusters and load assignments of a sidecar;
@@ -118,6 +121,7 @@ pub(super) fn build(
         subsets: BTreeSet::new(),
         empty: BTreeSet::new(),
         trace,
+        bind: true,
     };
     for outbound in &dp.networking.outbound {
         let (address, port) = (outbound.address(), outbound.port.get());
@@ -151,6 +155,39 @@ pub(super) fn build(
         let protocol = protocol::service(view, service);
         out.listener(snap, address, port, dest, &cluster, protocol);
         out.services.insert(service.to_owned());
+    }
+    if let Some(tp) = &dp.networking.transparent_proxying {
+        out.bind = false;
+        for (service, vip) in transparent::service_vips(view, tp) {
+            let dest = Destination {
+                name: service,
+                port: None,
+            };
+            let cluster = names::service_cluster(service);
+            let protocol = protocol::service(view, service);
+            let port = transparent::SERVICE_VIP_PORT;
+            out.listener(snap, vip, port, dest, &cluster, protocol);
+            out.services.insert(service.to_owned());
+        }
+        for (ms, vip) in transparent::mesh_service_vips(view, tp) {
+            let ports = view
+                .mesh_service(ms)
+                .map(|m| m.ports.clone())
+                .unwrap_or_default();
+            for p in ports {
+                let ms_port = p.port.get();
+                let dest = Destination {
+                    name: ms,
+                    port: Some((ms_port, p.name.as_deref())),
+                };
+                let cluster = names::mesh_service_cluster(ms, ms_port);
+                let protocol = protocol::mesh_service_port(view, ms, ms_port);
+                out.listener(snap, vip, ms_port, dest, &cluster, protocol);
+                out.mesh_services.insert((ms.to_owned(), ms_port));
+            }
+        }
+        out.bind = true;
+        transparent::capture(snap, view, tp);
     }
     for service in std::mem::take(&mut out.services) {
         let tuning = out.tuning(Destination {
@@ -346,6 +383,7 @@ impl Outbounds<'_> {
                 ..Default::default()
             }],
             traffic_direction: TrafficDirection::Outbound as i32,
+            bind_to_port: (!self.bind).then(transparent::not_bound).flatten(),
             ..Default::default()
         };
         snap.insert(name, &listener);
@@ -563,6 +601,14 @@ fn inbound_resources(
             ..Default::default()
         }],
         traffic_direction: TrafficDirection::Inbound as i32,
+        // Behind a transparent proxy the application listens on the
+        // inbound's port; redirected connections arrive through the
+        // inbound capture listener.
+        bind_to_port: dp
+            .networking
+            .transparent_proxying
+            .as_ref()
+            .and_then(|_| transparent::not_bound()),
         ..Default::default()
     };
     snap.insert(name, &listener);

@@ -47,7 +47,12 @@ pub struct MeshView {
     /// This site's router mesh ingress, `(host, port)`, once the router
     /// reported it bound (mTLS meshes reach routing keys through it).
     ingress: Option<RouterIngress>,
+    /// The DNS domain of mesh service names (`<service>.<domain>`).
+    dns_domain: std::sync::Arc<str>,
 }
+
+/// The default DNS domain of mesh service names (Kuma's).
+pub(super) const DEFAULT_DNS_DOMAIN: &str = "mesh";
 
 /// A Dataplane as the view keeps it: its metadata and spec. Translation
 /// reads nothing else, and a whole `Resource` is 584 bytes inline (its
@@ -175,6 +180,7 @@ impl MeshView {
             policies: Vec::new(),
             network: Default::default(),
             ingress: None,
+            dns_domain: std::sync::Arc::from(DEFAULT_DNS_DOMAIN),
         };
         for r in dataplanes {
             view.upsert_dataplane(r);
@@ -328,6 +334,28 @@ impl MeshView {
     /// Every MeshTrafficPermission of the mesh (in no particular order).
     pub fn permissions(&self) -> &[Resource] {
         &self.permissions
+    }
+
+    /// The same view with mesh service names under `domain`.
+    pub fn with_dns_domain(mut self, domain: &str) -> Self {
+        self.dns_domain = std::sync::Arc::from(domain);
+        self
+    }
+
+    /// The DNS domain of mesh service names (`<service>.<domain>`).
+    pub fn dns_domain(&self) -> &str {
+        &self.dns_domain
+    }
+
+    /// The virtual IPs the control plane assigned (the Mesh's status):
+    /// by `kuma.io/service`, and by MeshService.
+    pub fn vips(&self) -> Option<&meshlink_api::spec::MeshStatus> {
+        self.mesh.status.details.as_mesh()
+    }
+
+    /// Whether some Dataplane's inbound declares `service` (ready or not).
+    pub(crate) fn declares(&self, service: &str) -> bool {
+        self.protocols.knows(service)
     }
 
     /// The mesh name.

@@ -1,0 +1,179 @@
+//! Transparent proxying (issue 37): a Dataplane with
+//! `networking.transparentProxying` gets virtual listeners on the VIPs of
+//! the destinations it may reach, the two capture listeners in Envoy's
+//! original-destination form, and inbound listeners that do not bind.
+
+mod translate_fixtures;
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
+use envoy_types::pb::envoy::config::core::v3::{address, socket_address};
+use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy::ClusterSpecifier,
+};
+use meshlink_api::Resource;
+use meshlink_xds::translate::{
+    CLUSTER_TYPE, ClientKind, LISTENER_TYPE, MeshView, Snapshot, translate,
+};
+use prost::Message;
+use serde_json::{Value, json};
+use translate_fixtures::{dataplane, mesh, proxy};
+
+const BACKEND_VIP: &str = "240.0.0.7";
+
+/// `r` with `networking.transparentProxying` set to `tp`.
+fn transparent(r: Resource, tp: Value) -> Resource {
+    let mut v = r.to_json();
+    v["spec"]["networking"]["transparentProxying"] = tp;
+    Resource::from_json(v).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+/// The mesh with mTLS, `passthrough` as given, and VIPs for backend and
+/// for `gone` (a service no Dataplane declares any more).
+fn mesh_with_vips(passthrough: Option<bool>) -> Resource {
+    let mut v = mesh(true).to_json();
+    if let Some(p) = passthrough {
+        v["spec"]["networking"] = json!({"outbound": {"passthrough": p}});
+    }
+    v["status"] = json!({"vips": {"backend": BACKEND_VIP, "gone": "240.0.0.9"}});
+    Resource::from_json_unvalidated(v).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn snapshot(passthrough: Option<bool>, tp: Value) -> Snapshot {
+    let view = MeshView::new(
+        mesh_with_vips(passthrough),
+        vec![
+            transparent(dataplane("web-1", "10.0.0.1", "web", 8080, &[]), tp),
+            dataplane("backend-1", "10.0.0.2", "backend", 8080, &[]),
+        ],
+        Vec::new(),
+    );
+    translate(&proxy("web-1", ClientKind::MeshlinkProxy), &view)
+}
+
+fn listener(snap: &Snapshot, name: &str) -> Option<Listener> {
+    snap.get(LISTENER_TYPE, name)
+        .map(|v| Listener::decode(v.resource.value.as_slice()).unwrap())
+}
+
+fn cluster(snap: &Snapshot, name: &str) -> Option<Cluster> {
+    snap.get(CLUSTER_TYPE, name)
+        .map(|v| Cluster::decode(v.resource.value.as_slice()).unwrap())
+}
+
+/// `(address, port)` of a listener.
+fn address(l: &Listener) -> (String, u32) {
+    let Some(address::Address::SocketAddress(s)) =
+        l.address.as_ref().and_then(|a| a.address.clone())
+    else {
+        panic!("{} has no socket address", l.name)
+    };
+    let Some(socket_address::PortSpecifier::PortValue(port)) = s.port_specifier else {
+        panic!("{} has no port", l.name)
+    };
+    (s.address, port)
+}
+
+/// The cluster of a listener's single `tcp_proxy`.
+fn tcp_cluster(l: &Listener) -> String {
+    let f = &l.filter_chains[0].filters[0];
+    let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+        panic!("{}: no typed config", l.name)
+    };
+    let tcp = TcpProxy::decode(any.value.as_slice()).unwrap();
+    match tcp.cluster_specifier {
+        Some(ClusterSpecifier::Cluster(c)) => c,
+        other => panic!("{}: {other:?}", l.name),
+    }
+}
+
+fn discovery(c: &Cluster) -> Option<DiscoveryType> {
+    match c.cluster_discovery_type {
+        Some(ClusterDiscoveryType::Type(t)) => DiscoveryType::try_from(t).ok(),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_transparent_proxy_gets_vip_listeners_and_capture_listeners() {
+    let snap = snapshot(None, json!({}));
+    // backend on its VIP, port 80, not bound, to backend's cluster.
+    let vip = listener(&snap, &format!("outbound:{BACKEND_VIP}:80")).expect("a VIP listener");
+    assert_eq!(address(&vip), (BACKEND_VIP.to_owned(), 80));
+    assert_eq!(vip.bind_to_port.map(|b| b.value), Some(false));
+    assert_eq!(tcp_cluster(&vip), "backend");
+    assert!(cluster(&snap, "backend").is_some());
+    // A VIP whose service no Dataplane declares gets nothing.
+    assert!(listener(&snap, "outbound:240.0.0.9:80").is_none());
+    // The outbound capture listener: 0.0.0.0:15001, original destination,
+    // its own chain passing through to where the connection was going.
+    let out = listener(&snap, "outbound:passthrough:ipv4").expect("outbound capture");
+    assert_eq!(address(&out), ("0.0.0.0".to_owned(), 15001));
+    assert_eq!(out.use_original_dst.map(|b| b.value), Some(true));
+    assert_eq!(
+        out.listener_filters[0].name,
+        "envoy.filters.listener.original_dst"
+    );
+    assert_eq!(out.bind_to_port, None, "bound");
+    assert_eq!(tcp_cluster(&out), "outbound:passthrough:ipv4");
+    let pass = cluster(&snap, "outbound:passthrough:ipv4").expect("pass-through cluster");
+    assert_eq!(discovery(&pass), Some(DiscoveryType::OriginalDst));
+    // The inbound capture listener on 15006; the inbound does not bind.
+    let inb = listener(&snap, "inbound:passthrough:ipv4").expect("inbound capture");
+    assert_eq!(address(&inb), ("0.0.0.0".to_owned(), 15006));
+    assert_eq!(tcp_cluster(&inb), "inbound:passthrough:ipv4");
+    let web = listener(&snap, "inbound:10.0.0.1:8080").expect("web's inbound");
+    assert_eq!(web.bind_to_port.map(|b| b.value), Some(false));
+}
+
+#[test]
+fn redirect_ports_reachable_services_and_passthrough_are_honoured() {
+    let snap = snapshot(
+        Some(false),
+        json!({"redirectPortOutbound": 16001, "redirectPortInbound": 16006,
+               "reachableServices": ["redis"]}),
+    );
+    assert!(
+        listener(&snap, &format!("outbound:{BACKEND_VIP}:80")).is_none(),
+        "backend is not reachable"
+    );
+    let out = listener(&snap, "outbound:passthrough:ipv4").unwrap();
+    assert_eq!(address(&out).1, 16001);
+    assert_eq!(
+        address(&listener(&snap, "inbound:passthrough:ipv4").unwrap()).1,
+        16006
+    );
+    // Passthrough off: to a cluster without endpoints.
+    assert_eq!(tcp_cluster(&out), "outbound:passthrough:disabled");
+    assert!(cluster(&snap, "outbound:passthrough:ipv4").is_none());
+    let disabled = cluster(&snap, "outbound:passthrough:disabled").unwrap();
+    assert_eq!(discovery(&disabled), Some(DiscoveryType::Static));
+    let endpoints = disabled.load_assignment.unwrap().endpoints;
+    assert!(endpoints.iter().all(|e| e.lb_endpoints.is_empty()));
+}
+
+#[test]
+fn without_transparent_proxying_nothing_changes() {
+    let view = MeshView::new(
+        mesh_with_vips(None),
+        vec![
+            dataplane("web-1", "10.0.0.1", "web", 8080, &[]),
+            dataplane("backend-1", "10.0.0.2", "backend", 8080, &[]),
+        ],
+        Vec::new(),
+    );
+    let snap = translate(&proxy("web-1", ClientKind::MeshlinkProxy), &view);
+    let names: Vec<&str> = snap
+        .resources(LISTENER_TYPE)
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, ["inbound:10.0.0.1:8080"]);
+    assert_eq!(
+        listener(&snap, "inbound:10.0.0.1:8080")
+            .unwrap()
+            .bind_to_port,
+        None
+    );
+}
