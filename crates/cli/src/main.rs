@@ -118,6 +118,30 @@ enum Command {
     /// Starts a complete local mesh (control plane, two apps, two sidecars),
     /// prints what to try, and stops everything on Ctrl-C.
     Demo(commands::demo::DemoArgs),
+    /// Installs host-side pieces of the mesh in this machine or network
+    /// namespace.
+    #[command(subcommand)]
+    Install(InstallCommand),
+    /// Removes what `meshlink install` installed.
+    #[command(subcommand)]
+    Uninstall(UninstallCommand),
+}
+
+#[derive(Subcommand)]
+enum InstallCommand {
+    /// Writes iptables NAT rules in this network namespace that redirect
+    /// the app's TCP traffic (and with --redirect-dns its DNS) to the
+    /// sidecar's capture ports, like `kumactl install transparent-proxy`.
+    /// Re-running replaces the rules. Needs CAP_NET_ADMIN.
+    TransparentProxy(commands::transparent_proxy::InstallArgs),
+}
+
+#[derive(Subcommand)]
+enum UninstallCommand {
+    /// Removes exactly the rules `meshlink install transparent-proxy`
+    /// wrote in this network namespace (a no-op when there are none).
+    /// Needs CAP_NET_ADMIN.
+    TransparentProxy,
 }
 
 #[derive(Subcommand)]
@@ -289,7 +313,11 @@ fn check_server(server: &str, from: &str) -> Result<(), Failure> {
 }
 
 async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
-    check_server(&cli.server, sources.server)?;
+    // install/uninstall change this host's rules and talk to no control
+    // plane: --server and --token do not apply to them.
+    if !matches!(cli.command, Command::Install(_) | Command::Uninstall(_)) {
+        check_server(&cli.server, sources.server)?;
+    }
     let token = match cli.token {
         Some(t) => Some((t, sources.token)),
         None => default_token(),
@@ -422,6 +450,12 @@ async fn run(cli: Cli, sources: Sources) -> Result<(), Failure> {
             commands::wait::run(&client, k, &name, Some(&mesh), &w, timeout).await
         }
         Command::Demo(args) => commands::demo::run(args).await,
+        Command::Install(InstallCommand::TransparentProxy(args)) => {
+            commands::transparent_proxy::install(&args)
+        }
+        Command::Uninstall(UninstallCommand::TransparentProxy) => {
+            commands::transparent_proxy::uninstall()
+        }
     }
 }
 

@@ -15,4 +15,5 @@ pub(crate) mod network;
 mod policy_columns;
 pub(crate) mod table;
 pub(crate) mod token;
+pub(crate) mod transparent_proxy;
 pub(crate) mod wait;

@@ -1,0 +1,262 @@
+//! The transparent proxy's NAT rules, as `iptables-restore` input: a pure
+//! function of the [`Config`] and the IP family (and, for install, of what
+//! an earlier install left, so that the new input replaces it).
+//!
+//! Layout (Kuma's and Istio's, with our chain names; every rule carries a
+//! comment starting with [`TAG`] so uninstall finds it):
+//! - `PREROUTING -p tcp -j MESHLINK_INBOUND`: excluded inbound ports
+//!   return, the rest jumps to `MESHLINK_INBOUND_REDIRECT`, which
+//!   REDIRECTs to the inbound capture port.
+//! - `OUTPUT -j MESHLINK_OUTPUT`: the sidecar's uid (and gid) return; with
+//!   DNS, UDP and TCP port 53 jump to `MESHLINK_DNS_REDIRECT` (before the
+//!   loopback rules, so a local stub resolver is captured too); loopback
+//!   destinations and anything leaving through `lo` return; excluded
+//!   destinations and ports return; the remaining TCP jumps to
+//!   `MESHLINK_OUTBOUND_REDIRECT`, which REDIRECTs to the outbound port.
+//!
+//! Traffic leaving through `lo` to a non-loopback address (the app calling
+//! its own address) is not redirected, and neither is any traffic of the
+//! sidecar's uid. Istio and Kuma instead send the sidecar's own
+//! connections to its own address back into inbound, which relies on the
+//! sidecar marking its inbound forwarding with source 127.0.0.6; meshlink
+//! -proxy does not, so that rule would loop its forwarding into itself.
+//!
+//! Never runs anything: `apply` feeds the text to the tools.
+
+use super::options::Config;
+use super::state::NatState;
+
+/// The start of every rule comment; uninstall removes what carries it.
+pub(crate) const TAG: &str = "meshlink/transparent-proxy";
+/// Added to the comments of the jumps from the built-in chains when the
+/// install created the nat table, so that uninstall deletes it again.
+pub(crate) const CREATED_TABLE: &str = "install created the nat table";
+/// The prefix of every chain the transparent proxy owns.
+pub(crate) const CHAIN_PREFIX: &str = "MESHLINK_";
+
+const INBOUND: &str = "MESHLINK_INBOUND";
+const INBOUND_REDIRECT: &str = "MESHLINK_INBOUND_REDIRECT";
+const OUTPUT: &str = "MESHLINK_OUTPUT";
+const OUTBOUND_REDIRECT: &str = "MESHLINK_OUTBOUND_REDIRECT";
+const DNS_REDIRECT: &str = "MESHLINK_DNS_REDIRECT";
+
+/// An IP family: which tools and which loopback network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    /// IPv4: iptables.
+    V4,
+    /// IPv6: ip6tables.
+    V6,
+}
+
+impl Family {
+    /// `IPv4` or `IPv6`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+
+    /// The tool family: `iptables` or `ip6tables`.
+    pub(crate) fn tool(self) -> &'static str {
+        match self {
+            Family::V4 => "iptables",
+            Family::V6 => "ip6tables",
+        }
+    }
+
+    /// The family as `nft` names it: `ip` or `ip6`.
+    pub(crate) fn nft(self) -> &'static str {
+        match self {
+            Family::V4 => "ip",
+            Family::V6 => "ip6",
+        }
+    }
+
+    fn loopback(self) -> &'static str {
+        match self {
+            Family::V4 => "127.0.0.0/8",
+            Family::V6 => "::1/128",
+        }
+    }
+}
+
+/// One rule: `-A CHAIN MATCHES -m comment --comment "TAG: WHY" -j TARGET`.
+/// `why` has no quotes or apostrophes: iptables-save escapes them, and the
+/// saved jumps are fed back to iptables-restore to delete them.
+fn rule(chain: &str, matches: &str, why: &str, target: &str) -> String {
+    let matches = if matches.is_empty() {
+        String::new()
+    } else {
+        format!("{matches} ")
+    };
+    format!("-A {chain} {matches}-m comment --comment \"{TAG}: {why}\" -j {target}")
+}
+
+/// The chains and rules install writes for `family`. `created_table` marks
+/// the jumps from the built-in chains (see [`CREATED_TABLE`]).
+pub(crate) fn rules(
+    config: &Config,
+    family: Family,
+    created_table: bool,
+) -> (Vec<&'static str>, Vec<String>) {
+    let mut chains = vec![INBOUND, INBOUND_REDIRECT, OUTPUT, OUTBOUND_REDIRECT];
+    let created = if created_table {
+        format!("; {CREATED_TABLE}")
+    } else {
+        String::new()
+    };
+    let mut r = vec![
+        rule(
+            "PREROUTING",
+            "-p tcp",
+            &format!("inbound{created}"),
+            INBOUND,
+        ),
+        rule("OUTPUT", "", &format!("outbound{created}"), OUTPUT),
+    ];
+    for p in &config.exclude_inbound_ports {
+        r.push(rule(
+            INBOUND,
+            &format!("-p tcp -m tcp --dport {p}"),
+            "excluded inbound port",
+            "RETURN",
+        ));
+    }
+    r.push(rule(
+        INBOUND,
+        "-p tcp",
+        "to the inbound capture port",
+        INBOUND_REDIRECT,
+    ));
+    let inbound_port = config.inbound_port;
+    r.push(rule(
+        INBOUND_REDIRECT,
+        "-p tcp",
+        "inbound capture port",
+        &format!("REDIRECT --to-ports {inbound_port}"),
+    ));
+
+    r.push(rule(
+        OUTPUT,
+        &format!("-m owner --uid-owner {}", config.uid),
+        "sidecar traffic (uid)",
+        "RETURN",
+    ));
+    if let Some(gid) = config.gid {
+        r.push(rule(
+            OUTPUT,
+            &format!("-m owner --gid-owner {gid}"),
+            "sidecar traffic (gid)",
+            "RETURN",
+        ));
+    }
+    if config.dns_port.is_some() {
+        chains.push(DNS_REDIRECT);
+        r.push(rule(
+            OUTPUT,
+            "-p udp -m udp --dport 53",
+            "DNS",
+            DNS_REDIRECT,
+        ));
+        r.push(rule(
+            OUTPUT,
+            "-p tcp -m tcp --dport 53",
+            "DNS",
+            DNS_REDIRECT,
+        ));
+    }
+    r.push(rule(
+        OUTPUT,
+        &format!("-d {}", family.loopback()),
+        "loopback",
+        "RETURN",
+    ));
+    r.push(rule(OUTPUT, "-o lo", "to own addresses via lo", "RETURN"));
+    for cidr in config
+        .exclude_outbound_ips
+        .iter()
+        .filter(|c| c.family() == family)
+    {
+        r.push(rule(
+            OUTPUT,
+            &format!("-d {cidr}"),
+            "excluded destination",
+            "RETURN",
+        ));
+    }
+    for p in &config.exclude_outbound_ports {
+        r.push(rule(
+            OUTPUT,
+            &format!("-p tcp -m tcp --dport {p}"),
+            "excluded outbound port",
+            "RETURN",
+        ));
+    }
+    r.push(rule(
+        OUTPUT,
+        "-p tcp",
+        "to the outbound capture port",
+        OUTBOUND_REDIRECT,
+    ));
+    let outbound_port = config.outbound_port;
+    r.push(rule(
+        OUTBOUND_REDIRECT,
+        "-p tcp",
+        "outbound capture port",
+        &format!("REDIRECT --to-ports {outbound_port}"),
+    ));
+    if let Some(dns) = config.dns_port {
+        for proto in ["udp", "tcp"] {
+            r.push(rule(
+                DNS_REDIRECT,
+                &format!("-p {proto}"),
+                "DNS port",
+                &format!("REDIRECT --to-ports {dns}"),
+            ));
+        }
+    }
+    (chains, r)
+}
+
+/// The `iptables-restore --noflush` input of install: removes what an
+/// earlier install left (`prior`), then writes the rules, in one
+/// transaction. Declaring a chain that exists (`:CHAIN - [0:0]`) flushes it.
+pub(crate) fn install_input(
+    config: &Config,
+    family: Family,
+    prior: &NatState,
+    created_table: bool,
+) -> String {
+    let (chains, rules) = rules(config, family, created_table);
+    let mut out = vec!["*nat".to_string()];
+    out.extend(prior.jumps.iter().map(|j| format!("-D {j}")));
+    // Flush every earlier chain first: a stale one can only be deleted
+    // once no rule of ours jumps to it any more.
+    out.extend(prior.chains.iter().map(|c| format!("-F {c}")));
+    let stale = prior
+        .chains
+        .iter()
+        .filter(|c| !chains.contains(&c.as_str()));
+    out.extend(stale.map(|c| format!("-X {c}")));
+    out.extend(chains.iter().map(|c| format!(":{c} - [0:0]")));
+    out.extend(rules);
+    out.push("COMMIT".into());
+    out.join("\n") + "\n"
+}
+
+/// What `--dry-run` prints for `family`: the rules install writes into a
+/// namespace without an earlier install.
+pub(crate) fn dry_run_text(config: &Config, family: Family) -> String {
+    let input = install_input(config, family, &NatState::default(), false);
+    format!(
+        "# {} rules ({}-restore --noflush)\n{input}",
+        family.name(),
+        family.tool()
+    )
+}
+
+#[cfg(test)]
+#[path = "rules_tests.rs"]
+mod tests;
