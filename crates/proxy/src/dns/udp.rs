@@ -52,11 +52,13 @@ pub(crate) async fn serve(socket: Arc<UdpSocket>, ctx: Serving) {
                 let query = query.to_vec();
                 let (socket, task) = (socket.clone(), ctx.clone());
                 ctx.tasks.spawn(async move {
-                    let _slot = slot;
                     let bytes = tokio::select! {
                         _ = task.stop.cancelled() => return,
                         bytes = task.forwarded(&query, &request, &spec, Transport::Udp) => bytes,
                     };
+                    // The upstream part is over: free the slot before the
+                    // client can see the answer.
+                    drop(slot);
                     send(&socket, &bytes, peer).await;
                 });
             }
