@@ -15,6 +15,8 @@
 //!   certificate lifetime) and the client feature that asks for it;
 //! - [`metrics_listener`]: the Listener that carries a sidecar's MeshMetric
 //!   to meshlink-proxy;
+//! - [`dns_listener`]: the sidecar's mesh DNS Listener (Envoy's DNS filter
+//!   with the name → VIP table) and the one function that writes it;
 //! - [`hints`]: what the control plane tells a client in a status (the
 //!   retry-after hint, the drain message).
 //!
@@ -30,6 +32,7 @@ pub mod certify {
 }
 
 pub mod client_kind;
+pub mod dns_listener;
 pub mod hints;
 pub mod identity_policy;
 pub mod instance;

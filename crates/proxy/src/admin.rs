@@ -262,6 +262,7 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
     let metrics = state.metrics.policy().map(|p| p.as_ref().clone());
     let body = json!({
         "apps": apps,
+        "dns": config.dns().map(|d| d.as_ref()),
         "metrics": metrics,
         "identity": identity,
         "listeners": listeners,

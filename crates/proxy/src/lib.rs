@@ -11,13 +11,16 @@
 //! [`health_check`] runs the clusters' active health checks and keeps
 //! failing endpoints out of the balancer.
 //! [`apps`] probes the local applications behind the inbounds and reports
-//! them to the control plane. [`admin`] serves `/ready`, `/config_dump`
+//! them to the control plane. [`dns`] serves the mesh names (`*.mesh`,
+//! the control plane's virtual IPs) to the application and forwards the
+//! rest. [`admin`] serves `/ready`, `/config_dump`
 //! and `/metrics`.
 //!
 //! Tasks (all tied to one cancellation token or the connection tracker):
 //! identity actor, xDS client, listener manager (+ one accept loop per
 //! bound listener), application monitor and its reporter, health checker
-//! (+ one task per checked endpoint), admin server, and one task per
+//! (+ one task per checked endpoint), mesh DNS server (+ its socket loops,
+//! TCP connections and forwards), admin server, and one task per
 //! connection. State flows
 //! through `watch` channels: xDS → `ProxyConfig`, identity →
 //! `WorkloadIdentity`, listener manager → `Dataplane` (what connections
@@ -32,6 +35,7 @@ pub mod connection;
 pub mod counted;
 pub mod cp;
 pub mod dataplane;
+pub mod dns;
 pub mod drain;
 pub mod hash_ring;
 pub mod health_check;
@@ -213,6 +217,21 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         health_check::HealthChecker {
             dataplane: dataplane_rx.clone(),
             metrics: metrics.clone(),
+        }
+        .run(tasks.clone()),
+    );
+    let dns_metrics = Arc::new(dns::DnsMetrics::default());
+    registry.register_with("proxy", |r| dns_metrics.register(r));
+    let upstreams = dns::resolv::upstreams(&options.dns_resolv_conf).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "mesh DNS: no upstream resolvers; names outside the mesh get SERVFAIL");
+        Vec::new()
+    });
+    background.spawn(
+        dns::DnsServer {
+            config: config_rx.clone(),
+            upstreams,
+            metrics: dns_metrics,
+            bound: watch::channel(None).0,
         }
         .run(tasks.clone()),
     );

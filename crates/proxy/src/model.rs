@@ -16,6 +16,7 @@ use serde::Serialize;
 
 pub mod access_log;
 pub mod circuit_breaker;
+pub mod dns;
 pub mod fault;
 pub mod hash_policy;
 pub mod health_check;
@@ -345,11 +346,21 @@ pub struct ProxyConfig {
     /// The MeshMetric that selects the sidecar, by the name of the
     /// Listener that carried it (`meshlink:metrics`; at most one).
     pub metrics: BTreeMap<String, Versioned<metrics::MetricsPolicy>>,
+    /// The mesh DNS, by the name of the Listener that carried it
+    /// (`meshlink:dns`; at most one).
+    pub dns: BTreeMap<String, Versioned<dns::DnsSpec>>,
     /// Type URLs for which at least one response has been accepted.
     pub received: std::collections::BTreeSet<String>,
 }
 
 impl ProxyConfig {
+    /// The mesh DNS server's configuration, if the control plane sent one.
+    pub fn dns(&self) -> Option<&Arc<dns::DnsSpec>> {
+        self.dns
+            .get(meshlink_proto::dns_listener::LISTENER_NAME)
+            .map(|v| &v.value)
+    }
+
     /// The trust bundle held in secret `name`, if it has arrived.
     pub fn trust_bundle(&self, name: &str) -> Option<&TrustBundle> {
         match self.secrets.get(name).map(|s| s.value.as_ref()) {

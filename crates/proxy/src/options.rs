@@ -88,6 +88,16 @@ pub struct RunArgs {
     /// plane, which steers other proxies' traffic away meanwhile.
     #[arg(long, env = "MESHLINK_PROXY_APP_PROBE_INTERVAL", default_value = "5s")]
     pub app_probe_interval: String,
+    /// Sidecar mode: the resolv.conf whose nameservers the mesh DNS
+    /// forwards non-mesh names to (read once at start): the workload
+    /// namespace's own, before any capture. Used only when the control
+    /// plane sends the mesh DNS listener (transparent proxying).
+    #[arg(
+        long,
+        env = "MESHLINK_PROXY_DNS_RESOLV_CONF",
+        default_value = "/etc/resolv.conf"
+    )]
+    pub dns_resolv_conf: PathBuf,
 }
 
 /// Validated options.
@@ -116,6 +126,8 @@ pub struct ProxyOptions {
     /// Sidecar mode: the period of the local applications' probes (zero:
     /// only after a failed connection).
     pub app_probe_interval: Duration,
+    /// Sidecar mode: the resolv.conf the mesh DNS forwards to.
+    pub dns_resolv_conf: PathBuf,
 }
 
 impl ProxyOptions {
@@ -281,6 +293,7 @@ impl RunArgs {
                 drain_timeout,
                 worker_threads,
                 app_probe_interval,
+                dns_resolv_conf: self.dns_resolv_conf,
             }),
             _ => Err(errors),
         }
@@ -432,6 +445,20 @@ mod tests {
         args.extend(["--app-probe-interval", "often"]);
         let text = parse(&args).unwrap_err().join("\n");
         assert!(text.contains("--app-probe-interval \"often\""), "{text}");
+    }
+
+    #[test]
+    fn dns_resolv_conf_defaults_to_the_namespaces_own() {
+        let base = ["--cp-ca", "ca.pem", "--token-file", "t", "--name", "web"];
+        let o = parse(&base).unwrap();
+        assert_eq!(o.dns_resolv_conf, PathBuf::from("/etc/resolv.conf"));
+        let mut args = base.to_vec();
+        args.extend(["--dns-resolv-conf", "/run/meshlink/resolv.conf"]);
+        let o = parse(&args).unwrap();
+        assert_eq!(
+            o.dns_resolv_conf,
+            PathBuf::from("/run/meshlink/resolv.conf")
+        );
     }
 
     #[test]

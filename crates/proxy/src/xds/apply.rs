@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
 use envoy_types::pb::google::protobuf::Any;
+use meshlink_proto::dns_listener::LISTENER_NAME as DNS_LISTENER;
 use meshlink_proto::metrics_listener::LISTENER_NAME as METRICS_LISTENER;
 
 use super::validate::{self, Invalid};
@@ -187,7 +188,9 @@ static SIDECAR_TABLES: [&dyn TypeTable<ProxyConfig>; 5] = [
 /// The sidecar's Listeners: every one is a [`ListenerSpec`] the listener
 /// manager binds, except the MeshMetric carrier
 /// ([`LISTENER_NAME`](meshlink_proto::metrics_listener::LISTENER_NAME)),
-/// which is read into [`ProxyConfig::metrics`] and never bound.
+/// which is read into [`ProxyConfig::metrics`] and never bound, and the
+/// mesh DNS ([`LISTENER_NAME`](meshlink_proto::dns_listener::LISTENER_NAME)),
+/// read into [`ProxyConfig::dns`] for the DNS server (`crate::dns`).
 ///
 /// [`ListenerSpec`]: crate::model::ListenerSpec
 struct SidecarListeners;
@@ -208,6 +211,10 @@ impl TypeTable<ProxyConfig> for SidecarListeners {
             let policy = validate::metrics_listener(any)?;
             return Ok(upsert(&mut model.metrics, name, version.to_owned(), policy));
         }
+        if name == DNS_LISTENER {
+            let spec = validate::dns_listener(any)?;
+            return Ok(upsert(&mut model.dns, name, version.to_owned(), spec));
+        }
         let listener = validate::listener(any).and_then(|l| named(name, &l.name).map(|()| l))?;
         Ok(upsert(
             &mut model.listeners,
@@ -218,7 +225,9 @@ impl TypeTable<ProxyConfig> for SidecarListeners {
     }
 
     fn remove(&self, model: &mut ProxyConfig, name: &str) -> bool {
-        model.metrics.remove(name).is_some() | model.listeners.remove(name).is_some()
+        model.metrics.remove(name).is_some()
+            | model.dns.remove(name).is_some()
+            | model.listeners.remove(name).is_some()
     }
 
     fn versions(&self, model: &ProxyConfig) -> HashMap<String, String> {
@@ -229,6 +238,12 @@ impl TypeTable<ProxyConfig> for SidecarListeners {
             .chain(
                 model
                     .metrics
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.version.clone())),
+            )
+            .chain(
+                model
+                    .dns
                     .iter()
                     .map(|(k, v)| (k.clone(), v.version.clone())),
             )

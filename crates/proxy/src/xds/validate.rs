@@ -39,6 +39,7 @@ use crate::model::{
 
 mod access_log;
 mod circuit_breaker;
+mod dns;
 mod fault;
 mod hash_policy;
 mod health_check;
@@ -49,6 +50,7 @@ mod metrics;
 mod route;
 mod trace;
 
+pub use dns::dns_listener;
 pub use metrics::metrics_listener;
 pub use route::route_configuration;
 

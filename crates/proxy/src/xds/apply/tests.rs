@@ -351,3 +351,64 @@ fn every_subscribed_type_has_a_table_in_push_order() {
         "type is not supported by meshlink-proxy"
     );
 }
+
+#[test]
+fn the_dns_listener_is_kept_for_the_dns_server_and_never_bound() {
+    use meshlink_proto::dns_listener::{LISTENER_NAME, listener};
+    let dns = |names: &[&str]| {
+        let table: Vec<(&str, Vec<std::net::IpAddr>)> = names
+            .iter()
+            .map(|n| (*n, vec!["240.0.0.1".parse().unwrap()]))
+            .collect();
+        any(&listener(
+            "127.0.0.1:15053".parse().unwrap(),
+            &table,
+            &["mesh"],
+            std::time::Duration::from_secs(1),
+        ))
+    };
+    let mut config = ProxyConfig::default();
+    let first = apply(
+        &mut config,
+        &response(
+            LISTENER,
+            &[(LISTENER_NAME, "v1", dns(&["backend.mesh"]))],
+            &[],
+        ),
+    );
+    assert!(first.changed && first.rejected.is_empty(), "{first:?}");
+    assert!(
+        config.listeners.is_empty(),
+        "the listener manager never sees it"
+    );
+    assert!(
+        config
+            .dns()
+            .expect("dns")
+            .table
+            .contains_key("backend.mesh")
+    );
+    assert_eq!(held_versions(&config, LISTENER)[LISTENER_NAME], "v1");
+    // A bad table keeps the last good one and is NACKed with its field.
+    let bad = apply(
+        &mut config,
+        &response(
+            LISTENER,
+            &[(LISTENER_NAME, "v2", dns(&["bad name.mesh"]))],
+            &[],
+        ),
+    );
+    assert!(
+        bad.rejected[0].error.contains("virtual_domains[0].name"),
+        "{bad:?}"
+    );
+    assert!(
+        config
+            .dns()
+            .expect("dns")
+            .table
+            .contains_key("backend.mesh")
+    );
+    let removed = apply(&mut config, &response(LISTENER, &[], &[LISTENER_NAME]));
+    assert!(removed.changed && config.dns().is_none());
+}

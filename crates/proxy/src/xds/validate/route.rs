@@ -49,7 +49,7 @@ pub fn route_configuration(any: &Any) -> Result<RouteConfigSpec, Invalid> {
 
 /// Refuses `rest` (a message whose supported fields were taken out) unless
 /// every other field is unset.
-fn only_supported<M: PartialEq + Default>(
+pub(super) fn only_supported<M: PartialEq + Default>(
     rest: &M,
     field: &str,
     supported: &str,

@@ -205,6 +205,10 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                 let snap = snapshot_of(name, ClientKind::MeshlinkProxy, mtls, protocol);
                 let mut http_listeners = 0;
                 for (name, r) in snap.resources(LISTENER) {
+                    if name == meshlink_proto::dns_listener::LISTENER_NAME {
+                        super::dns_listener(&r.resource).expect("mesh DNS");
+                        continue;
+                    }
                     if name == meshlink_proto::metrics_listener::LISTENER_NAME {
                         let m = super::metrics_listener(&r.resource).expect("MeshMetric");
                         assert_eq!(m.profiles, [crate::model::metrics::Profile::Basic]);
@@ -473,6 +477,10 @@ fn everything_the_translator_sends_a_meshlink_proxy_is_accepted() {
         for name in ["web-1", "backend-1"] {
             let snap = snapshot(name, ClientKind::MeshlinkProxy, mtls);
             for (name, r) in snap.resources(LISTENER) {
+                if name == meshlink_proto::dns_listener::LISTENER_NAME {
+                    super::dns_listener(&r.resource).expect("mesh DNS");
+                    continue;
+                }
                 let l = listener(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
                 assert_eq!(l.tls.is_some(), mtls && l.direction == Direction::Inbound);
                 if mtls && l.direction == Direction::Inbound {
