@@ -58,15 +58,32 @@ pub struct Live {
 /// An accepted connection, its bytes counted for its listener.
 type Downstream = Counted<TcpStream>;
 
+/// A connection as its listener accepted it.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The socket.
+    pub stream: TcpStream,
+    /// Who connected.
+    pub peer: SocketAddr,
+    /// Where it was going before iptables redirected it to a capture
+    /// listener, when that listener's own chain handles it (an
+    /// `ORIGINAL_DST` cluster connects there).
+    pub original_dst: Option<SocketAddr>,
+}
+
 /// Handles one accepted connection to completion.
 pub async fn handle(
-    stream: TcpStream,
-    peer: SocketAddr,
+    accepted: Accepted,
     live: Live,
     metrics: Arc<ProxyMetrics>,
     drain: ConnectionDrain,
     apps: AppHealth,
 ) {
+    let Accepted {
+        stream,
+        peer,
+        original_dst,
+    } = accepted;
     let spec = live.spec.borrow().clone();
     let view = live.view.borrow().clone();
     if let Some(limit) = &spec.connection_rate_limit
@@ -116,10 +133,10 @@ pub async fn handle(
                 http_connection(stream, peer, &spec, &view, live, &metrics, &drain).await
             }
             (ListenerProtocol::Tcp { .. }, Direction::Inbound) => {
-                inbound(stream, &spec, &view, &metrics, &apps).await
+                inbound(stream, &spec, &view, original_dst, &metrics, &apps).await
             }
             (ListenerProtocol::Tcp { .. }, Direction::Outbound) => {
-                outbound(stream, &spec, &view, &metrics).await
+                outbound(stream, &spec, &view, original_dst, &metrics).await
             }
         }
     };
@@ -198,12 +215,13 @@ async fn inbound(
     stream: Downstream,
     spec: &ListenerSpec,
     view: &Dataplane,
+    original_dst: Option<SocketAddr>,
     metrics: &ProxyMetrics,
     apps: &AppHealth,
 ) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
     let Some(tls) = &spec.tls else {
-        let (upstream, _connection) = connect(cluster, spec, metrics)
+        let (upstream, _connection) = connect(cluster, spec, original_dst, metrics)
             .await
             .inspect_err(|why| app_down(spec, None, why, metrics, apps))?;
         return copy(
@@ -217,7 +235,7 @@ async fn inbound(
     };
     let (tls_stream, peer_id) = accept_mtls(stream, spec, tls, view, metrics).await?;
     authorize_connection(spec, peer_id.as_deref(), metrics)?;
-    let (upstream, _connection) = connect(cluster, spec, metrics)
+    let (upstream, _connection) = connect(cluster, spec, original_dst, metrics)
         .await
         .inspect_err(|why| app_down(spec, peer_id.as_deref(), why, metrics, apps))?;
     copy(
@@ -300,10 +318,11 @@ async fn outbound(
     stream: Downstream,
     spec: &ListenerSpec,
     view: &Dataplane,
+    original_dst: Option<SocketAddr>,
     metrics: &ProxyMetrics,
 ) -> Result<(), ProxyError> {
     let cluster = cluster(view, spec)?;
-    let (upstream, _connection) = connect(cluster, spec, metrics).await?;
+    let (upstream, _connection) = connect(cluster, spec, original_dst, metrics).await?;
     let Some(client) = &cluster.tls else {
         return copy(
             stream,
@@ -360,10 +379,12 @@ fn peer_side(direction: Direction) -> Side {
 /// cluster's circuit breaker admits it first: a place among its
 /// `max_connections`, and while connecting one among its
 /// `max_pending_requests` (Envoy's limits for TCP); the connection's
-/// place is held until the returned slot drops.
+/// place is held until the returned slot drops. An `ORIGINAL_DST`
+/// cluster connects to the connection's `original_dst` instead.
 async fn connect(
     cluster: &ClusterRuntime,
     spec: &ListenerSpec,
+    original_dst: Option<SocketAddr>,
     metrics: &ProxyMetrics,
 ) -> Result<(TcpStream, crate::circuit::Slot), ProxyError> {
     let admit = |limit| {
@@ -372,7 +393,51 @@ async fn connect(
     };
     let connection = admit(meshlink_runtime::Limit::MaxConnections)?;
     let _pending = admit(meshlink_runtime::Limit::MaxPendingRequests)?;
+    if cluster.spec.discovery == crate::model::Discovery::OriginalDst {
+        let stream = connect_original_dst(cluster, original_dst, metrics).await?;
+        return Ok((stream, connection));
+    }
     Ok((attempt_connects(cluster, spec, metrics).await?, connection))
+}
+
+/// A pass-through connection to where a redirected connection was going.
+async fn connect_original_dst(
+    cluster: &ClusterRuntime,
+    original_dst: Option<SocketAddr>,
+    metrics: &ProxyMetrics,
+) -> Result<TcpStream, ProxyError> {
+    let Some(dst) = original_dst else {
+        return Err(ProxyError::internal(
+            ErrorKind::NoEndpoints,
+            format!(
+                "cluster {:?} passes connections through to their original destination, and \
+                 this one has none (it was not redirected to a capture listener)",
+                cluster.spec.name
+            ),
+        ));
+    };
+    let attempt = tokio::time::timeout(cluster.spec.connect_timeout, TcpStream::connect(dst)).await;
+    let (kind, why) = match attempt {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            return Ok(s);
+        }
+        Ok(Err(e)) => (ErrorKind::ConnectFailed, format!("{dst}: {e}")),
+        Err(_) => (
+            ErrorKind::ConnectTimeout,
+            format!("{dst}: connect timed out"),
+        ),
+    };
+    metrics
+        .upstream_connect_failures
+        .get_or_create(&ClusterLabels {
+            cluster: cluster.spec.name.clone(),
+        })
+        .inc();
+    Err(ProxyError::upstream(
+        kind,
+        format!("the original destination refused: {why}"),
+    ))
 }
 
 /// [`connect`]'s attempts.

@@ -30,6 +30,7 @@ pub mod admin;
 pub mod app_scrape;
 pub mod apps;
 pub mod backoff;
+pub mod capture;
 pub mod circuit;
 pub mod connection;
 pub mod counted;
@@ -211,6 +212,7 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         drain: drain.clone(),
         metrics: metrics.clone(),
         apps: app_health.clone(),
+        table: Default::default(),
     };
     let manager = background.spawn(manager.run(stop_accepting.clone()));
     background.spawn(

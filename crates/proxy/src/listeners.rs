@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::apps::AppHealth;
+use crate::capture::{self, Dispatch, Entry, ListenerTable};
 use crate::connection;
 use crate::dataplane::Dataplane;
 use crate::drain::ConnectionDrain;
@@ -42,6 +43,9 @@ pub type SharedListenerStates = Arc<Mutex<ListenerStates>>;
 
 struct Bound {
     address: SocketAddr,
+    /// Whether it has a socket and an accept loop (else a capture
+    /// listener hands it connections).
+    socket: bool,
     spec: watch::Sender<Arc<ListenerSpec>>,
     stop: CancellationToken,
 }
@@ -65,6 +69,9 @@ pub struct ListenerManager {
     pub metrics: Arc<ProxyMetrics>,
     /// Told when an inbound cannot reach its local application.
     pub apps: AppHealth,
+    /// Every listener by address, for the capture listeners (replaced on
+    /// every reconcile).
+    pub table: ListenerTable,
 }
 
 impl ListenerManager {
@@ -115,7 +122,7 @@ impl ListenerManager {
             let keep = config
                 .listeners
                 .get(name)
-                .is_some_and(|l| l.value.address == b.address);
+                .is_some_and(|l| l.value.address == b.address && l.value.bind == b.socket);
             if !keep {
                 tracing::info!(listener = %name, "listener removed; closing it (open connections continue)");
                 b.stop.cancel();
@@ -124,6 +131,26 @@ impl ListenerManager {
         });
         for (name, listener) in &config.listeners {
             let spec = listener.value.clone();
+            if !spec.bind && !bound.contains_key(name) {
+                // Not bound: a capture listener hands it connections.
+                if let Some(why) = view.warming_reason(&spec) {
+                    states.insert(name.clone(), Some(why));
+                    continue;
+                }
+                let (tx, _) = watch::channel(spec.clone());
+                tracing::info!(listener = %name, address = %spec.address, "listener active (not bound: reached through a capture listener)");
+                bound.insert(
+                    name.clone(),
+                    Bound {
+                        address: spec.address,
+                        socket: false,
+                        spec: tx,
+                        stop: stop_accepting.child_token(),
+                    },
+                );
+                states.insert(name.clone(), None);
+                continue;
+            }
             if let Some(b) = bound.get(name) {
                 // Serving: take the new spec; a missing reference now
                 // fails new connections visibly instead of closing the port.
@@ -145,6 +172,7 @@ impl ListenerManager {
                     let stop = stop_accepting.child_token();
                     tracing::info!(listener = %name, address = %spec.address, "listener active");
                     let ctx = AcceptContext {
+                        table: self.table.clone(),
                         spec: rx,
                         dataplane: self.dataplane.subscribe(),
                         connections: self.connections.clone(),
@@ -158,6 +186,7 @@ impl ListenerManager {
                         name.clone(),
                         Bound {
                             address: spec.address,
+                            socket: true,
                             spec: tx,
                             stop,
                         },
@@ -173,6 +202,20 @@ impl ListenerManager {
                 }
             }
         }
+        self.table.replace(
+            config
+                .listeners
+                .iter()
+                .map(|(name, l)| {
+                    let entry = match (bound.get(name), states.get(name)) {
+                        (Some(b), _) => Entry::Ready(b.spec.subscribe()),
+                        (None, Some(Some(why))) => Entry::Warming(why.clone()),
+                        (None, _) => Entry::Warming("not bound yet".to_owned()),
+                    };
+                    (l.value.address, entry)
+                })
+                .collect(),
+        );
         let warming = states.values().filter(|s| s.is_some()).count();
         self.metrics
             .listeners_active
@@ -209,6 +252,8 @@ pub struct AcceptContext {
     pub metrics: Arc<ProxyMetrics>,
     /// Told when an inbound cannot reach its local application.
     pub apps: AppHealth,
+    /// Every listener by address (for a capture listener's handoffs).
+    pub table: ListenerTable,
 }
 
 async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: CancellationToken) {
@@ -219,15 +264,39 @@ async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: Cancellation
         };
         match accepted {
             Ok((stream, peer)) => {
+                let own = ctx.spec.borrow().clone();
+                let (spec, original_dst) = if own.original_dst {
+                    match capture::dispatch(&stream, &own, &ctx.table) {
+                        Dispatch::Handoff(spec) => (spec, None),
+                        Dispatch::Own(dst) => (ctx.spec.clone(), Some(dst)),
+                        Dispatch::Refuse(why) => {
+                            ctx.metrics.capture_refused(&own.name);
+                            tracing::debug!(listener = %own.name, %peer, "captured connection refused: {why}");
+                            capture::reset(stream);
+                            continue;
+                        }
+                    }
+                } else {
+                    (ctx.spec.clone(), None)
+                };
                 let live = connection::Live {
-                    spec: ctx.spec.clone(),
+                    spec,
                     view: ctx.dataplane.clone(),
                 };
                 let metrics = ctx.metrics.clone();
                 let drain = ctx.drain.clone();
                 let apps = ctx.apps.clone();
-                ctx.connections
-                    .spawn(connection::handle(stream, peer, live, metrics, drain, apps));
+                ctx.connections.spawn(connection::handle(
+                    connection::Accepted {
+                        stream,
+                        peer,
+                        original_dst,
+                    },
+                    live,
+                    metrics,
+                    drain,
+                    apps,
+                ));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.

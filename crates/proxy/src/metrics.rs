@@ -132,6 +132,10 @@ pub struct ProxyMetrics {
     pub trace_spans_dropped: Counter,
     /// Connections closed by the network local rate limit, per listener.
     pub connections_rate_limited: Family<NameLabels, Counter>,
+    /// Redirected connections a capture listener refused (the listener of
+    /// their destination is warming, or they were not redirected), per
+    /// capture listener.
+    pub capture_refused: Family<NameLabels, Counter>,
     /// Faults injected by the fault filter, per listener and kind.
     pub faults: Family<FaultLabels, Counter>,
     /// Connections open now, per listener.
@@ -187,6 +191,7 @@ impl Default for ProxyMetrics {
             bytes: Family::default(),
             rate_limited: Family::default(),
             connections_rate_limited: Family::default(),
+            capture_refused: Family::default(),
             access_log_dropped: Counter::default(),
             faults: Family::default(),
             trace_spans_exported: Counter::default(),
@@ -301,6 +306,11 @@ impl ProxyMetrics {
             self.connections_rate_limited.clone(),
         );
         registry.register(
+            "capture_refused",
+            "Redirected connections a transparent proxy's capture listener refused with a reset: the listener of their original destination is still warming (never passed through instead), or they were not redirected, per capture listener",
+            self.capture_refused.clone(),
+        );
+        registry.register(
             "http_faults",
             "Faults injected by envoy.filters.http.fault (MeshFaultInjection), per listener and \
              kind: abort, delay, response_rate_limit",
@@ -399,6 +409,15 @@ impl ProxyMetrics {
             self.listeners_warming.clone(),
         );
         self.http.register(registry);
+    }
+
+    /// Counts a redirected connection capture listener `listener` refused.
+    pub fn capture_refused(&self, listener: &str) {
+        self.capture_refused
+            .get_or_create(&NameLabels {
+                listener: listener.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a connection or request RBAC refused on `listener`.

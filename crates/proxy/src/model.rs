@@ -186,6 +186,14 @@ pub struct ListenerSpec {
     pub rbac_per_request: bool,
     /// What the listener does with a connection.
     pub protocol: ListenerProtocol,
+    /// Whether it binds its address (`bind_to_port`, default true). One
+    /// that does not receives connections from a capture listener
+    /// ([`ListenerSpec::original_dst`]) whose original destination it is.
+    pub bind: bool,
+    /// `use_original_dst` (with the `original_dst` listener filter): a
+    /// transparent proxy's capture listener, which hands each redirected
+    /// connection to the listener of its original destination.
+    pub original_dst: bool,
 }
 
 impl ListenerSpec {
@@ -273,6 +281,9 @@ pub enum Discovery {
     Static(Vec<SocketAddr>),
     /// From the ClusterLoadAssignment of the same name (EDS).
     Eds,
+    /// Each connection's original destination (`ORIGINAL_DST`, with
+    /// `lb_policy: CLUSTER_PROVIDED`): a transparent proxy's pass-through.
+    OriginalDst,
 }
 
 /// A validated cluster.
@@ -383,6 +394,8 @@ impl ProxyConfig {
     pub fn endpoints_of(&self, cluster: &ClusterSpec) -> Option<Vec<SocketAddr>> {
         match &cluster.discovery {
             Discovery::Static(list) => Some(list.clone()),
+            // Known per connection, never ahead of it.
+            Discovery::OriginalDst => Some(Vec::new()),
             Discovery::Eds => self
                 .endpoints
                 .get(&cluster.name)

@@ -53,6 +53,8 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
                 rbac: Vec::new(),
                 rbac_per_request: false,
                 connection_rate_limit: None,
+                bind: true,
+                original_dst: false,
                 protocol: ListenerProtocol::Tcp {
                     cluster: "backend".into(),
                     weighted: Vec::new(),
@@ -93,6 +95,7 @@ async fn a_connection_open_at_the_drain_deadline_is_closed_and_its_task_ends() {
             drain: drain.clone(),
             metrics: Arc::new(ProxyMetrics::default()),
             apps: Default::default(),
+            table: Default::default(),
         }
         .run(stop_accepting.clone()),
     );

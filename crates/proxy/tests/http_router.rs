@@ -224,6 +224,8 @@ async fn proxy_with(
                 rbac: Vec::new(),
                 rbac_per_request: false,
                 connection_rate_limit: None,
+                bind: true,
+                original_dst: false,
                 protocol: ListenerProtocol::Http(HttpListener {
                     route_config: "out".into(),
                     use_remote_address: true,
@@ -286,6 +288,7 @@ async fn proxy_with(
             drain: ConnectionDrain::default(),
             metrics: metrics.clone(),
             apps: Default::default(),
+            table: Default::default(),
         };
         let stop = stop.clone();
         async move {

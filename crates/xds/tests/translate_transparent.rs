@@ -125,6 +125,41 @@ fn a_transparent_proxy_gets_vip_listeners_and_capture_listeners() {
     assert_eq!(tcp_cluster(&inb), "inbound:passthrough:ipv4");
     let web = listener(&snap, "inbound:10.0.0.1:8080").expect("web's inbound");
     assert_eq!(web.bind_to_port.map(|b| b.value), Some(false));
+    // The DNS table: backend.mesh only (gone has no Dataplane).
+    assert_eq!(
+        dns_table(&snap),
+        [("backend.mesh".to_owned(), vec![BACKEND_VIP.to_owned()])]
+    );
+}
+
+/// The names and addresses of the sidecar's DNS listener.
+fn dns_table(snap: &Snapshot) -> Vec<(String, Vec<String>)> {
+    use envoy_types::pb::envoy::config::listener::v3::listener_filter::ConfigType;
+    use envoy_types::pb::envoy::data::dns::v3::dns_table::dns_endpoint::EndpointConfig;
+    use envoy_types::pb::envoy::extensions::filters::udp::dns_filter::v3::{
+        DnsFilterConfig, dns_filter_config::server_context_config,
+    };
+    let l = listener(snap, "meshlink:dns").expect("the DNS listener");
+    let Some(ConfigType::TypedConfig(any)) = &l.listener_filters[0].config_type else {
+        panic!("no DNS filter config")
+    };
+    let config = DnsFilterConfig::decode(any.value.as_slice()).unwrap();
+    let Some(server_context_config::ConfigSource::InlineDnsTable(table)) =
+        config.server_config.unwrap().config_source
+    else {
+        panic!("no inline DNS table")
+    };
+    table
+        .virtual_domains
+        .into_iter()
+        .map(|d| {
+            let addrs = match d.endpoint.and_then(|e| e.endpoint_config) {
+                Some(EndpointConfig::AddressList(a)) => a.address,
+                other => panic!("{}: {other:?}", d.name),
+            };
+            (d.name, addrs)
+        })
+        .collect()
 }
 
 #[test]
@@ -138,6 +173,7 @@ fn redirect_ports_reachable_services_and_passthrough_are_honoured() {
         listener(&snap, &format!("outbound:{BACKEND_VIP}:80")).is_none(),
         "backend is not reachable"
     );
+    assert!(dns_table(&snap).is_empty(), "nor named");
     let out = listener(&snap, "outbound:passthrough:ipv4").unwrap();
     assert_eq!(address(&out).1, 16001);
     assert_eq!(

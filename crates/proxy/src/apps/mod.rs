@@ -208,7 +208,7 @@ pub fn targets(config: &ProxyConfig) -> BTreeMap<String, (u16, SocketAddr)> {
             .iter()
             .find_map(|c| match &config.clusters.get(c)?.value.discovery {
                 Discovery::Static(list) => list.first().copied(),
-                Discovery::Eds => None,
+                Discovery::Eds | Discovery::OriginalDst => None,
             });
         if let Some(app) = app {
             out.insert(name.clone(), (spec.address.port(), app));

@@ -54,6 +54,8 @@ fn inbound() -> ListenerSpec {
         connection_rate_limit: None,
         rbac: Vec::new(),
         rbac_per_request: false,
+        bind: true,
+        original_dst: false,
         protocol: ListenerProtocol::Tcp {
             cluster: "local".into(),
             weighted: Vec::new(),
@@ -73,6 +75,8 @@ fn outbound() -> ListenerSpec {
         connection_rate_limit: None,
         rbac: Vec::new(),
         rbac_per_request: false,
+        bind: true,
+        original_dst: false,
         protocol: ListenerProtocol::Tcp {
             cluster: "backend".into(),
             weighted: Vec::new(),

@@ -33,7 +33,7 @@ use prost::{Message, Name};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager;
 
 use crate::model::{
-    ClusterSpec, Direction, Discovery, DownstreamTls, ListenerProtocol, ListenerSpec,
+    ClusterSpec, Direction, Discovery, DownstreamTls, LbPolicy, ListenerProtocol, ListenerSpec,
     PrincipalMatch, RbacAction, RbacFilter, SecretSpec, UpstreamTls, route::WeightedBackend,
 };
 
@@ -113,12 +113,8 @@ pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
             "API listeners are for proxyless gRPC clients; meshlink-proxy needs a socket listener",
         ));
     }
-    if !l.listener_filters.is_empty() {
-        return Err(invalid(
-            "listener_filters",
-            "listener filters are not supported by meshlink-proxy",
-        ));
-    }
+    let original_dst = original_dst(&l)?;
+    let bind = l.bind_to_port.is_none_or(|b| b.value);
     let address = socket(l.address.as_ref(), "address")?;
     let [chain] = l.filter_chains.as_slice() else {
         return Err(invalid(
@@ -167,7 +163,62 @@ pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
         rbac,
         rbac_per_request,
         protocol,
+        bind,
+        original_dst,
     })
+}
+
+/// Envoy's name of the listener filter that reads a redirected
+/// connection's original destination.
+const ORIGINAL_DST_FILTER: &str = "envoy.filters.listener.original_dst";
+
+/// `use_original_dst` and the listener filters: none, or exactly the
+/// `original_dst` filter together with `use_original_dst: true` (a
+/// transparent proxy's capture listener).
+fn original_dst(l: &Listener) -> Result<bool, Invalid> {
+    let use_original_dst = l.use_original_dst.is_some_and(|b| b.value);
+    match l.listener_filters.as_slice() {
+        [] if use_original_dst => Err(invalid(
+            "listener_filters",
+            format!(
+                "use_original_dst needs the {ORIGINAL_DST_FILTER} listener filter, which reads \
+                 the original destination"
+            ),
+        )),
+        [] => Ok(false),
+        [f] if f.name == ORIGINAL_DST_FILTER => {
+            if !use_original_dst {
+                return Err(invalid(
+                    "use_original_dst",
+                    format!(
+                        "the {ORIGINAL_DST_FILTER} listener filter is only supported with \
+                         use_original_dst: true (a capture listener)"
+                    ),
+                ));
+            }
+            if l.bind_to_port.is_some_and(|b| !b.value) {
+                return Err(invalid(
+                    "bind_to_port",
+                    "a capture listener (use_original_dst) must bind its port",
+                ));
+            }
+            Ok(true)
+        }
+        [f] => Err(invalid(
+            "listener_filters[0]",
+            format!(
+                "listener filter {:?} is not supported by meshlink-proxy (only {ORIGINAL_DST_FILTER})",
+                f.name
+            ),
+        )),
+        more => Err(invalid(
+            "listener_filters",
+            format!(
+                "{} listener filters; meshlink-proxy supports only {ORIGINAL_DST_FILTER}",
+                more.len()
+            ),
+        )),
+    }
 }
 
 /// What a filter chain's filters configure.
@@ -492,14 +543,30 @@ pub fn cluster(any: &Any) -> Result<ClusterSpec, Invalid> {
             })?;
             Discovery::Static(endpoints_of(cla, "load_assignment")?)
         }
+        Some(cluster::ClusterDiscoveryType::Type(t))
+            if *t == cluster::DiscoveryType::OriginalDst as i32 =>
+        {
+            if c.lb_policy != cluster::LbPolicy::ClusterProvided as i32 {
+                return Err(invalid(
+                    "lb_policy",
+                    "an ORIGINAL_DST cluster needs lb_policy CLUSTER_PROVIDED (each connection \
+                     goes to its own original destination)",
+                ));
+            }
+            Discovery::OriginalDst
+        }
         _ => {
             return Err(invalid(
                 "type",
-                "only STATIC and EDS clusters are supported",
+                "only STATIC, EDS and ORIGINAL_DST clusters are supported",
             ));
         }
     };
-    let lb = lb_policy::lb_policy(&c)?;
+    let lb = if discovery == Discovery::OriginalDst {
+        LbPolicy::RoundRobin
+    } else {
+        lb_policy::lb_policy(&c)?
+    };
     let connect_timeout = match &c.connect_timeout {
         None => DEFAULT_CONNECT_TIMEOUT,
         Some(d) if d.seconds >= 0 && d.nanos >= 0 && (d.seconds > 0 || d.nanos > 0) => {
@@ -624,6 +691,8 @@ pub fn secret(any: &Any) -> Result<SecretSpec, Invalid> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transparent_tests;
 
 /// The cluster of a `tcp_proxy`, or its weighted clusters (the first
 /// one's name beside them).

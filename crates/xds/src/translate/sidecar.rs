@@ -188,6 +188,7 @@ pub(super) fn build(
         }
         out.bind = true;
         transparent::capture(snap, view, tp);
+        transparent::dns(snap, view, tp);
     }
     for service in std::mem::take(&mut out.services) {
         let tuning = out.tuning(Destination {

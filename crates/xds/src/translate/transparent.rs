@@ -112,7 +112,6 @@ pub(crate) fn transparent_destinations(view: &MeshView, dp: &DataplaneSpec) -> V
 /// The names a transparent proxy's DNS answers, with their VIP:
 /// `<service>.<domain>` and a MeshService's `<name>.svc.<domain>.local`
 /// (Kuma's default hostname), sorted.
-#[allow(dead_code)] // The DNS listener is wired next.
 pub(super) fn dns_names(view: &MeshView, tp: &TransparentProxying) -> Vec<(String, String)> {
     let domain = view.dns_domain();
     let mut out: Vec<(String, String)> = service_vips(view, tp)
@@ -126,6 +125,32 @@ pub(super) fn dns_names(view: &MeshView, tp: &TransparentProxying) -> Vec<(Strin
         .collect();
     out.sort();
     out
+}
+
+/// How long a resolver may keep a mesh name's answer: short, so a
+/// deleted destination stops resolving within a second or two even
+/// behind a caching resolver.
+pub const DNS_ANSWER_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The sidecar's DNS Listener (`meshlink:dns`, Envoy's DNS filter on UDP
+/// `127.0.0.1:15053`, where the rules send the workload's queries): the
+/// names of [`dns_names`]; names under the mesh's domains that are not
+/// among them are answered NXDOMAIN, others go to the workload's own
+/// resolvers.
+pub(super) fn dns(snap: &mut Snapshot, view: &MeshView, tp: &TransparentProxying) {
+    let table: Vec<(String, Vec<std::net::IpAddr>)> = dns_names(view, tp)
+        .into_iter()
+        .filter_map(|(name, ip)| Some((name, vec![ip.parse().ok()?])))
+        .collect();
+    let domain = view.dns_domain();
+    let suffixes = [domain.to_owned(), format!("svc.{domain}.local")];
+    let bind =
+        std::net::SocketAddr::from(([127, 0, 0, 1], meshlink_proto::dns_listener::DEFAULT_PORT));
+    let listener = meshlink_proto::dns_listener::listener(bind, &table, &suffixes, DNS_ANSWER_TTL);
+    snap.insert(
+        meshlink_proto::dns_listener::LISTENER_NAME.to_owned(),
+        &listener,
+    );
 }
 
 /// The capture listeners of a transparent proxy and the clusters their

@@ -40,6 +40,8 @@ fn listener(name: &str, port: u16, direction: Direction, cluster: &str) -> Versi
         connection_rate_limit: None,
         rbac: Vec::new(),
         rbac_per_request: false,
+        bind: true,
+        original_dst: false,
         protocol: ListenerProtocol::Tcp {
             cluster: cluster.into(),
             weighted: Vec::new(),

@@ -1,0 +1,119 @@
+//! Transparent proxying's capture listeners (issue 37). A listener with
+//! `use_original_dst` receives connections that iptables redirected to
+//! it; each is handed to the listener of its original destination — a
+//! listener that does not bind (`bind_to_port: false`: a VIP's outbound,
+//! an inbound whose application listens on its own port) or any other
+//! listener on that address — as Envoy does, and one without such a
+//! listener takes the capture listener's own chain (pass-through to the
+//! original destination, or a cluster without endpoints).
+//!
+//! A destination whose listener is still warming (its certificate or
+//! cluster has not arrived) is refused with a reset, never passed
+//! through: an inbound would otherwise reach the application without
+//! mTLS. A connection that was not redirected (its original destination
+//! is the capture port itself) is refused too, since passing it through
+//! would loop.
+//!
+//! Owns the table of listeners by address ([`ListenerTable`]), which the
+//! listener manager replaces on every reconcile.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, RwLock};
+
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::model::ListenerSpec;
+
+/// A listener a redirected connection may be handed to.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// Serving: its spec as it changes.
+    Ready(watch::Receiver<Arc<ListenerSpec>>),
+    /// Configured but waiting for a reference (why).
+    Warming(String),
+}
+
+/// Listeners by address, for the capture listeners; shared with the
+/// listener manager, which replaces it whenever listeners change.
+#[derive(Debug, Clone, Default)]
+pub struct ListenerTable(Arc<RwLock<HashMap<SocketAddr, Entry>>>);
+
+impl ListenerTable {
+    /// Replaces the table.
+    pub fn replace(&self, entries: HashMap<SocketAddr, Entry>) {
+        *self.0.write().expect("listener table lock") = entries;
+    }
+
+    /// The listener for `dst`: one on exactly that address, else one on
+    /// the unspecified address of its family and that port.
+    pub fn lookup(&self, dst: SocketAddr) -> Option<Entry> {
+        let table = self.0.read().expect("listener table lock");
+        let any: IpAddr = match dst {
+            SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
+            SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
+        };
+        table
+            .get(&dst)
+            .or_else(|| table.get(&SocketAddr::new(any, dst.port())))
+            .cloned()
+    }
+}
+
+/// Where a redirected connection goes.
+#[derive(Debug)]
+pub enum Dispatch {
+    /// To this listener (the original destination's).
+    Handoff(watch::Receiver<Arc<ListenerSpec>>),
+    /// To the capture listener's own chain, with the original destination
+    /// (for a pass-through cluster).
+    Own(SocketAddr),
+    /// Refused: why.
+    Refuse(String),
+}
+
+/// Decides where a connection accepted by capture listener `own` goes.
+pub fn dispatch(stream: &TcpStream, own: &ListenerSpec, table: &ListenerTable) -> Dispatch {
+    let dst = match original_dst(stream) {
+        Ok(d) => d,
+        Err(e) => return Dispatch::Refuse(format!("cannot read the original destination: {e}")),
+    };
+    let local = stream.local_addr().ok();
+    if Some(dst) == local || dst.port() == own.address.port() && dst.ip().is_loopback() {
+        return Dispatch::Refuse(format!(
+            "{dst} is the capture port itself: the connection was not redirected, and passing \
+             it through would loop"
+        ));
+    }
+    match table.lookup(dst) {
+        Some(Entry::Ready(spec)) if spec.borrow().name != own.name => Dispatch::Handoff(spec),
+        Some(Entry::Ready(_)) | None => Dispatch::Own(dst),
+        Some(Entry::Warming(why)) => Dispatch::Refuse(format!(
+            "the listener for {dst} is not ready ({why}); refused rather than passed through"
+        )),
+    }
+}
+
+/// A redirected connection's original destination (`SO_ORIGINAL_DST`,
+/// or `IP6T_SO_ORIGINAL_DST` for IPv6).
+pub fn original_dst(stream: &TcpStream) -> std::io::Result<SocketAddr> {
+    let socket = socket2::SockRef::from(stream);
+    let addr = match stream.local_addr()? {
+        SocketAddr::V4(_) => socket.original_dst_v4()?,
+        SocketAddr::V6(_) => socket.original_dst_v6()?,
+    };
+    addr.as_socket().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the original destination is not an IP address",
+        )
+    })
+}
+
+/// Closes `stream` with a reset (`SO_LINGER` 0), as a refused connection
+/// looks to its client.
+pub fn reset(stream: TcpStream) {
+    let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+    drop(stream);
+}
