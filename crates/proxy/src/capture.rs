@@ -24,7 +24,7 @@ use std::sync::{Arc, RwLock};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::model::ListenerSpec;
+use crate::model::{Direction, ListenerSpec};
 
 /// A listener a redirected connection may be handed to.
 #[derive(Debug, Clone)]
@@ -47,17 +47,35 @@ impl ListenerTable {
     }
 
     /// The listener for `dst`: one on exactly that address, else one on
-    /// the unspecified address of its family and that port.
-    pub fn lookup(&self, dst: SocketAddr) -> Option<Entry> {
+    /// the unspecified address of its family and that port; for an
+    /// inbound capture (`inbound`), else any inbound listener on that
+    /// port, so a workload with several addresses cannot be reached on
+    /// an inbound's port past its mTLS through another of them.
+    pub fn lookup(&self, dst: SocketAddr, inbound: bool) -> Option<Entry> {
         let table = self.0.read().expect("listener table lock");
         let any: IpAddr = match dst {
             SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
             SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
         };
-        table
+        if let Some(e) = table
             .get(&dst)
             .or_else(|| table.get(&SocketAddr::new(any, dst.port())))
-            .cloned()
+        {
+            return Some(e.clone());
+        }
+        if !inbound {
+            return None;
+        }
+        table
+            .iter()
+            .filter(|(addr, _)| addr.port() == dst.port())
+            .find_map(|(_, e)| match e {
+                Entry::Ready(spec) => {
+                    let s = spec.borrow();
+                    (s.direction == Direction::Inbound && !s.original_dst).then(|| e.clone())
+                }
+                Entry::Warming(_) => Some(e.clone()),
+            })
     }
 }
 
@@ -86,7 +104,7 @@ pub fn dispatch(stream: &TcpStream, own: &ListenerSpec, table: &ListenerTable) -
              it through would loop"
         ));
     }
-    match table.lookup(dst) {
+    match table.lookup(dst, own.direction == Direction::Inbound) {
         Some(Entry::Ready(spec)) if spec.borrow().name != own.name => Dispatch::Handoff(spec),
         Some(Entry::Ready(_)) | None => Dispatch::Own(dst),
         Some(Entry::Warming(why)) => Dispatch::Refuse(format!(

@@ -455,6 +455,12 @@ async fn attempt_connects(
     };
     let order = cluster.balancer.attempt_order(tokio::time::Instant::now());
     if order.is_empty() {
+        metrics
+            .upstream_none_healthy
+            .get_or_create(&ClusterLabels {
+                cluster: cluster.spec.name.clone(),
+            })
+            .inc();
         return Err(ProxyError::upstream(
             ErrorKind::NoEndpoints,
             format!("cluster {:?} has no endpoints", cluster.spec.name),

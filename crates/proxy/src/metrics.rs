@@ -154,6 +154,9 @@ pub struct ProxyMetrics {
     pub rbac_denied: Family<NameLabels, Counter>,
     /// Upstream connect attempts that failed.
     pub upstream_connect_failures: Family<ClusterLabels, Counter>,
+    /// TCP connections refused because their cluster had no endpoint to
+    /// try (Envoy's `upstream_cx_none_healthy`).
+    pub upstream_none_healthy: Family<ClusterLabels, Counter>,
     /// Endpoints ejected by outlier detection, per detector.
     pub outlier_ejections: Family<OutlierLabels, Counter>,
     /// Requests, connections and retries a cluster's circuit breaker
@@ -203,6 +206,7 @@ impl Default for ProxyMetrics {
             tcp_timeouts: Family::default(),
             rbac_denied: Family::default(),
             upstream_connect_failures: Family::default(),
+            upstream_none_healthy: Family::default(),
             outlier_ejections: Family::default(),
             upstream_overflow: Family::default(),
             health_checks: Family::default(),
@@ -352,6 +356,11 @@ impl ProxyMetrics {
             self.upstream_connect_failures.clone(),
         );
         registry.register(
+            "upstream_none_healthy",
+            "TCP connections closed because their cluster had no endpoint to try (Envoy's upstream_cx_none_healthy), per cluster; e.g. captured connections to destinations outside the mesh while the Mesh's passthrough is off (cluster outbound:passthrough:disabled)",
+            self.upstream_none_healthy.clone(),
+        );
+        registry.register(
             "outlier_ejections",
             "Endpoints ejected by outlier detection, per cluster and detector",
             self.outlier_ejections.clone(),
@@ -465,6 +474,7 @@ impl ProxyMetrics {
             cluster: cluster.to_owned(),
         };
         let _ = self.upstream_connect_failures.get_or_create(&labels);
+        let _ = self.upstream_none_healthy.get_or_create(&labels);
         for detector in [
             crate::lb::DetectorKind::Consecutive5xx,
             crate::lb::DetectorKind::ConsecutiveGatewayFailure,

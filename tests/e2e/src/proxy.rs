@@ -275,27 +275,57 @@ impl Sidecar {
         admin_port: u16,
         args: &[std::ffi::OsString],
     ) -> Sidecar {
+        Sidecar::spawn_as(netns, None, name, admin_port, args)
+    }
+
+    /// [`Sidecar::spawn_in`] as user and group `uid` when given
+    /// (`setpriv`; a transparent proxy's rules exclude the sidecar's own
+    /// traffic by its uid). Its files must be readable by that user.
+    pub fn spawn_as(
+        netns: Option<(&str, &str)>,
+        uid: Option<u32>,
+        name: &str,
+        admin_port: u16,
+        args: &[std::ffi::OsString],
+    ) -> Sidecar {
         let admin_host = netns.map_or("127.0.0.1", |(_, h)| h);
         let tmp = tempfile::tempdir().expect("tempdir");
+        if uid.is_some() {
+            // The proxy writes its admin address file here.
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777))
+                .expect("open the temp dir to the proxy's user");
+        }
         let log = tmp.path().join(format!("{name}.log"));
         let admin_addr_file = tmp.path().join("admin-addr.json");
         let out = std::fs::File::create(&log).expect("create proxy log");
         let err = out.try_clone().expect("clone log handle");
         let rust_log = std::env::var("MESHLINK_E2E_PROXY_LOG").unwrap_or_else(|_| "info".into());
-        let child =
-            crate::netns::command(netns.map(|(n, _)| n), &crate::bin_path("meshlink-proxy"))
-                .arg("run")
-                .args(args)
-                .arg("--admin-addr")
-                .arg(format!("{admin_host}:{admin_port}"))
-                .arg("--admin-addr-file")
-                .arg(&admin_addr_file)
-                .env("RUST_LOG", rust_log)
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .spawn()
-                .expect("spawn meshlink-proxy");
+        let program = crate::bin_path("meshlink-proxy");
+        let mut command = match uid {
+            Some(uid) => {
+                let mut c = crate::netns::command(netns.map(|(n, _)| n), Path::new("setpriv"));
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(&program);
+                c
+            }
+            None => crate::netns::command(netns.map(|(n, _)| n), &program),
+        };
+        let child = command
+            .arg("run")
+            .args(args)
+            .arg("--admin-addr")
+            .arg(format!("{admin_host}:{admin_port}"))
+            .arg("--admin-addr-file")
+            .arg(&admin_addr_file)
+            .env("RUST_LOG", rust_log)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn meshlink-proxy");
         Sidecar {
             child: Some(child),
             status: None,

@@ -130,7 +130,7 @@ pub(super) fn dns_names(view: &MeshView, tp: &TransparentProxying) -> Vec<(Strin
 /// How long a resolver may keep a mesh name's answer: short, so a
 /// deleted destination stops resolving within a second or two even
 /// behind a caching resolver.
-pub const DNS_ANSWER_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const DNS_ANSWER_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The sidecar's DNS Listener (`meshlink:dns`, Envoy's DNS filter on UDP
 /// `127.0.0.1:15053`, where the rules send the workload's queries): the
