@@ -10,11 +10,16 @@ fn errors(inbound: Value) -> Vec<String> {
 }
 
 fn errors_of(inbounds: Value) -> Vec<String> {
+    errors_of_networking(json!({"address": "10.0.0.1", "inbound": inbounds}))
+}
+
+/// The errors of a canonical Dataplane with `networking`.
+fn errors_of_networking(networking: Value) -> Vec<String> {
     let doc = json!({
         "apiVersion": "meshlink.dev/v1alpha1",
         "kind": "Dataplane",
         "metadata": {"name": "web-1", "mesh": "default"},
-        "spec": {"networking": {"address": "10.0.0.1", "inbound": inbounds}},
+        "spec": {"networking": networking},
     });
     match Resource::from_json(doc) {
         Ok(_) => Vec::new(),
@@ -111,20 +116,11 @@ fn admin_port_is_a_port() {
 /// The errors of a Dataplane with one inbound on 8080 and `tp` as its
 /// `transparentProxying`.
 fn tp_errors(tp: Value) -> Vec<String> {
-    let doc = json!({
-        "apiVersion": "meshlink.dev/v1alpha1",
-        "kind": "Dataplane",
-        "metadata": {"name": "web-1", "mesh": "default"},
-        "spec": {"networking": {
-            "address": "10.0.0.1",
-            "inbound": [inbound(8080, json!({}))],
-            "transparentProxying": tp,
-        }},
-    });
-    match Resource::from_json(doc) {
-        Ok(_) => Vec::new(),
-        Err(errs) => errs.iter().map(FieldError::to_string).collect(),
-    }
+    errors_of_networking(json!({
+        "address": "10.0.0.1",
+        "inbound": [inbound(8080, json!({}))],
+        "transparentProxying": tp,
+    }))
 }
 
 #[test]

@@ -165,7 +165,14 @@ fn main() -> ExitCode {
             Ok(cp) => cp,
             Err(e) => {
                 eprintln!("error: {e}");
-                return ExitCode::from(1);
+                // A setting this host cannot use is a bad setting, as
+                // one refused before start.
+                let code = if matches!(e, meshlink_cp::CpError::Config(_)) {
+                    2
+                } else {
+                    1
+                };
+                return ExitCode::from(code);
             }
         };
         cp.shutdown.trigger_on_signals();

@@ -135,3 +135,73 @@ pub fn reset(stream: TcpStream) {
     let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
     drop(stream);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ListenerProtocol;
+
+    fn spec(name: &str, address: &str, direction: Direction) -> watch::Receiver<Arc<ListenerSpec>> {
+        let (_, rx) = watch::channel(Arc::new(ListenerSpec {
+            name: name.into(),
+            address: address.parse().unwrap(),
+            direction,
+            tls: None,
+            connection_rate_limit: None,
+            rbac: Vec::new(),
+            rbac_per_request: false,
+            bind: false,
+            original_dst: false,
+            protocol: ListenerProtocol::Tcp {
+                cluster: "c".into(),
+                weighted: Vec::new(),
+                max_connect_attempts: None,
+                idle_timeout: None,
+            },
+        }));
+        rx
+    }
+
+    fn name(e: Option<Entry>) -> Option<String> {
+        match e? {
+            Entry::Ready(s) => Some(s.borrow().name.clone()),
+            Entry::Warming(why) => Some(format!("warming: {why}")),
+        }
+    }
+
+    #[test]
+    fn a_destination_finds_its_listener_by_address_then_port() {
+        let table = ListenerTable::default();
+        table.replace(HashMap::from([
+            (
+                "240.0.0.7:80".parse().unwrap(),
+                Entry::Ready(spec("vip", "240.0.0.7:80", Direction::Outbound)),
+            ),
+            (
+                "0.0.0.0:9090".parse().unwrap(),
+                Entry::Ready(spec("any", "0.0.0.0:9090", Direction::Outbound)),
+            ),
+            (
+                "10.0.0.1:8080".parse().unwrap(),
+                Entry::Ready(spec("inbound", "10.0.0.1:8080", Direction::Inbound)),
+            ),
+            (
+                "10.0.0.1:8443".parse().unwrap(),
+                Entry::Warming("no certificate yet".into()),
+            ),
+        ]));
+        let at = |dst: &str, inbound| name(table.lookup(dst.parse().unwrap(), inbound));
+        assert_eq!(at("240.0.0.7:80", false).as_deref(), Some("vip"));
+        assert_eq!(at("240.0.0.8:80", false), None);
+        assert_eq!(at("10.9.9.9:9090", false).as_deref(), Some("any"));
+        assert_eq!(at("10.0.0.1:8080", true).as_deref(), Some("inbound"));
+        // Another address of the workload, same port: the inbound's
+        // listener (its mTLS), for the inbound capture only.
+        assert_eq!(at("172.16.0.5:8080", true).as_deref(), Some("inbound"));
+        assert_eq!(at("172.16.0.5:8080", false), None);
+        assert_eq!(
+            at("10.0.0.1:8443", true).as_deref(),
+            Some("warming: no certificate yet")
+        );
+    }
+}

@@ -65,6 +65,21 @@ impl Netns {
         &self.name
     }
 
+    /// Runs `args` inside the namespace (`ip netns exec`): its exit code
+    /// (-1 when killed by a signal), stdout and stderr.
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(args)
+            .output()
+            .expect("run ip netns exec");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// Runs `args` inside the namespace; panics if it fails.
     pub fn exec(&self, args: &[&str]) {
         let mut all = vec!["netns", "exec", &self.name];

@@ -88,3 +88,45 @@ fn wait_returns_when_the_condition_is_met_and_fails_on_timeout() {
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(out.stdout.contains("condition met"), "{}", out.stdout);
 }
+
+/// A VIP range the control plane cannot use is refused at start (exit 2)
+/// naming the range and the clash: two ranges overlapping, a reserved
+/// range, and a range holding an address of this host's interfaces (a
+/// namespace made here, whose veth end has an address of a /30).
+#[test]
+fn an_unusable_vip_range_is_refused_at_start_naming_it() {
+    let refused = |netns: Option<&str>, range: &str| {
+        let mut cp = ControlPlane::prepare_on(StoreKind::Sqlite, "127.0.0.1", 0);
+        if let Some(ns) = netns {
+            cp.set_netns(ns);
+        }
+        cp.add_args(&["--vip-range", range]);
+        let out = cp.command().output().expect("run meshlink-cp");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{range}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(None, "240.0.0.0/4,241.0.0.0/8");
+    assert!(
+        err.contains("invalid setting --vip-range: 241.0.0.0/8 overlaps 240.0.0.0/4"),
+        "{err}"
+    );
+    let err = refused(None, "127.0.0.0/16");
+    assert!(err.contains("127.0.0.0/16 overlaps 127.0.0.0/8"), "{err}");
+    let ns = meshlink_e2e::netns::Netns::create("vip");
+    let link = ns.veth(0);
+    let octets: Vec<&str> = link.inner_addr.split('.').collect();
+    let range = format!("{}.{}.{}.0/24", octets[0], octets[1], octets[2]);
+    let err = refused(Some(ns.name()), &range);
+    assert!(
+        err.contains(&format!(
+            "{range} holds {}, an address of this host's interfaces",
+            link.inner_addr
+        )),
+        "{err}"
+    );
+}

@@ -74,20 +74,6 @@ while True:
     s.sendto(head + question + answer, peer)
 "#;
 
-/// Runs `args` in `ns`: (exit code, stdout, stderr).
-fn in_ns(ns: &Netns, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns.name()])
-        .args(args)
-        .output()
-        .expect("run ip netns exec");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `ip ARGS` in the root namespace; panics unless it succeeds.
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
@@ -207,31 +193,28 @@ fn start_sidecar(cp: &ControlPlane, w: &Workload, dir: &Path, name: &str) -> Sid
 
 fn install_rules(ns: &Netns) {
     let bin = bin_path("meshlink");
-    let (code, out, err) = in_ns(
-        ns,
-        &[
-            bin.to_str().expect("utf-8"),
-            "install",
-            "transparent-proxy",
-            "--redirect-dns",
-            "--ip-family-mode",
-            "ipv4",
-        ],
-    );
+    let (code, out, err) = ns.run(&[
+        bin.to_str().expect("utf-8"),
+        "install",
+        "transparent-proxy",
+        "--redirect-dns",
+        "--ip-family-mode",
+        "ipv4",
+    ]);
     assert_eq!(code, 0, "install transparent-proxy:\n{out}\n{err}");
 }
 
 /// `curl` in `ns` (as root, so captured): (HTTP status, body), status 0
 /// when the connection failed.
 fn curl(ns: &Netns, url: &str) -> (u16, String) {
-    let (_, out, _) = in_ns(ns, &["curl", "-s", "-m", "5", "-w", "\n%{http_code}", url]);
+    let (_, out, _) = ns.run(&["curl", "-s", "-m", "5", "-w", "\n%{http_code}", url]);
     let (body, code) = out.rsplit_once('\n').unwrap_or(("", "0"));
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
 /// `getent hosts NAME` in `ns`: the first address, if any.
 fn resolve(ns: &Netns, name: &str) -> Option<String> {
-    let (code, out, _) = in_ns(ns, &["getent", "hosts", name]);
+    let (code, out, _) = ns.run(&["getent", "hosts", name]);
     (code == 0).then(|| out.split_whitespace().next().unwrap_or_default().to_owned())
 }
 
@@ -338,7 +321,11 @@ fn an_unmodified_client_calls_backend_mesh_through_its_sidecar() {
         let (_, m) = cp.api("GET", "/api/v1/meshes/default", None);
         m["status"]["vips"]["backend"].as_str().map(str::to_owned)
     });
-    let first: u8 = vip.split('.').next().and_then(|o| o.parse().ok()).unwrap_or(0);
+    let first: u8 = vip
+        .split('.')
+        .next()
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0);
     assert!(first >= 240, "{vip} is in the default range 240.0.0.0/4");
     let resolved = eventually("backend.mesh resolves in web's namespace", DEADLINE, || {
         resolve(&web.ns, "backend.mesh")

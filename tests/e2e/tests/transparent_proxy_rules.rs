@@ -81,27 +81,13 @@ except Exception as e:
     print("error", type(e).__name__)
 "#;
 
-/// Runs `args` in `ns` (`ip netns exec`), returning exit code, stdout, stderr.
-fn in_ns(ns: &Netns, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns.name()])
-        .args(args)
-        .output()
-        .expect("run ip netns exec");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// Runs `meshlink ARGS` in `ns`, after `wrapper` (e.g. setpriv ...).
 fn meshlink(ns: &Netns, wrapper: &[&str], args: &[&str]) -> (i32, String, String) {
     let bin = bin_path("meshlink");
     let mut all: Vec<&str> = wrapper.to_vec();
     all.push(bin.to_str().expect("utf-8 path"));
     all.extend_from_slice(args);
-    in_ns(ns, &all)
+    ns.run(&all)
 }
 
 /// `meshlink ARGS` in `ns` as root; panics unless it succeeds.
@@ -116,7 +102,7 @@ fn ok(ns: &Netns, args: &[&str]) -> String {
 fn saved(ns: &Netns) -> String {
     let mut all = String::new();
     for tool in ["iptables-save", "ip6tables-save"] {
-        let (code, out, err) = in_ns(ns, &[tool]);
+        let (code, out, err) = ns.run(&[tool]);
         assert_eq!(code, 0, "{tool}: {err}");
         all.push_str(&format!("== {tool}\n"));
         all.extend(
@@ -132,7 +118,7 @@ fn saved(ns: &Netns) -> String {
 fn rule(ns: &Netns, tool: &str, args: &str) {
     let mut all = vec![tool];
     all.extend(args.split_whitespace());
-    let (code, _, err) = in_ns(ns, &all);
+    let (code, _, err) = ns.run(&all);
     assert_eq!(code, 0, "{tool} {args}: {err}");
 }
 
@@ -275,7 +261,7 @@ fn probe(ns: &Netns, wrapper: &[&str], proto: &str, host: &str, port: u16) -> St
     let port = port.to_string();
     let mut all: Vec<&str> = wrapper.to_vec();
     all.extend([PYTHON, "-c", CLIENT, proto, host, &port]);
-    let (_, out, err) = in_ns(ns, &all);
+    let (_, out, err) = ns.run(&all);
     format!("{}{}", out.trim(), err.trim())
 }
 
@@ -403,16 +389,13 @@ fn without_cap_net_admin_nothing_changes_and_the_capability_is_named() {
     let bin = bin_path("meshlink");
     let bin = bin.to_str().unwrap();
     let root_without_cap = |cmd: &str| {
-        in_ns(
-            &ns,
-            &[
-                "capsh",
-                "--drop=cap_net_admin",
-                "--",
-                "-c",
-                &format!("exec {bin} {cmd} transparent-proxy"),
-            ],
-        )
+        ns.run(&[
+            "capsh",
+            "--drop=cap_net_admin",
+            "--",
+            "-c",
+            &format!("exec {bin} {cmd} transparent-proxy"),
+        ])
     };
     let nobody = [
         "setpriv",
@@ -455,9 +438,7 @@ fn dry_run_prints_the_rules_per_family_and_changes_nothing() {
     let ns = Netns::create("tpd");
     let before = saved(&ns);
     let bin = bin_path("meshlink");
-    let (code, out, err) = in_ns(
-        &ns,
-        &[
+    let (code, out, err) = ns.run(&[
             "capsh",
             "--drop=cap_net_admin",
             "--",

@@ -37,6 +37,13 @@ pub const OWNERS: &[StatusOwner] = &[
     },
     StatusOwner {
         kind: Kind::Mesh,
+        parts: &["vips", "meshServiceVips"],
+        files: &["vips/allocator.rs"],
+        task: "the VIP allocator of the leading replica",
+        inputs: "the services of the mesh's Dataplanes' inbounds, its MeshServices, --vip-range",
+    },
+    StatusOwner {
+        kind: Kind::Mesh,
         parts: &["CertificateRotationStalled"],
         files: &["status/mod.rs", "status/writer.rs"],
         task: "the status task",
