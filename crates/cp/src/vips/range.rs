@@ -89,7 +89,7 @@ impl VipRanges {
     pub fn size(&self) -> u128 {
         self.ranges
             .iter()
-            .map(|r| host_count(r))
+            .map(host_count)
             .fold(0u128, u128::saturating_add)
     }
 

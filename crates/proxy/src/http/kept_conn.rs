@@ -39,20 +39,20 @@ impl KeptConnection {
         body: Bytes,
     ) -> Result<(http::StatusCode, Bytes), String> {
         let mut request = self.target.request(method, content_type, body)?;
-        if let Some(mut sender) = self.sender.take() {
-            if sender.ready().await.is_ok() {
-                match sender.try_send_request(request).await {
-                    Ok(response) => {
-                        let answer = read(response).await?;
-                        self.sender = Some(sender);
-                        return Ok(answer);
-                    }
-                    Err(mut e) => match e.take_message() {
-                        // Not sent: the peer had closed the connection.
-                        Some(unsent) => request = unsent,
-                        None => return Err(e.error().to_string()),
-                    },
+        if let Some(mut sender) = self.sender.take()
+            && sender.ready().await.is_ok()
+        {
+            match sender.try_send_request(request).await {
+                Ok(response) => {
+                    let answer = read(response).await?;
+                    self.sender = Some(sender);
+                    return Ok(answer);
                 }
+                Err(mut e) => match e.take_message() {
+                    // Not sent: the peer had closed the connection.
+                    Some(unsent) => request = unsent,
+                    None => return Err(e.error().to_string()),
+                },
             }
         }
         let (mut sender, conn) = self.target.connect().await?;
