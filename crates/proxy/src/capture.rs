@@ -38,37 +38,37 @@ pub enum Entry {
 /// Listeners by address, for the capture listeners; shared with the
 /// listener manager, which replaces it whenever listeners change.
 #[derive(Debug, Clone, Default)]
-pub struct ListenerTable(Arc<RwLock<HashMap<SocketAddr, Entry>>>);
+pub struct ListenerTable(Arc<RwLock<HashMap<(SocketAddr, Direction), Entry>>>);
 
 impl ListenerTable {
     /// Replaces the table.
-    pub fn replace(&self, entries: HashMap<SocketAddr, Entry>) {
+    pub fn replace(&self, entries: HashMap<(SocketAddr, Direction), Entry>) {
         *self.0.write().expect("listener table lock") = entries;
     }
 
-    /// The listener for `dst`: one on exactly that address, else one on
-    /// the unspecified address of its family and that port; for an
-    /// inbound capture (`inbound`), else any inbound listener on that
-    /// port, so a workload with several addresses cannot be reached on
-    /// an inbound's port past its mTLS through another of them.
-    pub fn lookup(&self, dst: SocketAddr, inbound: bool) -> Option<Entry> {
+    /// The listener of `direction` for `dst`: one on exactly that
+    /// address, else one on the unspecified address of its family and
+    /// that port; for an inbound capture, else any inbound listener on
+    /// that port, so a workload with several addresses cannot be reached
+    /// on an inbound's port past its mTLS through another of them.
+    pub fn lookup(&self, dst: SocketAddr, direction: Direction) -> Option<Entry> {
         let table = self.0.read().expect("listener table lock");
         let any: IpAddr = match dst {
             SocketAddr::V4(_) => Ipv4Addr::UNSPECIFIED.into(),
             SocketAddr::V6(_) => Ipv6Addr::UNSPECIFIED.into(),
         };
         if let Some(e) = table
-            .get(&dst)
-            .or_else(|| table.get(&SocketAddr::new(any, dst.port())))
+            .get(&(dst, direction))
+            .or_else(|| table.get(&(SocketAddr::new(any, dst.port()), direction)))
         {
             return Some(e.clone());
         }
-        if !inbound {
+        if direction != Direction::Inbound {
             return None;
         }
         table
             .iter()
-            .filter(|(addr, _)| addr.port() == dst.port())
+            .filter(|((addr, d), _)| addr.port() == dst.port() && *d == Direction::Inbound)
             .find_map(|(_, e)| match e {
                 Entry::Ready(spec) => {
                     let s = spec.borrow();
@@ -104,7 +104,7 @@ pub fn dispatch(stream: &TcpStream, own: &ListenerSpec, table: &ListenerTable) -
              it through would loop"
         ));
     }
-    match table.lookup(dst, own.direction == Direction::Inbound) {
+    match table.lookup(dst, own.direction) {
         Some(Entry::Ready(spec)) if spec.borrow().name != own.name => Dispatch::Handoff(spec),
         Some(Entry::Ready(_)) | None => Dispatch::Own(dst),
         Some(Entry::Warming(why)) => Dispatch::Refuse(format!(
@@ -172,29 +172,40 @@ mod tests {
     #[test]
     fn a_destination_finds_its_listener_by_address_then_port() {
         let table = ListenerTable::default();
+        let out = Direction::Outbound;
+        let inb = Direction::Inbound;
         table.replace(HashMap::from([
             (
-                "240.0.0.7:80".parse().unwrap(),
+                ("240.0.0.7:80".parse().unwrap(), out),
                 Entry::Ready(spec("vip", "240.0.0.7:80", Direction::Outbound)),
             ),
             (
-                "0.0.0.0:9090".parse().unwrap(),
+                ("0.0.0.0:9090".parse().unwrap(), out),
                 Entry::Ready(spec("any", "0.0.0.0:9090", Direction::Outbound)),
             ),
             (
-                "10.0.0.1:8080".parse().unwrap(),
+                ("10.0.0.1:8080".parse().unwrap(), inb),
                 Entry::Ready(spec("inbound", "10.0.0.1:8080", Direction::Inbound)),
             ),
             (
-                "10.0.0.1:8443".parse().unwrap(),
+                ("10.0.0.1:8080".parse().unwrap(), out),
+                Entry::Ready(spec("to-self", "10.0.0.1:8080", Direction::Outbound)),
+            ),
+            (
+                ("10.0.0.1:8443".parse().unwrap(), inb),
                 Entry::Warming("no certificate yet".into()),
             ),
         ]));
-        let at = |dst: &str, inbound| name(table.lookup(dst.parse().unwrap(), inbound));
+        let at = |dst: &str, inbound: bool| {
+            let direction = if inbound { inb } else { out };
+            name(table.lookup(dst.parse().unwrap(), direction))
+        };
         assert_eq!(at("240.0.0.7:80", false).as_deref(), Some("vip"));
         assert_eq!(at("240.0.0.8:80", false), None);
         assert_eq!(at("10.9.9.9:9090", false).as_deref(), Some("any"));
         assert_eq!(at("10.0.0.1:8080", true).as_deref(), Some("inbound"));
+        // One address, two listeners: each capture finds its direction's.
+        assert_eq!(at("10.0.0.1:8080", false).as_deref(), Some("to-self"));
         // Another address of the workload, same port: the inbound's
         // listener (its mTLS), for the inbound capture only.
         assert_eq!(at("172.16.0.5:8080", true).as_deref(), Some("inbound"));

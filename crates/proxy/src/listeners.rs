@@ -212,7 +212,7 @@ impl ListenerManager {
                         (None, Some(Some(why))) => Entry::Warming(why.clone()),
                         (None, _) => Entry::Warming("not bound yet".to_owned()),
                     };
-                    (l.value.address, entry)
+                    ((l.value.address, l.value.direction), entry)
                 })
                 .collect(),
         );

@@ -30,7 +30,7 @@ use http::HttpListener;
 use route::{RouteConfigSpec, WeightedBackend};
 
 /// Which way traffic flows through a listener.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// From other proxies (mTLS) to the local application.

@@ -104,6 +104,11 @@ fn a_transparent_proxy_gets_vip_listeners_and_capture_listeners() {
     assert_eq!(vip.bind_to_port.map(|b| b.value), Some(false));
     assert_eq!(tcp_cluster(&vip), "backend");
     assert!(cluster(&snap, "backend").is_some());
+    // The same on backend-1's own address and port (not on web-1's own).
+    let direct = listener(&snap, "outbound:10.0.0.2:8080").expect("backend-1's address");
+    assert_eq!(direct.bind_to_port.map(|b| b.value), Some(false));
+    assert_eq!(tcp_cluster(&direct), "backend");
+    assert!(listener(&snap, "outbound:10.0.0.1:8080").is_none());
     // A VIP whose service no Dataplane declares gets nothing.
     assert!(listener(&snap, "outbound:240.0.0.9:80").is_none());
     // The outbound capture listener: 0.0.0.0:15001, original destination,

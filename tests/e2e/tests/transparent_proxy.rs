@@ -1,6 +1,7 @@
 //! Issue 37 acceptance: an unmodified client in a workload's network
 //! namespace calls `http://backend.mesh/` and gets mTLS, authorization and
-//! routing from its sidecar, with the traffic captured by
+//! routing from its sidecar (so does a call to the backend's own address),
+//! with the traffic captured by
 //! `meshlink install transparent-proxy` and the name answered by the
 //! sidecar's DNS.
 //!
@@ -349,6 +350,19 @@ fn an_unmodified_client_calls_backend_mesh_through_its_sidecar() {
     let logged: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
     assert_eq!(logged["peer"], "spiffe://default/web", "{line}");
     assert_eq!(logged["code"], "200", "{line}");
+
+    // The backend's own address and port is captured the same way: the
+    // second line of its sidecar's log names web again.
+    let direct = format!("http://{BACKEND_ADDR}:{APP_PORT}/");
+    assert_eq!(curl(&web.ns, &direct), (200, "backend".to_owned()));
+    let second = eventually("a second access log line", DEADLINE, || {
+        std::fs::read_to_string(&access_log)
+            .ok()?
+            .lines()
+            .nth(1)
+            .map(str::to_owned)
+    });
+    assert!(second.contains("spiffe://default/web"), "{second}");
 
     // An external name is answered by the namespace's own resolver,
     // through the sidecar.

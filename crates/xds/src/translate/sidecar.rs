@@ -167,6 +167,11 @@ pub(super) fn build(
             let protocol = protocol::service(view, service);
             let port = transparent::SERVICE_VIP_PORT;
             out.listener(snap, vip, port, dest, &cluster, protocol);
+            // A call to one of its Dataplanes' own address and port is
+            // the service's too (as a VIP call; not pinned to that one).
+            for (address, port) in transparent::endpoints(view, service, name) {
+                out.listener(snap, &address, port, dest, &cluster, protocol);
+            }
             out.services.insert(service.to_owned());
         }
         for (ms, vip) in transparent::mesh_service_vips(view, tp) {

@@ -7,7 +7,9 @@
 //!   destination with a VIP: `outbound:<vip>:80` for a `kuma.io/service`,
 //!   `outbound:<vip>:<port>` per port of a MeshService; each is the
 //!   outbound listener an explicit outbound to it would get (routes,
-//!   policies, mTLS), built by the sidecar translator;
+//!   policies, mTLS), built by the sidecar translator; and the same on
+//!   each of the service's Dataplanes' own `address:port` (a call to a
+//!   workload's real address is the service's, balanced like a VIP call);
 //! - the capture listeners on the redirect ports, with
 //!   `use_original_dst` and the `original_dst` listener filter: a
 //!   redirected connection is handed to the listener of its original
@@ -73,6 +75,28 @@ pub(super) fn service_vips<'a>(
         .iter()
         .filter(|(s, _)| view.declares(s) && tp.reaches(s))
         .map(|(s, ip)| (s.as_str(), ip.as_str()))
+        .collect()
+}
+
+/// The `(address, port)` of every inbound of `service`'s Dataplanes
+/// other than `own` (the proxy's own Dataplane: its inbounds are its
+/// own listeners).
+pub(super) fn endpoints(view: &MeshView, service: &str, own: &str) -> Vec<(String, u16)> {
+    let own_inbounds: Vec<(String, u16)> = view
+        .dataplane(own)
+        .into_iter()
+        .flat_map(|dp| {
+            dp.networking.inbound.iter().map(|i| {
+                (
+                    i.effective_address(&dp.networking.address).to_owned(),
+                    i.port.get(),
+                )
+            })
+        })
+        .collect();
+    view.endpoints_of(service)
+        .filter(|e| !own_inbounds.contains(e))
+        .cloned()
         .collect()
 }
 

@@ -83,6 +83,10 @@ fn everything_a_transparent_proxy_is_sent_is_accepted() {
                     "inbound:passthrough:ipv4",
                     want(true, true, "0.0.0.0:15006")
                 ),
+                (
+                    "outbound:10.0.0.2:8080",
+                    want(false, false, "10.0.0.2:8080")
+                ),
                 ("outbound:240.0.0.7:80", want(false, false, "240.0.0.7:80")),
                 (
                     "outbound:passthrough:ipv4",
