@@ -290,3 +290,29 @@ fn canonical_value(pool: &DescriptorPool, v: &mut ReflectValue) {
         _ => {}
     }
 }
+
+/// A transparent proxy's resources (capture listeners with the
+/// original_dst listener filter, the DNS filter's Listener, ORIGINAL_DST
+/// clusters) print without errors and parse back.
+#[test]
+fn a_transparent_proxys_dump_prints_without_errors() {
+    let mut mesh = translate_fixtures::mesh(true).to_json();
+    mesh["status"] = serde_json::json!({"vips": {"backend": "240.0.0.7"}});
+    let mut web = translate_fixtures::dataplane("web-1", "10.0.0.1", "web", 8080, &[]).to_json();
+    web["spec"]["networking"]["transparentProxying"] = serde_json::json!({});
+    let view = meshlink_xds::translate::MeshView::new(
+        meshlink_api::Resource::from_json_unvalidated(mesh).unwrap(),
+        vec![
+            meshlink_api::Resource::from_json(web).unwrap(),
+            translate_fixtures::dataplane("backend-1", "10.0.0.2", "backend", 8080, &[]),
+        ],
+        Vec::new(),
+    );
+    let snap = translate(&proxy("web-1", ClientKind::MeshlinkProxy), &view);
+    assert!(snap.get(LISTENER_TYPE, "meshlink:dns").is_some());
+    let dump = config_dump(&snap);
+    let mut errs = Vec::new();
+    errors(&dump, &mut errs);
+    assert!(errs.is_empty(), "{errs:?}");
+    reparse(&dump);
+}

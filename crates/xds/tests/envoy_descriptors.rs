@@ -16,7 +16,7 @@ use std::process::Command;
 
 /// The files whose messages a config dump prints, directly or inside an
 /// `Any`; `protoc --include_imports` adds everything they import.
-const ROOTS: [&str; 13] = [
+const ROOTS: [&str; 15] = [
     "envoy/admin/v3/config_dump.proto",
     "envoy/config/cluster/v3/cluster.proto",
     "envoy/config/endpoint/v3/endpoint.proto",
@@ -30,6 +30,8 @@ const ROOTS: [&str; 13] = [
     "envoy/extensions/filters/http/router/v3/router.proto",
     "envoy/extensions/filters/http/rbac/v3/rbac.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
+    "envoy/extensions/filters/listener/original_dst/v3/original_dst.proto",
+    "envoy/extensions/filters/udp/dns_filter/v3/dns_filter.proto",
 ];
 
 /// Include directories under `envoy-types/proto`.
