@@ -407,10 +407,10 @@ impl MeshCtx {
         let old = view.set_mesh(mesh);
         if old.spec == view.mesh().spec {
             if old.status.details.as_mesh() != view.vips() {
-                // VIPs assigned or released: transparent proxies' names,
-                // virtual listeners and the destinations they reach.
-                self.reindex_all();
-                return Affected::all();
+                // VIPs assigned or released: the transparent proxies'
+                // names, virtual listeners and the destinations they
+                // reach. Other proxies read no VIP.
+                return self.transparent_proxies_changed();
             }
             return Affected::default();
         }
@@ -419,6 +419,30 @@ impl MeshCtx {
         self.memo.clear();
         *relist = true;
         Affected::all()
+    }
+
+    /// The connected proxies whose Dataplane has transparent proxying,
+    /// indexed again (the destinations they reach follow the VIPs).
+    fn transparent_proxies_changed(&mut self) -> Affected {
+        let Some(view) = self.view.as_ref() else {
+            return Affected::default();
+        };
+        let names: HashSet<String> = self
+            .outbounds
+            .keys()
+            .filter(|n| {
+                view.dataplane(n)
+                    .is_some_and(|d| d.networking.transparent_proxying.is_some())
+            })
+            .cloned()
+            .collect();
+        for name in &names {
+            self.index(name);
+        }
+        Affected {
+            names,
+            ..Affected::default()
+        }
     }
 
     /// MeshService versions changed: forgets their ports' shared resources

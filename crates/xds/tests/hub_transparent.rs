@@ -1,0 +1,83 @@
+//! VIP changes through the real hub: a Mesh status whose VIPs change
+//! recomputes the transparent proxies of the mesh, and only them; what
+//! each holds then equals a full translation (its DNS name included).
+
+mod ads_support;
+
+use std::time::Duration;
+
+use ads_support::{Harness, MESH, MemorySource, dataplane, mesh};
+use meshlink_api::Resource;
+use meshlink_xds::hub::Update;
+use meshlink_xds::owner::ProxyKey;
+use meshlink_xds::translate::{LISTENER_TYPE, MeshView};
+use serde_json::json;
+
+const ALL: [&str; 3] = ["web-1", "backend-1", "plain"];
+
+fn transparent_web() -> Resource {
+    let mut v = dataplane("web-1", "10.0.0.1", "web", 8080, &[]).to_json();
+    v["spec"]["networking"]["transparentProxying"] = json!({});
+    Resource::from_json(v).unwrap()
+}
+
+/// The Mesh with `vips` in its status.
+fn mesh_with(vips: serde_json::Value) -> Resource {
+    let mut v = mesh(true).to_json();
+    v["metadata"]["resourceVersion"] = json!("100");
+    v["status"] = json!({"vips": vips});
+    Resource::from_json_unvalidated(v).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_vip_change_recomputes_the_transparent_proxies_only() {
+    let view = MeshView::new(
+        mesh(true),
+        vec![
+            transparent_web(),
+            dataplane("backend-1", "10.0.0.2", "backend", 8080, &[]),
+            dataplane("plain", "10.0.0.3", "plain", 8080, &[(9001, "backend")]),
+        ],
+        Vec::new(),
+    );
+    let h = Harness::new(MemorySource::with_view(view, Duration::from_secs(3600)));
+    let mut streams = Vec::new();
+    for name in ALL {
+        let mut s = h.open(name);
+        s.request(None).await;
+        let first = s.next_untimed().await.expect("served").expect("no error");
+        s.request(Some(&first)).await;
+        streams.push(s);
+    }
+    h.hub.sync(false).await;
+    let web = ProxyKey::new(MESH, "web-1");
+    assert!(
+        h.registry
+            .state(&web)
+            .unwrap()
+            .snapshot
+            .get(LISTENER_TYPE, "outbound:240.0.0.7:80")
+            .is_none(),
+        "no VIP yet"
+    );
+
+    // The allocator writes backend's VIP into the Mesh's status.
+    let with_vip = mesh_with(json!({"backend": "240.0.0.7"}));
+    h.source.put(with_vip.clone());
+    let before = h.hub.stats().await.unwrap().recomputed;
+    h.hub.resource_changed(MESH, Update::Upserted(with_vip));
+    h.hub.sync(false).await;
+    assert_eq!(
+        h.hub.stats().await.unwrap().recomputed - before,
+        1,
+        "web-1 only"
+    );
+    h.assert_current(&ALL);
+    let state = h.registry.state(&web).unwrap();
+    assert!(
+        state
+            .snapshot
+            .get(LISTENER_TYPE, "outbound:240.0.0.7:80")
+            .is_some()
+    );
+}
