@@ -156,9 +156,18 @@ fn canned(query: &[u8]) -> Vec<u8> {
 /// A resolver on UDP and TCP (one port) that answers every query with
 /// [`canned`].
 async fn fake_upstream() -> SocketAddr {
-    let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = udp.local_addr().unwrap();
-    let tcp = TcpListener::bind(addr).await.unwrap();
+    // The kernel picks a free UDP port; its TCP twin may be taken by
+    // another test's socket meanwhile, so pick again when it is.
+    let mut attempts = 0;
+    let (udp, addr, tcp) = loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = udp.local_addr().unwrap();
+        match TcpListener::bind(addr).await {
+            Ok(tcp) => break (udp, addr, tcp),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 20 => attempts += 1,
+            Err(e) => panic!("bind TCP {addr}: {e}"),
+        }
+    };
     tokio::spawn(async move {
         let mut buf = vec![0u8; 4096];
         while let Ok((n, peer)) = udp.recv_from(&mut buf).await {
