@@ -158,6 +158,7 @@ pub(super) fn build(
     }
     if let Some(tp) = &dp.networking.transparent_proxying {
         out.bind = false;
+        let own = transparent::own_inbounds(dp);
         for (service, vip) in transparent::service_vips(view, tp) {
             let dest = Destination {
                 name: service,
@@ -169,7 +170,7 @@ pub(super) fn build(
             out.listener(snap, vip, port, dest, &cluster, protocol);
             // A call to one of its Dataplanes' own address and port is
             // the service's too (as a VIP call; not pinned to that one).
-            for (address, port) in transparent::endpoints(view, service, name) {
+            for (address, port) in transparent::endpoints(view, service, &own) {
                 out.listener(snap, &address, port, dest, &cluster, protocol);
             }
             out.services.insert(service.to_owned());

@@ -78,24 +78,30 @@ pub(super) fn service_vips<'a>(
         .collect()
 }
 
-/// The `(address, port)` of every inbound of `service`'s Dataplanes
-/// other than `own` (the proxy's own Dataplane: its inbounds are its
-/// own listeners).
-pub(super) fn endpoints(view: &MeshView, service: &str, own: &str) -> Vec<(String, u16)> {
-    let own_inbounds: Vec<(String, u16)> = view
-        .dataplane(own)
-        .into_iter()
-        .flat_map(|dp| {
-            dp.networking.inbound.iter().map(|i| {
-                (
-                    i.effective_address(&dp.networking.address).to_owned(),
-                    i.port.get(),
-                )
-            })
+/// The `(address, port)` of every inbound of the proxy's own Dataplane
+/// `dp` (a call there is its own listener's, not a destination's).
+pub(super) fn own_inbounds(dp: &DataplaneSpec) -> Vec<(String, u16)> {
+    dp.networking
+        .inbound
+        .iter()
+        .map(|i| {
+            (
+                i.effective_address(&dp.networking.address).to_owned(),
+                i.port.get(),
+            )
         })
-        .collect();
+        .collect()
+}
+
+/// The `(address, port)` of every inbound of `service`'s Dataplanes but
+/// those in `own` ([`own_inbounds`]).
+pub(super) fn endpoints(
+    view: &MeshView,
+    service: &str,
+    own: &[(String, u16)],
+) -> Vec<(String, u16)> {
     view.endpoints_of(service)
-        .filter(|e| !own_inbounds.contains(e))
+        .filter(|e| !own.contains(e))
         .cloned()
         .collect()
 }
