@@ -54,6 +54,7 @@ pub mod options;
 pub mod otlp_metrics;
 pub mod router;
 pub mod tcp_copy;
+pub mod wait;
 pub mod xds;
 
 use std::sync::Arc;

@@ -25,6 +25,7 @@ pub mod replicas;
 mod secret;
 pub mod site;
 pub mod span_collector;
+pub mod transparent;
 
 pub use cli::{CliOutput, run_cli};
 pub use cp::{ControlPlane, StoreKind};
