@@ -263,7 +263,7 @@ async fn accept_mtls(
         )
     })?;
     let accept = TlsAcceptor::from(server.clone()).accept(stream);
-    let tls_stream = handshake(accept, Direction::Inbound, metrics).await?;
+    let tls_stream = handshake(accept, Direction::Inbound, HANDSHAKE_TIMEOUT, metrics).await?;
     let peer_id = tls_stream
         .get_ref()
         .1
@@ -335,7 +335,11 @@ async fn outbound(
     };
     let name = crate::dataplane::server_name(&cluster.spec);
     let connect = TlsConnector::from(client.clone()).connect(name, upstream);
-    let tls_stream = handshake(connect, Direction::Outbound, metrics).await?;
+    // As Envoy's `connect_timeout`: with TLS it covers the session set-up
+    // too, so a destination that accepts TCP and never answers the
+    // ClientHello (a plain app on a mesh port) fails in that time.
+    let timeout = cluster.spec.connect_timeout;
+    let tls_stream = handshake(connect, Direction::Outbound, timeout, metrics).await?;
     copy(
         stream,
         tls_stream,
@@ -346,15 +350,17 @@ async fn outbound(
     .await
 }
 
-/// Runs a TLS handshake with [`HANDSHAKE_TIMEOUT`], counting a failure
-/// by reason (classified from rustls's typed error).
+/// Runs a TLS handshake within `timeout` ([`HANDSHAKE_TIMEOUT`] for a
+/// calling sidecar, the cluster's connect timeout for a destination),
+/// counting a failure by reason (classified from rustls's typed error).
 async fn handshake<S>(
     tls: impl std::future::Future<Output = std::io::Result<S>>,
     direction: Direction,
+    timeout: std::time::Duration,
     metrics: &ProxyMetrics,
 ) -> Result<S, ProxyError> {
     let side = peer_side(direction);
-    let e = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls).await {
+    let e = match tokio::time::timeout(timeout, tls).await {
         Ok(Ok(s)) => return Ok(s),
         Ok(Err(e)) => ProxyError::handshake(side, &e),
         Err(_) => ProxyError::new(ErrorKind::HandshakeTimeout, side, "TLS handshake timed out"),

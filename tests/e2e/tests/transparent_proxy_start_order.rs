@@ -3,7 +3,11 @@
 //! [`meshlink_e2e::transparent::Pair`] at each step, ends with web's
 //! unmodified client answered by the backend app through both sidecars.
 //! On the way, at every step:
-//! - no call hangs: each fails or answers within the client's 5 s;
+//! - no call hangs: each fails or answers before the client's own 10 s
+//!   timeout (a sidecar bounds each upstream connect, TLS handshake
+//!   included, by the cluster's 5 s connect timeout: a call made while
+//!   web is captured and backend is not yet meets backend's plain app with
+//!   mTLS, which it may never answer);
 //! - once the rules are in, no call reaches the backend app past its
 //!   sidecar (the app sees its sidecar as the peer, never web);
 //! - while web's rules are in and its sidecar is not started, a call to
@@ -36,7 +40,7 @@ for url in itertools.cycle(sys.argv[1:]):
     t = time.monotonic()
     out = {"url": url}
     try:
-        with opener.open(url, timeout=5) as r:
+        with opener.open(url, timeout=10) as r:
             out.update(status=r.status, body=r.read().decode())
     except urllib.error.HTTPError as e:
         out.update(status=e.code, error=str(e.reason))
@@ -153,7 +157,7 @@ fn check(call: &Call, running: &Running, order: &[Step]) -> bool {
         running.sidecars.len()
     );
     assert!(
-        call.secs < 5.0 && !call.error.contains("timed out"),
+        call.secs < 10.0 && !call.error.contains("timed out"),
         "a call hung: {ctx}"
     );
     if running.rules && call.status == 200 {
@@ -239,12 +243,20 @@ fn every_start_order_ends_serving_without_a_hang_or_a_bypass_and_wait_holds_the_
         let client = &running.apps.as_ref().expect("the app started").1;
         let deadline = std::time::Instant::now() + DEADLINE;
         let mut answered = [false, false];
+        let mut last = std::collections::VecDeque::new();
         while answered != [true, true] {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "order {order:?}: never answered"
-            );
+            if std::time::Instant::now() >= deadline {
+                let logs: Vec<String> = running.sidecars.iter().map(|s| s.logs()).collect();
+                panic!(
+                    "order {order:?}: never answered; the last calls: {last:#?}\nsidecar logs:\n{}",
+                    logs.join("\n----\n")
+                );
+            }
             let call = client.next();
+            if last.len() == 6 {
+                last.pop_front();
+            }
+            last.push_back(format!("{call:?}"));
             refused += usize::from(check(&call, &running, &order));
             if call.status == 200 {
                 answered[usize::from(call.url == by_address())] = true;

@@ -44,8 +44,6 @@ pub const STREAMS_PER_CONNECTION: usize = 100;
 /// How often a pending request looks for a connection again when no
 /// place was given back meanwhile (see [`Pool::sender`]).
 const PENDING_RECHECK: Duration = Duration::from_millis(20);
-/// How long a TLS handshake to an upstream may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// HTTP/1.1 connections kept per endpoint for reuse. Every connection
 /// goes back to the pool as soon as its request is sent (it is reused once
 /// its response has ended), so this bounds the connections kept, busy or
@@ -375,15 +373,19 @@ impl Pool {
     }
 }
 
-/// A connection to `addr`: TCP within `connect_timeout`, then, with
-/// `tls`, the mTLS handshake verifying the peer's SPIFFE ID (what every
-/// upstream connection of a cluster, and its health checks, go through).
+/// A connection to `addr`: TCP, then, with `tls`, the mTLS handshake
+/// verifying the peer's SPIFFE ID, both within `connect_timeout` (Envoy's
+/// rule: with TLS the connect timeout covers the session set-up, so a
+/// destination that accepts TCP and never answers the ClientHello, such
+/// as a plain app on a mesh port, fails in that time). What every
+/// upstream connection of a cluster, and its health checks, go through.
 pub async fn connect(
     addr: SocketAddr,
     connect_timeout: Duration,
     tls: Option<&(Arc<ClientConfig>, ServerName<'static>)>,
 ) -> Result<Conn, ProxyError> {
-    let tcp = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
+    let deadline = tokio::time::Instant::now() + connect_timeout;
+    let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             return Err(ProxyError::upstream(
@@ -403,12 +405,15 @@ pub async fn connect(
         return Ok(Conn::Left(tcp));
     };
     let connect = TlsConnector::from(config.clone()).connect(name.clone(), tcp);
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connect).await {
+    match tokio::time::timeout_at(deadline, connect).await {
         Ok(Ok(tls)) => Ok(Conn::Right(Box::new(tls))),
         Ok(Err(e)) => Err(ProxyError::handshake(Side::Upstream, &e)),
         Err(_) => Err(ProxyError::upstream(
             ErrorKind::HandshakeTimeout,
-            format!("{addr}: TLS handshake timed out"),
+            format!(
+                "{addr}: TLS handshake not done within the connect timeout ({})",
+                humantime::format_duration(connect_timeout)
+            ),
         )),
     }
 }

@@ -83,3 +83,40 @@ async fn a_second_connection_is_dialed_only_when_the_first_is_full() {
     .expect("the server accepts both connections");
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
+
+/// A destination that accepts TCP and never answers the ClientHello (a
+/// plain app on a mesh port) fails within the cluster's connect timeout,
+/// as in Envoy, not after a separate, longer handshake timeout.
+#[tokio::test]
+async fn a_silent_tls_peer_fails_within_the_connect_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            open.push(tcp);
+        }
+    });
+    let config =
+        rustls::ClientConfig::builder_with_provider(meshlink_identity::tls::crypto_provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("backend").unwrap();
+    let tls = (Arc::new(config), name);
+    let e = super::connect(addr, Duration::from_millis(200), Some(&tls))
+        .await
+        .err()
+        .expect("the handshake cannot finish");
+    assert_eq!(
+        e.kind(),
+        meshlink_runtime::ErrorKind::HandshakeTimeout,
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("within the connect timeout (200ms)"),
+        "{e}"
+    );
+    held.abort();
+}
