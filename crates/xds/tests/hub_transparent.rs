@@ -1,6 +1,8 @@
-//! VIP changes through the real hub: a Mesh status whose VIPs change
-//! recomputes the transparent proxies of the mesh, and only them; what
-//! each holds then equals a full translation (its DNS name included).
+//! Transparent proxies through the real hub: a Mesh status whose VIPs
+//! change recomputes the transparent proxies of the mesh, and only them;
+//! an endpoint that leaves and returns changes their address listeners;
+//! what each holds then equals a full translation (its DNS name
+//! included).
 
 mod ads_support;
 
@@ -80,4 +82,72 @@ async fn a_vip_change_recomputes_the_transparent_proxies_only() {
             .get(LISTENER_TYPE, "outbound:240.0.0.7:80")
             .is_some()
     );
+}
+
+/// `backend-1` as the status task writes it: `status` on the same spec, a
+/// new resourceVersion.
+fn backend_with_status(status: serde_json::Value, version: u64) -> Resource {
+    let mut v = dataplane("backend-1", "10.0.0.2", "backend", 8080, &[]).to_json();
+    v["status"] = status;
+    let mut r = Resource::from_json(v).expect("valid");
+    r.set_resource_version(Some(version.to_string()));
+    r
+}
+
+/// A transparent proxy has a listener on each endpoint address of the
+/// services it reaches: when backend's only endpoint leaves (its app
+/// unreachable) and comes back, web-1 is translated again, not only
+/// patched, and regains the listener on backend's address (a patch of its
+/// load assignments alone left it without, so a captured call to the
+/// address went past the service to the pass-through).
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_that_leaves_and_returns_gives_back_its_address_listener() {
+    let view = MeshView::new(
+        mesh_with(json!({"backend": "240.0.0.7"})),
+        vec![
+            transparent_web(),
+            dataplane("backend-1", "10.0.0.2", "backend", 8080, &[]),
+            dataplane("plain", "10.0.0.3", "plain", 8080, &[(9001, "backend")]),
+        ],
+        Vec::new(),
+    );
+    let h = Harness::new(MemorySource::with_view(view, Duration::from_secs(3600)));
+    let mut streams = Vec::new();
+    for name in ALL {
+        let mut s = h.open(name);
+        s.request(None).await;
+        let first = s.next_untimed().await.expect("served").expect("no error");
+        s.request(Some(&first)).await;
+        streams.push(s);
+    }
+    h.hub.sync(false).await;
+    let web = ProxyKey::new(MESH, "web-1");
+    let address_listener = |h: &Harness| {
+        h.registry
+            .state(&web)
+            .unwrap()
+            .snapshot
+            .get(LISTENER_TYPE, "outbound:10.0.0.2:8080")
+            .is_some()
+    };
+    assert!(address_listener(&h), "backend's address is captured");
+
+    let down = backend_with_status(
+        json!({"online": true, "unreachableApps": [{"port": 8080,
+            "address": "127.0.0.1:8080", "error": "Connection refused (os error 111)",
+            "since": "2026-12-01T10:00:00Z"}]}),
+        101,
+    );
+    h.source.put(down.clone());
+    h.hub.resource_changed(MESH, Update::Upserted(down));
+    h.hub.sync(false).await;
+    h.assert_current(&ALL);
+    assert!(!address_listener(&h), "no endpoint, no address listener");
+
+    let up = backend_with_status(json!({"online": true}), 102);
+    h.source.put(up.clone());
+    h.hub.resource_changed(MESH, Update::Upserted(up));
+    h.hub.sync(false).await;
+    h.assert_current(&ALL);
+    assert!(address_listener(&h), "the address listener is back");
 }

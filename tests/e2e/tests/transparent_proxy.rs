@@ -12,9 +12,23 @@ use std::time::Instant;
 
 use meshlink_e2e::eventually;
 use meshlink_e2e::transparent::{
-    APP, APP_PORT, BACKEND_ADDR, DEADLINE, PERMISSION, Pair, Program, WEB_ADDR, app_answer,
+    APP, APP_PORT, BACKEND_ADDR, DEADLINE, PERMISSION, PYTHON, Pair, Program, WEB_ADDR, app_answer,
     dataplane, http, mesh,
 };
+
+/// Sends 10,000 random datagrams (0 to 299 bytes) to UDP port 53 of
+/// argv[1], paced at 10,000 a second; prints the seconds it took.
+const FLOOD: &str = r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+start = time.monotonic()
+for i in range(10000):
+    s.sendto(os.urandom(i % 300), (sys.argv[1], 53))
+    ahead = start + (i + 1) / 10000 - time.monotonic()
+    if ahead > 0:
+        time.sleep(ahead)
+print(round(time.monotonic() - start, 2))
+"#;
 
 #[test]
 fn an_unmodified_client_calls_backend_mesh_through_its_sidecar() {
@@ -91,6 +105,18 @@ fn an_unmodified_client_calls_backend_mesh_through_its_sidecar() {
     // An external name is answered by the namespace's own resolver,
     // through the sidecar.
     assert_eq!(web.resolve("external.test").as_deref(), Some("192.0.2.55"));
+
+    // A flood of garbage at the namespace's resolver (redirected to the
+    // sidecar), 10,000 datagrams paced at 10,000 a second, leaves the
+    // sidecar serving: it counts them, and names still resolve.
+    let (code, out, err) = web.ns.run(&[PYTHON, "-c", FLOOD, &web.cp_link.outer_addr]);
+    assert_eq!(code, 0, "the flood:\n{out}\n{err}");
+    eprintln!("10,000 garbage datagrams sent in {}s", out.trim());
+    assert_eq!(web.resolve("backend.mesh").as_deref(), Some(vip.as_str()));
+    assert!(web_proxy.exit_status().is_none(), "the sidecar still runs");
+    let counted = web_proxy.metric(r#"meshlink_proxy_dns_queries_total{result="malformed"}"#)
+        + web_proxy.metric(r#"meshlink_proxy_dns_queries_total{result="dropped"}"#);
+    assert!(counted > 0.0, "the garbage is counted");
 
     // A client outside the mesh cannot reach the backend app past its
     // sidecar: on its own address and port, it meets the inbound's mTLS.

@@ -32,13 +32,14 @@ use meshlink_e2e::transparent::{
 
 /// A client calling each URL in argv[1:] in turn, one call at a time over
 /// a new connection, for ever; prints one JSON line per call:
-/// `{"url", "status" (0: no answer), "body" or "error", "secs"}`.
+/// `{"url", "started" (seconds since the epoch), "status" (0: no answer),
+/// "body" or "error", "secs"}`.
 const CLIENT: &str = r#"
 import itertools, json, sys, time, urllib.error, urllib.request
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 for url in itertools.cycle(sys.argv[1:]):
     t = time.monotonic()
-    out = {"url": url}
+    out = {"url": url, "started": time.time()}
     try:
         with opener.open(url, timeout=10) as r:
             out.update(status=r.status, body=r.read().decode())
@@ -55,6 +56,7 @@ for url in itertools.cycle(sys.argv[1:]):
 #[derive(Debug)]
 struct Call {
     url: String,
+    started: f64,
     status: u16,
     body: String,
     error: String,
@@ -69,6 +71,7 @@ impl Call {
         let text = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
         Call {
             url: text("url"),
+            started: v["started"].as_f64().unwrap_or(0.0),
             status: v["status"].as_u64().unwrap_or(0) as u16,
             body: text("body"),
             error: text("error"),
@@ -130,6 +133,19 @@ impl Client {
             .recv_timeout(DEADLINE)
             .expect("the client reports a call within the deadline")
     }
+
+    /// The next call that started at `since` (seconds since the epoch)
+    /// or later: one started earlier ran in an earlier state (only
+    /// checked not to have hung).
+    fn next_since(&self, since: f64) -> Call {
+        loop {
+            let call = self.next();
+            assert_no_hang(&call, "a call before the step");
+            if call.started >= since {
+                return call;
+            }
+        }
+    }
 }
 
 /// The steps of a start order.
@@ -156,10 +172,7 @@ fn check(call: &Call, running: &Running, order: &[Step]) -> bool {
         running.rules,
         running.sidecars.len()
     );
-    assert!(
-        call.secs < 10.0 && !call.error.contains("timed out"),
-        "a call hung: {ctx}"
-    );
+    assert_no_hang(call, &ctx);
     if running.rules && call.status == 200 {
         let (app, peer) = app_answer(&call.body);
         assert_eq!(app, "backend", "{ctx}");
@@ -176,6 +189,22 @@ fn check(call: &Call, running: &Running, order: &[Step]) -> bool {
         );
     }
     must_refuse
+}
+
+/// A call failed or was answered before the client's own timeout.
+fn assert_no_hang(call: &Call, ctx: &str) {
+    assert!(
+        call.secs < 10.0 && !call.error.contains("timed out"),
+        "a call hung: {ctx}: {call:?}"
+    );
+}
+
+/// Now, in seconds since the epoch (the client's `time.time()`).
+fn epoch_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64()
 }
 
 fn permutations() -> Vec<[Step; 3]> {
@@ -233,14 +262,17 @@ fn every_start_order_ends_serving_without_a_hang_or_a_bypass_and_wait_holds_the_
                 }
             }
             // Two calls (one by name, one by address) in this state.
+            let since = epoch_now();
             if let Some((_, client)) = &running.apps {
                 for _ in 0..2 {
-                    refused += usize::from(check(&client.next(), &running, &order));
+                    let call = client.next_since(since);
+                    refused += usize::from(check(&call, &running, &order));
                 }
             }
         }
         // Everything is up: the client is answered, through both sidecars.
         let client = &running.apps.as_ref().expect("the app started").1;
+        let since = epoch_now();
         let deadline = std::time::Instant::now() + DEADLINE;
         let mut answered = [false, false];
         let mut last = std::collections::VecDeque::new();
@@ -252,7 +284,7 @@ fn every_start_order_ends_serving_without_a_hang_or_a_bypass_and_wait_holds_the_
                     logs.join("\n----\n")
                 );
             }
-            let call = client.next();
+            let call = client.next_since(since);
             if last.len() == 6 {
                 last.pop_front();
             }

@@ -539,6 +539,22 @@ impl MeshCtx {
             .symmetric_difference(&after)
             .map(|(s, _, _)| s.clone())
             .collect();
+        // A transparent proxy has a listener on each endpoint address of
+        // the services it reaches: an endpoint that comes or goes (a
+        // Dataplane added, moved, or its inbound ready again) changes its
+        // listeners, not only its load assignments, so it is translated
+        // again instead of patched.
+        for service in &services {
+            let reaching = self.refs.get(service).into_iter().flatten();
+            affected.names.extend(
+                reaching
+                    .filter(|n| {
+                        view.dataplane(n)
+                            .is_some_and(|d| d.networking.transparent_proxying.is_some())
+                    })
+                    .cloned(),
+            );
+        }
         // A MeshServiceSubset backend selects a service's inbounds by their
         // other tags: a tag change moves endpoints between subsets.
         let (tags_before, tags_after) = (service_tags(old), service_tags(new));
