@@ -31,6 +31,15 @@ use envoy_types::util::pack_any;
 /// `inbound:` and `outbound:`, so it never collides).
 pub const LISTENER_NAME: &str = "meshlink:dns";
 
+/// The second DNS Listener of a dual-stack transparent proxy, the same
+/// table on `[::1]` (where ip6tables redirects a query to an IPv6
+/// nameserver). Same shape as [`LISTENER_NAME`]'s, another name, since an
+/// Envoy Listener has one address.
+pub const LISTENER_NAME_IPV6: &str = "meshlink:dns:ipv6";
+
+/// Every DNS Listener name, for the proxy's Listener table.
+pub const LISTENER_NAMES: [&str; 2] = [LISTENER_NAME, LISTENER_NAME_IPV6];
+
 /// The name of its one listener filter: Envoy's UDP DNS filter.
 pub const FILTER_NAME: &str = "envoy.filters.udp.dns_filter";
 

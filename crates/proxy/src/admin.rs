@@ -263,6 +263,9 @@ async fn config_dump(State(state): State<AdminState>) -> Response {
     let body = json!({
         "apps": apps,
         "dns": config.dns().map(|d| d.as_ref()),
+        "dns_ipv6": config
+            .dns_of(meshlink_proto::dns_listener::LISTENER_NAME_IPV6)
+            .map(|d| d.as_ref()),
         "metrics": metrics,
         "identity": identity,
         "listeners": listeners,

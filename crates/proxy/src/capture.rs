@@ -215,4 +215,38 @@ mod tests {
             Some("warming: no certificate yet")
         );
     }
+
+    #[test]
+    fn an_ipv6_destination_finds_its_listener_in_its_own_family() {
+        let table = ListenerTable::default();
+        let (out, inb) = (Direction::Outbound, Direction::Inbound);
+        table.replace(HashMap::from([
+            (
+                ("[fd77::2]:8080".parse().unwrap(), inb),
+                Entry::Ready(spec("inbound6", "[fd77::2]:8080", inb)),
+            ),
+            (
+                ("[fd77::2]:8080".parse().unwrap(), out),
+                Entry::Ready(spec("to-self6", "[fd77::2]:8080", out)),
+            ),
+            (
+                ("[::]:9090".parse().unwrap(), out),
+                Entry::Ready(spec("any6", "[::]:9090", out)),
+            ),
+            (
+                ("0.0.0.0:9091".parse().unwrap(), out),
+                Entry::Ready(spec("any4", "0.0.0.0:9091", out)),
+            ),
+        ]));
+        let at = |dst: &str, direction| name(table.lookup(dst.parse().unwrap(), direction));
+        assert_eq!(at("[fd77::2]:8080", inb).as_deref(), Some("inbound6"));
+        assert_eq!(at("[fd77::2]:8080", out).as_deref(), Some("to-self6"));
+        assert_eq!(at("[fd77::9]:9090", out).as_deref(), Some("any6"));
+        // 0.0.0.0 is IPv4's: an IPv6 destination on that port passes
+        // through instead.
+        assert_eq!(at("[fd77::9]:9091", out), None);
+        assert_eq!(at("10.0.0.9:9090", out), None);
+        // Another IPv6 address of the workload: the inbound's listener.
+        assert_eq!(at("[fd77::3]:8080", inb).as_deref(), Some("inbound6"));
+    }
 }

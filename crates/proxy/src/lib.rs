@@ -229,15 +229,18 @@ pub async fn run(options: ProxyOptions, shutdown: Shutdown) -> Result<Drained, S
         tracing::warn!(error = %e, "mesh DNS: no upstream resolvers; names outside the mesh get SERVFAIL");
         Vec::new()
     });
-    background.spawn(
-        dns::DnsServer {
-            config: config_rx.clone(),
-            upstreams,
-            metrics: dns_metrics,
-            bound: watch::channel(None).0,
-        }
-        .run(tasks.clone()),
-    );
+    for listener in meshlink_proto::dns_listener::LISTENER_NAMES {
+        background.spawn(
+            dns::DnsServer {
+                config: config_rx.clone(),
+                listener,
+                upstreams: upstreams.clone(),
+                metrics: dns_metrics.clone(),
+                bound: watch::channel(None).0,
+            }
+            .run(tasks.clone()),
+        );
+    }
     let scrapes = app_scrape::AppScrapeMetrics::default();
     registry.register_with("proxy", |r| scrapes.register(r));
     let metrics_source = metrics_endpoint::MetricsSource {

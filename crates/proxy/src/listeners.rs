@@ -226,15 +226,25 @@ impl ListenerManager {
     }
 }
 
+/// Binds a listening socket on `addr`. An IPv6 socket is IPv6 only
+/// (`IPV6_V6ONLY`, Envoy's default without `ipv4_compat`), so a
+/// dual-stack proxy's `[::]:15001` and `0.0.0.0:15001` are two sockets,
+/// each receiving its own family.
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = match addr {
-        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-    };
-    socket.set_reuseaddr(true)?;
-    socket.set_nodelay(true)?;
-    socket.bind(addr)?;
-    socket.listen(1024)
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.set_tcp_nodelay(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    TcpListener::from_std(socket.into())
 }
 
 /// What an accept loop hands each connection.
@@ -304,5 +314,33 @@ async fn accept_loop(socket: TcpListener, ctx: AcceptContext, stop: Cancellation
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bind;
+
+    /// A dual-stack transparent proxy binds `0.0.0.0:15001` and
+    /// `[::]:15001`: without `IPV6_V6ONLY` the second bind would fail
+    /// (`[::]` also claims IPv4 where `bindv6only` is 0, Linux's default).
+    #[tokio::test]
+    async fn ipv4_and_ipv6_listeners_share_a_port() {
+        let v4 = bind("0.0.0.0:0".parse().unwrap()).expect("bind 0.0.0.0");
+        let port = v4.local_addr().unwrap().port();
+        let v6 = bind(std::net::SocketAddr::from((
+            std::net::Ipv6Addr::UNSPECIFIED,
+            port,
+        )))
+        .expect("[::] on the same port as 0.0.0.0");
+        // Each takes its own family.
+        let c4 = tokio::net::TcpStream::connect(("127.0.0.1", port));
+        let c6 = tokio::net::TcpStream::connect(("::1", port));
+        let (c4, c6) = tokio::join!(c4, c6);
+        let (c4, c6) = (c4.expect("IPv4 connect"), c6.expect("IPv6 connect"));
+        let (a4, _) = v4.accept().await.expect("IPv4 accept");
+        let (a6, _) = v6.accept().await.expect("IPv6 accept");
+        assert_eq!(a4.peer_addr().unwrap(), c4.local_addr().unwrap());
+        assert_eq!(a6.peer_addr().unwrap(), c6.local_addr().unwrap());
     }
 }

@@ -358,18 +358,23 @@ pub struct ProxyConfig {
     /// Listener that carried it (`meshlink:metrics`; at most one).
     pub metrics: BTreeMap<String, Versioned<metrics::MetricsPolicy>>,
     /// The mesh DNS, by the name of the Listener that carried it
-    /// (`meshlink:dns`; at most one).
+    /// (`meshlink:dns`, and `meshlink:dns:ipv6` for a dual-stack proxy).
     pub dns: BTreeMap<String, Versioned<dns::DnsSpec>>,
     /// Type URLs for which at least one response has been accepted.
     pub received: std::collections::BTreeSet<String>,
 }
 
 impl ProxyConfig {
-    /// The mesh DNS server's configuration, if the control plane sent one.
+    /// The mesh DNS server's configuration (`meshlink:dns`), if the
+    /// control plane sent one.
     pub fn dns(&self) -> Option<&Arc<dns::DnsSpec>> {
-        self.dns
-            .get(meshlink_proto::dns_listener::LISTENER_NAME)
-            .map(|v| &v.value)
+        self.dns_of(meshlink_proto::dns_listener::LISTENER_NAME)
+    }
+
+    /// The configuration of DNS Listener `listener` (one of
+    /// `meshlink_proto::dns_listener::LISTENER_NAMES`), if sent.
+    pub fn dns_of(&self, listener: &str) -> Option<&Arc<dns::DnsSpec>> {
+        self.dns.get(listener).map(|v| &v.value)
     }
 
     /// The trust bundle held in secret `name`, if it has arrived.

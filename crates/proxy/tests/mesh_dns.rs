@@ -3,6 +3,9 @@
 //! control plane's builder writes it, through the proxy's validator, into
 //! the DNS server, then A, AAAA, NXDOMAIN and NODATA over UDP and TCP.
 //!
+//! A dual-stack sidecar's second Listener, `meshlink:dns:ipv6` on `[::1]`,
+//! is served by a server of its own, answering and closing with it.
+//!
 //! The server runs in process on 127.0.0.1 with port 0 (the validated
 //! spec's port is replaced, so nothing races for a port). The end-to-end
 //! form (namespaces, the redirect, `getent hosts backend.mesh`) needs the
@@ -13,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::util::pack_any;
-use meshlink_proto::dns_listener::{LISTENER_NAME, listener};
+use meshlink_proto::dns_listener::{LISTENER_NAME, LISTENER_NAME_IPV6, listener};
 use meshlink_proxy::dns::{DnsMetrics, DnsServer, Outcome};
 use meshlink_proxy::model::{ProxyConfig, Versioned};
 use meshlink_proxy::xds::validate::dns_listener;
@@ -69,6 +72,7 @@ async fn the_dns_server_answers_dig_with_mesh_names_nxdomain_and_nodata_over_udp
     let server = tokio::spawn(
         DnsServer {
             config: config_rx,
+            listener: LISTENER_NAME,
             upstreams: Vec::new(),
             metrics: metrics.clone(),
             bound: bound_tx,
@@ -114,4 +118,97 @@ async fn the_dns_server_answers_dig_with_mesh_names_nxdomain_and_nodata_over_udp
         .await
         .expect("the server stops")
         .unwrap();
+}
+
+/// The validated spec of a DNS Listener on `bind` naming `web.mesh`
+/// (IPv4 only), its port then replaced by 0.
+fn web_only(bind: &str) -> Versioned<meshlink_proxy::model::dns::DnsSpec> {
+    let any = pack_any(listener(
+        bind.parse().unwrap(),
+        &[("web.mesh", vec!["240.0.0.2".parse::<IpAddr>().unwrap()])],
+        &["mesh"],
+        Duration::from_secs(1),
+    ));
+    let mut spec = dns_listener(&any).expect("the builder's Listener validates");
+    spec.bind.set_port(0);
+    Versioned {
+        version: "1".into(),
+        value: Arc::new(spec),
+    }
+}
+
+#[tokio::test]
+async fn the_ipv6_dns_listener_is_served_on_ipv6_loopback_by_its_own_server() {
+    let mut config = ProxyConfig::default();
+    config
+        .dns
+        .insert(LISTENER_NAME.to_owned(), web_only("127.0.0.1:15053"));
+    config
+        .dns
+        .insert(LISTENER_NAME_IPV6.to_owned(), web_only("[::1]:15053"));
+    let (config_tx, config_rx) = watch::channel(Arc::new(config.clone()));
+    let metrics = Arc::new(DnsMetrics::default());
+    let stop = CancellationToken::new();
+    let mut servers = Vec::new();
+    let mut bound = Vec::new();
+    for name in [LISTENER_NAME, LISTENER_NAME_IPV6] {
+        let (bound_tx, rx) = watch::channel(None);
+        bound.push(rx);
+        servers.push(tokio::spawn(
+            DnsServer {
+                config: config_rx.clone(),
+                listener: name,
+                upstreams: Vec::new(),
+                metrics: metrics.clone(),
+                bound: bound_tx,
+            }
+            .run(stop.clone()),
+        ));
+    }
+    let mut addrs = Vec::new();
+    for b in &mut bound {
+        let addr = tokio::time::timeout(DEADLINE, b.wait_for(Option::is_some))
+            .await
+            .expect("each DNS server binds")
+            .unwrap()
+            .unwrap();
+        addrs.push(addr);
+    }
+    let v6 = addrs[1];
+    assert_eq!(v6.ip(), "::1".parse::<IpAddr>().unwrap());
+    // The mesh name over IPv6: A is the VIP, AAAA NOERROR without
+    // answers (never NXDOMAIN), over UDP and TCP.
+    assert_eq!(
+        dig(v6, &["+short", "web.mesh", "A"]).await.trim(),
+        "240.0.0.2"
+    );
+    for transport in ["+notcp", "+tcp"] {
+        let nodata = dig(v6, &[transport, "web.mesh", "AAAA"]).await;
+        assert!(
+            nodata.contains("status: NOERROR") && nodata.contains("ANSWER: 0"),
+            "{transport}: {nodata}"
+        );
+    }
+    assert_eq!(metrics.counted(Outcome::Mesh), 3);
+
+    // The control plane drops the IPv6 Listener (the Dataplane went
+    // IPv4): its server closes, the IPv4 one keeps serving.
+    config.dns.remove(LISTENER_NAME_IPV6);
+    config_tx.send_replace(Arc::new(config));
+    tokio::time::timeout(DEADLINE, bound[1].wait_for(Option::is_none))
+        .await
+        .expect("the IPv6 server closes")
+        .unwrap();
+    assert_eq!(*bound[0].borrow(), Some(addrs[0]));
+    assert_eq!(
+        dig(addrs[0], &["+short", "web.mesh", "A"]).await.trim(),
+        "240.0.0.2"
+    );
+    stop.cancel();
+    for s in servers {
+        tokio::time::timeout(DEADLINE, s)
+            .await
+            .expect("the servers stop")
+            .unwrap();
+    }
 }

@@ -1,7 +1,8 @@
 //! Transparent proxying (issue 37): a Dataplane with
 //! `networking.transparentProxying` gets virtual listeners on the VIPs of
-//! the destinations it may reach, the two capture listeners in Envoy's
-//! original-destination form, and inbound listeners that do not bind.
+//! the destinations it may reach, the capture listeners in Envoy's
+//! original-destination form (IPv4, and IPv6 too in `DualStack` mode), and
+//! inbound listeners that do not bind.
 
 mod translate_fixtures;
 
@@ -137,14 +138,90 @@ fn a_transparent_proxy_gets_vip_listeners_and_capture_listeners() {
     );
 }
 
+#[test]
+fn dual_stack_adds_ipv6_capture_listeners_and_dns_on_ipv6_loopback() {
+    for (tp, passthrough) in [
+        (json!({}), None),
+        (json!({"ipFamilyMode": "DualStack"}), Some(false)),
+    ] {
+        let snap = snapshot(passthrough, tp);
+        // The outbound capture on [::]:15001, its own ORIGINAL_DST
+        // cluster (or, passthrough off, the disabled one, shared with
+        // IPv4).
+        let out = listener(&snap, "outbound:passthrough:ipv6").expect("IPv6 outbound capture");
+        assert_eq!(address(&out), ("::".to_owned(), 15001));
+        assert_eq!(out.use_original_dst.map(|b| b.value), Some(true));
+        assert_eq!(
+            out.listener_filters[0].name,
+            "envoy.filters.listener.original_dst"
+        );
+        assert_eq!(out.bind_to_port, None, "bound");
+        let Some(address::Address::SocketAddress(sa)) =
+            out.address.as_ref().and_then(|a| a.address.clone())
+        else {
+            panic!("a socket address")
+        };
+        assert!(!sa.ipv4_compat, "IPv6 only: 0.0.0.0:15001 takes IPv4");
+        if passthrough == Some(false) {
+            assert_eq!(tcp_cluster(&out), "outbound:passthrough:disabled");
+            assert!(cluster(&snap, "outbound:passthrough:ipv6").is_none());
+        } else {
+            assert_eq!(tcp_cluster(&out), "outbound:passthrough:ipv6");
+            let pass = cluster(&snap, "outbound:passthrough:ipv6").expect("IPv6 pass-through");
+            assert_eq!(discovery(&pass), Some(DiscoveryType::OriginalDst));
+        }
+        // The inbound capture on [::]:15006, to its ORIGINAL_DST cluster.
+        let inb = listener(&snap, "inbound:passthrough:ipv6").expect("IPv6 inbound capture");
+        assert_eq!(address(&inb), ("::".to_owned(), 15006));
+        assert_eq!(inb.traffic_direction, 1, "INBOUND");
+        assert_eq!(tcp_cluster(&inb), "inbound:passthrough:ipv6");
+        let pass = cluster(&snap, "inbound:passthrough:ipv6").expect("IPv6 inbound cluster");
+        assert_eq!(discovery(&pass), Some(DiscoveryType::OriginalDst));
+        // The IPv4 pair is still there.
+        assert!(listener(&snap, "outbound:passthrough:ipv4").is_some());
+        assert!(listener(&snap, "inbound:passthrough:ipv4").is_some());
+        // DNS: the same table on [::1]:15053, where ip6tables redirects
+        // a query to an IPv6 nameserver.
+        let dns6 = listener(&snap, "meshlink:dns:ipv6").expect("the IPv6 DNS listener");
+        assert_eq!(address(&dns6), ("::1".to_owned(), 15053));
+        assert_eq!(
+            address(&listener(&snap, "meshlink:dns").unwrap()),
+            ("127.0.0.1".to_owned(), 15053)
+        );
+        assert_eq!(dns_table_of(&snap, "meshlink:dns:ipv6"), dns_table(&snap));
+    }
+}
+
+#[test]
+fn ipv4_mode_captures_ipv4_only() {
+    let snap = snapshot(None, json!({"ipFamilyMode": "IPv4"}));
+    assert!(listener(&snap, "outbound:passthrough:ipv4").is_some());
+    assert!(listener(&snap, "inbound:passthrough:ipv4").is_some());
+    assert!(listener(&snap, "meshlink:dns").is_some());
+    for name in [
+        "outbound:passthrough:ipv6",
+        "inbound:passthrough:ipv6",
+        "meshlink:dns:ipv6",
+    ] {
+        assert!(listener(&snap, name).is_none(), "{name}");
+    }
+    assert!(cluster(&snap, "outbound:passthrough:ipv6").is_none());
+    assert!(cluster(&snap, "inbound:passthrough:ipv6").is_none());
+}
+
 /// The names and addresses of the sidecar's DNS listener.
 fn dns_table(snap: &Snapshot) -> Vec<(String, Vec<String>)> {
+    dns_table_of(snap, "meshlink:dns")
+}
+
+/// The names and addresses of DNS listener `name`.
+fn dns_table_of(snap: &Snapshot, name: &str) -> Vec<(String, Vec<String>)> {
     use envoy_types::pb::envoy::config::listener::v3::listener_filter::ConfigType;
     use envoy_types::pb::envoy::data::dns::v3::dns_table::dns_endpoint::EndpointConfig;
     use envoy_types::pb::envoy::extensions::filters::udp::dns_filter::v3::{
         DnsFilterConfig, dns_filter_config::server_context_config,
     };
-    let l = listener(snap, "meshlink:dns").expect("the DNS listener");
+    let l = listener(snap, name).expect("the DNS listener");
     let Some(ConfigType::TypedConfig(any)) = &l.listener_filters[0].config_type else {
         panic!("no DNS filter config")
     };

@@ -4,9 +4,10 @@
 //! application's DNS (UDP and TCP port 53) here.
 //!
 //! Inputs: `watch<Arc<ProxyConfig>>` (its [`ProxyConfig::dns`], validated
-//! from the `meshlink:dns` Listener) and the upstream resolvers, read from
-//! `--dns-resolv-conf` at start ([`resolv`]). Owns the DNS sockets (UDP and TCP on one
-//! port) and every task serving them. Each query reads the table current
+//! from the `meshlink:dns` Listener, or from `meshlink:dns:ipv6`: one
+//! server per DNS Listener, [`DnsServer::listener`]) and the upstream
+//! resolvers, read from `--dns-resolv-conf` at start ([`resolv`]). Owns
+//! the DNS sockets (UDP and TCP on one port) and every task serving them. Each query reads the table current
 //! when it arrives, so a name the control plane deletes stops resolving
 //! at once; only a new address or port rebinds.
 //!
@@ -51,6 +52,9 @@ pub struct DnsServer {
     /// The proxy's configuration; its `dns` says where to listen and what
     /// to answer.
     pub config: watch::Receiver<Arc<ProxyConfig>>,
+    /// Which DNS Listener this server serves (`meshlink:dns`, or
+    /// `meshlink:dns:ipv6` on `[::1]` for a dual-stack proxy).
+    pub listener: &'static str,
     /// The resolvers other names are forwarded to, in order (the
     /// namespace's resolv.conf, [`resolv::upstreams`]).
     pub upstreams: Vec<SocketAddr>,
@@ -64,6 +68,7 @@ pub struct DnsServer {
 #[derive(Debug, Clone)]
 pub(crate) struct Serving {
     config: watch::Receiver<Arc<ProxyConfig>>,
+    listener: &'static str,
     /// The resolvers, less this server's own address.
     upstreams: Arc<[SocketAddr]>,
     metrics: Arc<DnsMetrics>,
@@ -76,7 +81,7 @@ pub(crate) struct Serving {
 impl Serving {
     /// The table now (`None`: the control plane removed the DNS).
     fn spec(&self) -> Option<Arc<DnsSpec>> {
-        self.config.borrow().dns().cloned()
+        self.config.borrow().dns_of(self.listener).cloned()
     }
 
     /// Forwards `query` (parsed as `request`) and gives the upstream's
@@ -154,11 +159,15 @@ impl DnsServer {
         let mut current: Option<Binding> = None;
         let mut retry: Option<(SocketAddr, Instant)> = None;
         loop {
-            let want = self.config.borrow_and_update().dns().map(|s| s.bind);
+            let want = self
+                .config
+                .borrow_and_update()
+                .dns_of(self.listener)
+                .map(|s| s.bind);
             if let Some(b) = current.take_if(|b| Some(b.want) != want) {
                 b.end().await;
                 self.bound.send_replace(None);
-                tracing::info!("mesh DNS: closed");
+                tracing::info!(listener = self.listener, "mesh DNS: closed");
             }
             let due = |addr| retry.is_none_or(|(a, at)| a != addr || at <= Instant::now());
             if let Some(addr) = want
@@ -171,7 +180,7 @@ impl DnsServer {
                         retry = None;
                     }
                     Err(e) => {
-                        tracing::warn!(%addr, error = %e, "mesh DNS: cannot bind; retrying");
+                        tracing::warn!(listener = self.listener, %addr, error = %e, "mesh DNS: cannot bind; retrying");
                         retry = Some((addr, Instant::now() + BIND_RETRY));
                     }
                 }
@@ -202,9 +211,10 @@ impl DnsServer {
         let local = udp.local_addr()?;
         let tcp = TcpListener::bind(local).await?;
         let upstreams = forward::upstreams_except(&self.upstreams, Some(local));
-        tracing::info!(%local, upstreams = ?upstreams, "mesh DNS: listening (UDP and TCP)");
+        tracing::info!(listener = self.listener, %local, upstreams = ?upstreams, "mesh DNS: listening (UDP and TCP)");
         let serving = Serving {
             config: self.config.clone(),
+            listener: self.listener,
             upstreams: upstreams.into(),
             metrics: self.metrics.clone(),
             stop: CancellationToken::new(),

@@ -53,6 +53,7 @@ impl Running {
         let stop = CancellationToken::new();
         let server = DnsServer {
             config: rx,
+            listener: LISTENER_NAME,
             upstreams,
             metrics: metrics.clone(),
             bound: bound_tx,

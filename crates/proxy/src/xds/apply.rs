@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
 use envoy_types::pb::google::protobuf::Any;
-use meshlink_proto::dns_listener::LISTENER_NAME as DNS_LISTENER;
+use meshlink_proto::dns_listener::LISTENER_NAMES as DNS_LISTENERS;
 use meshlink_proto::metrics_listener::LISTENER_NAME as METRICS_LISTENER;
 
 use super::validate::{self, Invalid};
@@ -189,8 +189,10 @@ static SIDECAR_TABLES: [&dyn TypeTable<ProxyConfig>; 5] = [
 /// manager binds, except the MeshMetric carrier
 /// ([`LISTENER_NAME`](meshlink_proto::metrics_listener::LISTENER_NAME)),
 /// which is read into [`ProxyConfig::metrics`] and never bound, and the
-/// mesh DNS ([`LISTENER_NAME`](meshlink_proto::dns_listener::LISTENER_NAME)),
-/// read into [`ProxyConfig::dns`] for the DNS server (`crate::dns`).
+/// mesh DNS ([`LISTENER_NAME`](meshlink_proto::dns_listener::LISTENER_NAME),
+/// and [`LISTENER_NAME_IPV6`](meshlink_proto::dns_listener::LISTENER_NAME_IPV6)
+/// for a dual-stack proxy), read into [`ProxyConfig::dns`] for the DNS
+/// servers (`crate::dns`).
 ///
 /// [`ListenerSpec`]: crate::model::ListenerSpec
 struct SidecarListeners;
@@ -211,7 +213,7 @@ impl TypeTable<ProxyConfig> for SidecarListeners {
             let policy = validate::metrics_listener(any)?;
             return Ok(upsert(&mut model.metrics, name, version.to_owned(), policy));
         }
-        if name == DNS_LISTENER {
+        if DNS_LISTENERS.contains(&name) {
             let spec = validate::dns_listener(any)?;
             return Ok(upsert(&mut model.dns, name, version.to_owned(), spec));
         }

@@ -116,6 +116,14 @@ pub fn listener(any: &Any) -> Result<ListenerSpec, Invalid> {
     let original_dst = original_dst(&l)?;
     let bind = l.bind_to_port.is_none_or(|b| b.value);
     let address = socket(l.address.as_ref(), "address")?;
+    if ipv4_compat(l.address.as_ref()) {
+        return Err(invalid(
+            "address.socket_address.ipv4_compat",
+            "is not supported by meshlink-proxy: an IPv6 listener receives IPv6 only; send a \
+             second listener on 0.0.0.0 for IPv4 (as a dual-stack transparent proxy's \
+             outbound:passthrough:ipv4 and :ipv6)",
+        ));
+    }
     let [chain] = l.filter_chains.as_slice() else {
         return Err(invalid(
             "filter_chains",
@@ -377,6 +385,15 @@ pub(crate) fn rbac_rules(
         }
     }
     Ok(RbacFilter { action, principals })
+}
+
+/// Whether a listener's address asks for `ipv4_compat` (an IPv6 socket
+/// that takes IPv4 too), which meshlink-proxy never binds.
+fn ipv4_compat(address: Option<&Address>) -> bool {
+    matches!(
+        address.and_then(|a| a.address.as_ref()),
+        Some(address::Address::SocketAddress(sa)) if sa.ipv4_compat
+    )
 }
 
 fn socket(address: Option<&Address>, field: &str) -> Result<SocketAddr, Invalid> {

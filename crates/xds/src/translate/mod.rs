@@ -56,7 +56,8 @@ pub use snapshot::{
 };
 pub(crate) use transparent::transparent_destinations;
 pub use transparent::{
-    INBOUND_PASSTHROUGH, OUTBOUND_PASSTHROUGH, PASSTHROUGH_DISABLED, SERVICE_VIP_PORT,
+    INBOUND_PASSTHROUGH, INBOUND_PASSTHROUGH_V6, OUTBOUND_PASSTHROUGH, OUTBOUND_PASSTHROUGH_V6,
+    PASSTHROUGH_DISABLED, SERVICE_VIP_PORT,
 };
 pub use view::{
     MeshView, NetworkListeners, RouterIngress, ViewDataplane, effective_health,

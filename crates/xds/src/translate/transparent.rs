@@ -10,7 +10,8 @@
 //!   policies, mTLS), built by the sidecar translator; and the same on
 //!   each of the service's Dataplanes' own `address:port` (a call to a
 //!   workload's real address is the service's, balanced like a VIP call);
-//! - the capture listeners on the redirect ports, with
+//! - the capture listeners on the redirect ports (on `0.0.0.0`, and in
+//!   `DualStack` mode on `[::]` too, since the rules redirect IPv6), with
 //!   `use_original_dst` and the `original_dst` listener filter: a
 //!   redirected connection is handed to the listener of its original
 //!   destination, and one without such a listener takes the capture
@@ -53,6 +54,12 @@ pub(super) const ORIGINAL_DST_FILTER: &str = "envoy.filters.listener.original_ds
 pub const OUTBOUND_PASSTHROUGH: &str = "outbound:passthrough:ipv4";
 /// The inbound capture listener, and its pass-through cluster.
 pub const INBOUND_PASSTHROUGH: &str = "inbound:passthrough:ipv4";
+/// The IPv6 outbound capture listener (`[::]`), and its pass-through
+/// cluster: sent only in `DualStack` mode, where ip6tables redirects IPv6
+/// to the same port.
+pub const OUTBOUND_PASSTHROUGH_V6: &str = "outbound:passthrough:ipv6";
+/// The IPv6 inbound capture listener, and its pass-through cluster.
+pub const INBOUND_PASSTHROUGH_V6: &str = "inbound:passthrough:ipv6";
 /// The cluster without endpoints that captured connections to
 /// destinations outside the mesh go to while the Mesh's passthrough is
 /// off: each is closed at once and counted on it.
@@ -162,42 +169,51 @@ pub(super) fn dns_names(view: &MeshView, tp: &TransparentProxying) -> Vec<(Strin
 /// behind a caching resolver.
 pub(super) const DNS_ANSWER_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The sidecar's DNS Listener (`meshlink:dns`, Envoy's DNS filter on UDP
-/// `127.0.0.1:15053`, where the rules send the workload's queries): the
-/// names of [`dns_names`]; names under the mesh's domains that are not
-/// among them are answered NXDOMAIN, others go to the workload's own
-/// resolvers.
+/// The sidecar's DNS Listeners (Envoy's DNS filter on UDP, where the
+/// rules send the workload's queries): `meshlink:dns` on
+/// `127.0.0.1:15053` and, in `DualStack` mode, `meshlink:dns:ipv6` on
+/// `[::1]:15053` (ip6tables' REDIRECT of a query to an IPv6 nameserver
+/// lands on `::1`, the loopback of its family). Both hold the names of
+/// [`dns_names`]; names under the mesh's domains that are not among them
+/// are answered NXDOMAIN, others go to the workload's own resolvers.
 pub(super) fn dns(snap: &mut Snapshot, view: &MeshView, tp: &TransparentProxying) {
+    use meshlink_proto::dns_listener::{DEFAULT_PORT, LISTENER_NAME, LISTENER_NAME_IPV6};
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
     let table: Vec<(String, Vec<std::net::IpAddr>)> = dns_names(view, tp)
         .into_iter()
         .filter_map(|(name, ip)| Some((name, vec![ip.parse().ok()?])))
         .collect();
     let domain = view.dns_domain();
     let suffixes = [domain.to_owned(), format!("svc.{domain}.local")];
-    let bind =
-        std::net::SocketAddr::from(([127, 0, 0, 1], meshlink_proto::dns_listener::DEFAULT_PORT));
-    let listener = meshlink_proto::dns_listener::listener(bind, &table, &suffixes, DNS_ANSWER_TTL);
-    snap.insert(
-        meshlink_proto::dns_listener::LISTENER_NAME.to_owned(),
-        &listener,
-    );
+    let mut binds = vec![(
+        LISTENER_NAME,
+        SocketAddr::from((Ipv4Addr::LOCALHOST, DEFAULT_PORT)),
+    )];
+    if tp.dual_stack() {
+        binds.push((
+            LISTENER_NAME_IPV6,
+            SocketAddr::from((Ipv6Addr::LOCALHOST, DEFAULT_PORT)),
+        ));
+    }
+    for (name, bind) in binds {
+        let mut listener =
+            meshlink_proto::dns_listener::listener(bind, &table, &suffixes, DNS_ANSWER_TTL);
+        listener.name = name.to_owned();
+        snap.insert(name.to_owned(), &listener);
+    }
 }
 
 /// The capture listeners of a transparent proxy and the clusters their
-/// own chains use.
+/// own chains use: IPv4 on `0.0.0.0`, and in `DualStack` mode the same
+/// pair for IPv6 on `[::]` (same ports, each with its own pass-through
+/// cluster, as Kuma).
 pub(super) fn capture(snap: &mut Snapshot, view: &MeshView, tp: &TransparentProxying) {
     let passthrough = view
         .mesh()
         .spec
         .as_mesh()
         .is_none_or(meshlink_api::spec::MeshSpec::passthrough);
-    let outbound_cluster = if passthrough {
-        snap.insert(
-            OUTBOUND_PASSTHROUGH.to_owned(),
-            &original_dst_cluster(OUTBOUND_PASSTHROUGH),
-        );
-        OUTBOUND_PASSTHROUGH
-    } else {
+    if !passthrough {
         let cluster = Cluster {
             name: PASSTHROUGH_DISABLED.to_owned(),
             connect_timeout: Some(CONNECT_TIMEOUT),
@@ -206,30 +222,38 @@ pub(super) fn capture(snap: &mut Snapshot, view: &MeshView, tp: &TransparentProx
             ..Default::default()
         };
         snap.insert(PASSTHROUGH_DISABLED.to_owned(), &cluster);
-        PASSTHROUGH_DISABLED
-    };
-    snap.insert(
-        OUTBOUND_PASSTHROUGH.to_owned(),
-        &capture_listener(
-            OUTBOUND_PASSTHROUGH,
-            tp.outbound_port(),
-            outbound_cluster,
-            TrafficDirection::Outbound,
-        ),
-    );
-    snap.insert(
-        INBOUND_PASSTHROUGH.to_owned(),
-        &original_dst_cluster(INBOUND_PASSTHROUGH),
-    );
-    snap.insert(
-        INBOUND_PASSTHROUGH.to_owned(),
-        &capture_listener(
-            INBOUND_PASSTHROUGH,
-            tp.inbound_port(),
-            INBOUND_PASSTHROUGH,
-            TrafficDirection::Inbound,
-        ),
-    );
+    }
+    let mut families = vec![("0.0.0.0", OUTBOUND_PASSTHROUGH, INBOUND_PASSTHROUGH)];
+    if tp.dual_stack() {
+        families.push(("::", OUTBOUND_PASSTHROUGH_V6, INBOUND_PASSTHROUGH_V6));
+    }
+    for (any, outbound, inbound) in families {
+        let outbound_cluster = if passthrough {
+            snap.insert(outbound.to_owned(), &original_dst_cluster(outbound));
+            outbound
+        } else {
+            PASSTHROUGH_DISABLED
+        };
+        snap.insert(
+            outbound.to_owned(),
+            &capture_listener(
+                outbound,
+                (any, tp.outbound_port()),
+                outbound_cluster,
+                TrafficDirection::Outbound,
+            ),
+        );
+        snap.insert(inbound.to_owned(), &original_dst_cluster(inbound));
+        snap.insert(
+            inbound.to_owned(),
+            &capture_listener(
+                inbound,
+                (any, tp.inbound_port()),
+                inbound,
+                TrafficDirection::Inbound,
+            ),
+        );
+    }
 }
 
 /// `bind_to_port: false`, for the listeners a capture listener hands
@@ -238,12 +262,19 @@ pub(super) fn not_bound() -> Option<BoolValue> {
     Some(BoolValue { value: false })
 }
 
-/// A capture listener on `0.0.0.0:port` whose own chain is a
-/// `tcp_proxy` to `cluster`.
-fn capture_listener(name: &str, port: u16, cluster: &str, direction: TrafficDirection) -> Listener {
+/// A capture listener on `(unspecified address, port)` whose own chain
+/// is a `tcp_proxy` to `cluster`. On `[::]` Envoy binds IPv6 only
+/// (`ipv4_compat` unset), so it does not clash with `0.0.0.0` on the same
+/// port.
+fn capture_listener(
+    name: &str,
+    (any, port): (&str, u16),
+    cluster: &str,
+    direction: TrafficDirection,
+) -> Listener {
     Listener {
         name: name.to_owned(),
-        address: Some(socket_address("0.0.0.0", port)),
+        address: Some(socket_address(any, port)),
         use_original_dst: Some(BoolValue { value: true }),
         listener_filters: vec![ListenerFilter {
             name: ORIGINAL_DST_FILTER.to_owned(),

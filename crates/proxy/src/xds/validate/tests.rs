@@ -205,7 +205,7 @@ fn everything_the_translator_sends_an_http_service_is_accepted_with_kumas_l7_pol
                 let snap = snapshot_of(name, ClientKind::MeshlinkProxy, mtls, protocol);
                 let mut http_listeners = 0;
                 for (name, r) in snap.resources(LISTENER) {
-                    if name == meshlink_proto::dns_listener::LISTENER_NAME {
+                    if meshlink_proto::dns_listener::LISTENER_NAMES.contains(&name.as_str()) {
                         super::dns_listener(&r.resource).expect("mesh DNS");
                         continue;
                     }
@@ -477,7 +477,7 @@ fn everything_the_translator_sends_a_meshlink_proxy_is_accepted() {
         for name in ["web-1", "backend-1"] {
             let snap = snapshot(name, ClientKind::MeshlinkProxy, mtls);
             for (name, r) in snap.resources(LISTENER) {
-                if name == meshlink_proto::dns_listener::LISTENER_NAME {
+                if meshlink_proto::dns_listener::LISTENER_NAMES.contains(&name.as_str()) {
                     super::dns_listener(&r.resource).expect("mesh DNS");
                     continue;
                 }

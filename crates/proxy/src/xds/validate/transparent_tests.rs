@@ -17,8 +17,9 @@ fn resource(v: serde_json::Value) -> Resource {
     Resource::from_json_unvalidated(v).unwrap_or_else(|e| panic!("{e:?}"))
 }
 
-/// web-1 (transparent) and backend-1, backend with a VIP; mTLS on.
-fn snapshot(passthrough: bool) -> meshlink_xds::translate::Snapshot {
+/// web-1 (transparent, `ipFamilyMode` as given) and backend-1 and
+/// backend-2 (one IPv4, one IPv6 address), backend with a VIP; mTLS on.
+fn snapshot(passthrough: bool, mode: &str) -> meshlink_xds::translate::Snapshot {
     let mesh = resource(json!({
         "apiVersion": "meshlink.dev/v1alpha1", "kind": "Mesh", "metadata": {"name": "default"},
         "spec": {"mtls": {"enabledBackend": "ca-1", "backends": [{"name": "ca-1", "type": "builtin"}]},
@@ -29,7 +30,7 @@ fn snapshot(passthrough: bool) -> meshlink_xds::translate::Snapshot {
         let mut networking = json!({"address": addr, "inbound": [{"port": 8080,
             "tags": {"kuma.io/service": svc, "kuma.io/protocol": protocol}}]});
         if tp {
-            networking["transparentProxying"] = json!({});
+            networking["transparentProxying"] = json!({"ipFamilyMode": mode});
         }
         resource(
             json!({"apiVersion": "meshlink.dev/v1alpha1", "kind": "Dataplane",
@@ -41,6 +42,7 @@ fn snapshot(passthrough: bool) -> meshlink_xds::translate::Snapshot {
         vec![
             dp("web-1", "10.0.0.1", "web", "tcp", true),
             dp("backend-1", "10.0.0.2", "backend", "http", false),
+            dp("backend-2", "fd77::2", "backend", "http", false),
         ],
         Vec::new(),
     );
@@ -59,13 +61,21 @@ fn snapshot(passthrough: bool) -> meshlink_xds::translate::Snapshot {
 
 #[test]
 fn everything_a_transparent_proxy_is_sent_is_accepted() {
-    for passthrough in [true, false] {
-        let snap = snapshot(passthrough);
+    for (passthrough, mode) in [
+        (true, "DualStack"),
+        (false, "DualStack"),
+        (true, "IPv4"),
+        (false, "IPv4"),
+    ] {
+        let dual = mode == "DualStack";
+        let snap = snapshot(passthrough, mode);
         let mut listeners = std::collections::BTreeMap::new();
+        let mut dns = Vec::new();
         for (name, r) in snap.resources(LISTENER) {
-            if name == meshlink_proto::dns_listener::LISTENER_NAME {
-                let dns = super::dns_listener(&r.resource).expect("mesh DNS");
-                assert_eq!(dns.table.len(), 1, "backend.mesh");
+            if meshlink_proto::dns_listener::LISTENER_NAMES.contains(&name.as_str()) {
+                let spec = super::dns_listener(&r.resource).expect("mesh DNS");
+                assert_eq!(spec.table.len(), 1, "backend.mesh");
+                dns.push((name.clone(), spec.bind.to_string()));
                 continue;
             }
             let l = listener(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -75,43 +85,73 @@ fn everything_a_transparent_proxy_is_sent_is_accepted() {
             );
         }
         let want = |bind, original_dst, addr: &str| (bind, original_dst, addr.to_owned());
+        let mut expected = vec![
+            ("inbound:10.0.0.1:8080", want(false, false, "10.0.0.1:8080")),
+            (
+                "inbound:passthrough:ipv4",
+                want(true, true, "0.0.0.0:15006"),
+            ),
+            (
+                "outbound:10.0.0.2:8080",
+                want(false, false, "10.0.0.2:8080"),
+            ),
+            ("outbound:240.0.0.7:80", want(false, false, "240.0.0.7:80")),
+            (
+                "outbound:fd77::2:8080",
+                want(false, false, "[fd77::2]:8080"),
+            ),
+            (
+                "outbound:passthrough:ipv4",
+                want(true, true, "0.0.0.0:15001"),
+            ),
+        ];
+        let mut expected_dns = vec![("meshlink:dns", "127.0.0.1:15053")];
+        if dual {
+            expected.extend([
+                ("inbound:passthrough:ipv6", want(true, true, "[::]:15006")),
+                ("outbound:passthrough:ipv6", want(true, true, "[::]:15001")),
+            ]);
+            expected_dns.push(("meshlink:dns:ipv6", "[::1]:15053"));
+        }
         assert_eq!(
             listeners,
-            [
-                ("inbound:10.0.0.1:8080", want(false, false, "10.0.0.1:8080")),
-                (
-                    "inbound:passthrough:ipv4",
-                    want(true, true, "0.0.0.0:15006")
-                ),
-                (
-                    "outbound:10.0.0.2:8080",
-                    want(false, false, "10.0.0.2:8080")
-                ),
-                ("outbound:240.0.0.7:80", want(false, false, "240.0.0.7:80")),
-                (
-                    "outbound:passthrough:ipv4",
-                    want(true, true, "0.0.0.0:15001")
-                ),
-            ]
-            .into_iter()
-            .map(|(n, v)| (n.to_owned(), v))
-            .collect()
+            expected
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), v))
+                .collect(),
+            "{mode}"
+        );
+        assert_eq!(
+            dns,
+            expected_dns
+                .into_iter()
+                .map(|(n, a)| (n.to_owned(), a.to_owned()))
+                .collect::<Vec<_>>(),
+            "{mode}"
         );
         let mut discovery = std::collections::BTreeMap::new();
         for (name, r) in snap.resources(CLUSTER) {
             let c = cluster(&r.resource).unwrap_or_else(|e| panic!("{name}: {e}"));
             discovery.insert(name.clone(), c.discovery);
         }
-        assert_eq!(
-            discovery["inbound:passthrough:ipv4"],
-            Discovery::OriginalDst
-        );
-        if passthrough {
+        let families: &[&str] = if dual { &["ipv4", "ipv6"] } else { &["ipv4"] };
+        for family in families {
             assert_eq!(
-                discovery["outbound:passthrough:ipv4"],
+                discovery[&format!("inbound:passthrough:{family}")],
                 Discovery::OriginalDst
             );
-        } else {
+            let outbound = format!("outbound:passthrough:{family}");
+            if passthrough {
+                assert_eq!(discovery[&outbound], Discovery::OriginalDst);
+            } else {
+                assert!(!discovery.contains_key(&outbound), "{outbound}");
+            }
+        }
+        if !dual {
+            assert!(!discovery.contains_key("inbound:passthrough:ipv6"));
+            assert!(!discovery.contains_key("outbound:passthrough:ipv6"));
+        }
+        if !passthrough {
             assert_eq!(
                 discovery["outbound:passthrough:disabled"],
                 Discovery::Static(Vec::new())
@@ -121,7 +161,7 @@ fn everything_a_transparent_proxy_is_sent_is_accepted() {
 }
 
 fn capture_listener() -> Listener {
-    let snap = snapshot(true);
+    let snap = snapshot(true, "DualStack");
     let r = snap
         .resources(LISTENER)
         .get("outbound:passthrough:ipv4")
@@ -159,6 +199,24 @@ fn bad_capture_shapes_are_refused_naming_the_field() {
     let mut l = capture_listener();
     l.bind_to_port = Some(BoolValue { value: false });
     assert!(refused(l).starts_with("bind_to_port: a capture listener"));
+}
+
+#[test]
+fn an_ipv6_listener_that_would_take_ipv4_too_is_refused() {
+    use envoy_types::pb::envoy::config::core::v3::address;
+    let snap = snapshot(true, "DualStack");
+    let r = snap.resources(LISTENER)["outbound:passthrough:ipv6"].clone();
+    let mut l = Listener::decode(r.resource.value.as_slice()).unwrap();
+    let Some(address::Address::SocketAddress(sa)) =
+        l.address.as_mut().and_then(|a| a.address.as_mut())
+    else {
+        panic!("a socket address")
+    };
+    sa.ipv4_compat = true;
+    assert!(
+        refused(l).starts_with("address.socket_address.ipv4_compat: is not supported"),
+        "[::] with ipv4_compat would clash with the IPv4 capture listener"
+    );
 }
 
 #[test]

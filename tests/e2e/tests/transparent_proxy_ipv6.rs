@@ -1,0 +1,398 @@
+//! Issue 37, dual stack: with `meshlink install transparent-proxy` in its
+//! default `--ip-family-mode dualstack` and a Dataplane in the default
+//! `ipFamilyMode: DualStack`, an unmodified client's IPv6 traffic goes
+//! through its sidecar as its IPv4 traffic does:
+//! - `curl -6` to a server outside the mesh (a ULA address in the root
+//!   namespace) is passed through by `outbound:passthrough:ipv6`, and
+//!   refused (counted) once the Mesh's `networking.outbound.passthrough`
+//!   is off;
+//! - DNS to an IPv6 nameserver is redirected to `[::1]:15053`, where the
+//!   sidecar's `meshlink:dns:ipv6` answers mesh names (A: the VIP; AAAA:
+//!   NOERROR without answers, since VIPs are IPv4) and forwards the rest
+//!   to that nameserver;
+//! - a connection from outside to the workload's own IPv6 address and
+//!   inbound port meets its inbound listener (mTLS), through
+//!   `inbound:passthrough:ipv6`.
+//!
+//! One namespace made here, with a veth pair to the root namespace
+//! carrying an IPv4 /30 (the control plane, the sidecar's admin) and an
+//! IPv6 ULA /64 (the outside server and the test's resolver).
+//!
+//! Needs root, iptables/ip6tables, python3, curl and dig
+//! (scripts/setup-test-deps).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use meshlink_e2e::netns::Netns;
+use meshlink_e2e::proxy::{MESH, Sidecar, write_token};
+use meshlink_e2e::{ControlPlane, StoreKind, bin_path, eventually};
+
+const PYTHON: &str = "/usr/bin/python3";
+const PROXY_UID: u32 = 5678;
+const APP_PORT: u16 = 8080;
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// An HTTP server on IPv6 ADDR:PORT (argv[1], argv[2]) answering every
+/// GET with NAME (argv[3]); prints `ready` once bound.
+const APP6: &str = r#"
+import socket, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        body = sys.argv[3].encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+class S(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+s = S((sys.argv[1], int(sys.argv[2])), H)
+print("ready", flush=True)
+s.serve_forever()
+"#;
+
+/// A DNS resolver on UDP [ADDR]:53 (argv[1]) answering `external6.test`
+/// AAAA with ADDR, its A with no answer, and every other name NXDOMAIN;
+/// prints `ready` once bound.
+const RESOLVER6: &str = r#"
+import socket, struct, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 53))
+print("ready", flush=True)
+while True:
+    q, peer = s.recvfrom(512)
+    ident, flags, qd = struct.unpack(">HHH", q[:6])
+    i, labels = 12, []
+    while q[i]:
+        labels.append(q[i + 1:i + 1 + q[i]].decode().lower())
+        i += 1 + q[i]
+    question = q[12:i + 5]
+    qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
+    answer, count, code = b"", 0, 0x8180
+    if ".".join(labels) == "external6.test":
+        if qtype == 28:
+            rdata = socket.inet_pton(socket.AF_INET6, sys.argv[1])
+            answer = b"\xc0\x0c" + struct.pack(">HHIH", 28, 1, 30, 16) + rdata
+            count = 1
+    else:
+        code = 0x8183
+    s.sendto(struct.pack(">HHHHHH", ident, code, 1, count, 0, 0) + question + answer, peer)
+"#;
+
+/// `ip ARGS` in the root namespace; panics unless it succeeds.
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A Python program in `ns` (root namespace without), killed on drop;
+/// returns once it printed `ready`.
+struct Program(Child);
+
+impl Program {
+    fn start(ns: Option<&Netns>, script: &str, args: &[&str]) -> Program {
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns.name(), PYTHON]);
+                c
+            }
+            None => Command::new(PYTHON),
+        };
+        let mut child = cmd
+            .arg("-c")
+            .arg(script)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read ready");
+        assert_eq!(line.trim(), "ready", "the program did not start");
+        Program(child)
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `/etc/netns/<ns>/resolv.conf` naming `nameserver`, removed on drop.
+struct ResolvConf(PathBuf);
+
+impl ResolvConf {
+    fn write(ns: &Netns, nameserver: &str) -> ResolvConf {
+        let dir = Path::new("/etc/netns").join(ns.name());
+        std::fs::create_dir_all(&dir).expect("create /etc/netns/<ns>");
+        std::fs::write(
+            dir.join("resolv.conf"),
+            format!("nameserver {nameserver}\n"),
+        )
+        .expect("write resolv.conf");
+        ResolvConf(dir)
+    }
+}
+
+impl Drop for ResolvConf {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The sidecar, as uid 5678 (which the rules exclude), in `ns`, its
+/// admin on `admin_host`.
+fn start_sidecar(cp: &ControlPlane, ns: &Netns, admin_host: &str, dir: &Path) -> Sidecar {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(dir).expect("the sidecar's dir");
+    let token = dir.join("web-1.token");
+    write_token(cp, &token, "web-1");
+    let ca = dir.join("cp-ca.pem");
+    std::fs::copy(cp.data_dir().join("cp-tls").join("ca.pem"), &ca).expect("copy the CA");
+    for f in [&token, &ca] {
+        std::os::unix::fs::chown(f, Some(PROXY_UID), Some(PROXY_UID)).expect("chown");
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let args: Vec<std::ffi::OsString> = vec![
+        "--cp".into(),
+        format!("https://{}:{}", cp.host(), cp.xds_port()).into(),
+        "--cp-ca".into(),
+        ca.into(),
+        "--token-file".into(),
+        token.into(),
+        "--mesh".into(),
+        MESH.into(),
+        "--name".into(),
+        "web-1".into(),
+    ];
+    Sidecar::spawn_as(
+        Some((ns.name(), admin_host)),
+        Some(PROXY_UID),
+        "web-1",
+        0,
+        &args,
+    )
+}
+
+/// `curl -6` in `ns` (as root, so captured): (HTTP status, body), status
+/// 0 when the connection failed.
+fn curl6(ns: &Netns, url: &str) -> (u16, String) {
+    let (_, out, _) = ns.run(&["curl", "-6", "-s", "-m", "5", "-w", "\n%{http_code}", url]);
+    let (body, code) = out.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
+
+/// `dig` in `ns` for `name` of `qtype` at the IPv6 `nameserver`: the
+/// status and the answers' data.
+fn dig(ns: &Netns, nameserver: &str, name: &str, qtype: &str) -> (String, Vec<String>) {
+    let at = format!("@{nameserver}");
+    let (_, out, _) = ns.run(&[
+        "dig",
+        &at,
+        name,
+        qtype,
+        "+tries=1",
+        "+time=3",
+        "+noall",
+        "+comments",
+        "+answer",
+    ]);
+    let status = out
+        .split("status: ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or("no answer")
+        .to_owned();
+    let answers = out
+        .lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().last().map(str::to_owned))
+        .collect();
+    (status, answers)
+}
+
+fn apply(cp: &ControlPlane, yaml: &str) {
+    let out = cp.cli_stdin(&["apply", "-f", "-"], Some(yaml));
+    assert_eq!(out.code, 0, "apply:\n{}\n{}", out.stdout, out.stderr);
+}
+
+fn mesh(passthrough: bool) -> String {
+    format!(
+        "type: Mesh\nname: {MESH}\nmtls:\n  enabledBackend: ca-1\n  backends:\n    - name: ca-1\n      type: builtin\nnetworking:\n  outbound:\n    passthrough: {passthrough}\n"
+    )
+}
+
+#[test]
+fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
+    let ns = Netns::create("tp6");
+    let link = ns.veth(0);
+    // A ULA /64 on the same veth: ::1 outside, ::2 the workload.
+    let prefix = format!("fd77:{:x}", std::process::id() & 0xffff);
+    let (outer6, inner6) = (format!("{prefix}::1"), format!("{prefix}::2"));
+    ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{outer6}/64"),
+        "dev",
+        &link.outer,
+        "nodad",
+    ]);
+    ns.exec(&[
+        "ip",
+        "-6",
+        "addr",
+        "add",
+        &format!("{inner6}/64"),
+        "dev",
+        &link.inner,
+        "nodad",
+    ]);
+    let cp = ControlPlane::start_on(StoreKind::Sqlite, &link.outer_addr);
+    let _resolver = Program::start(None, RESOLVER6, &[&outer6]);
+    let _resolv = ResolvConf::write(&ns, &outer6);
+    let outside_port = meshlink_e2e::ports::claim(&link.outer_addr);
+    let _outside = Program::start(
+        None,
+        APP6,
+        &[&outer6, &outside_port.to_string(), "outside6"],
+    );
+    let _app = Program::start(Some(&ns), APP6, &["::", &APP_PORT.to_string(), "web"]);
+
+    // web-1 on its IPv6 address, dual stack (the default); backend is
+    // declared so that it gets a VIP and a name.
+    apply(
+        &cp,
+        &format!(
+            "{}---\ntype: Dataplane\nmesh: {MESH}\nname: web-1\nnetworking:\n  address: {inner6}\n  inbound:\n    - port: {APP_PORT}\n      tags: {{kuma.io/service: web}}\n  transparentProxying: {{}}\n---\ntype: Dataplane\nmesh: {MESH}\nname: backend-1\nnetworking:\n  address: 192.0.2.10\n  inbound:\n    - port: {APP_PORT}\n      tags: {{kuma.io/service: backend}}\n",
+            mesh(true),
+        ),
+    );
+    let bin = bin_path("meshlink");
+    let (code, out, err) = ns.run(&[
+        bin.to_str().expect("utf-8"),
+        "install",
+        "transparent-proxy",
+        "--redirect-dns",
+    ]);
+    assert_eq!(
+        code, 0,
+        "install transparent-proxy (dual stack):\n{out}\n{err}"
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("let the sidecar in");
+    }
+    let mut proxy = start_sidecar(&cp, &ns, &link.inner_addr, &dir.path().join("web"));
+    proxy.wait_ready(DEADLINE);
+
+    // Outbound IPv6 to a server outside the mesh: passed through, on the
+    // IPv6 capture listener.
+    let outside = format!("http://[{outer6}]:{outside_port}/");
+    let (code, body) = eventually("curl -6 to the outside server answers", DEADLINE, || {
+        let r = curl6(&ns, &outside);
+        (r.0 == 200).then_some(r)
+    });
+    assert_eq!((code, body.as_str()), (200, "outside6"));
+    let through = r#"listener_rx_bytes_total{listener="outbound:passthrough:ipv6"}"#;
+    assert!(
+        proxy.metric(through) > 0.0,
+        "the connection went through the sidecar's IPv6 capture listener"
+    );
+
+    // DNS to the IPv6 nameserver is answered by the sidecar on [::1]:
+    // the mesh name's A is its VIP, its AAAA NOERROR without answers
+    // (the test's resolver would say NXDOMAIN), and other names are
+    // forwarded to the nameserver.
+    let vip = eventually("backend's VIP in the Mesh status", DEADLINE, || {
+        let (_, m) = cp.api("GET", "/api/v1/meshes/default", None);
+        m["status"]["vips"]["backend"].as_str().map(str::to_owned)
+    });
+    let a = eventually("backend.mesh A over IPv6 DNS", DEADLINE, || {
+        let r = dig(&ns, &outer6, "backend.mesh", "A");
+        (r.0 == "NOERROR" && !r.1.is_empty()).then_some(r)
+    });
+    assert_eq!(a, ("NOERROR".to_owned(), vec![vip]));
+    assert_eq!(
+        dig(&ns, &outer6, "backend.mesh", "AAAA"),
+        ("NOERROR".to_owned(), Vec::new()),
+        "AAAA of a mesh name is NODATA (VIPs are IPv4), never NXDOMAIN"
+    );
+    assert_eq!(dig(&ns, &outer6, "nope.mesh", "AAAA").0, "NXDOMAIN");
+    assert!(proxy.metric(r#"dns_queries_total{result="mesh"}"#) >= 2.0);
+    let forwarded = proxy.metric(r#"dns_queries_total{result="forwarded"}"#);
+    // An outside name: forwarded over IPv6 to the nameserver, and then
+    // reached by name with curl -6.
+    let by_name = format!("http://external6.test:{outside_port}/");
+    assert_eq!(curl6(&ns, &by_name), (200, "outside6".to_owned()));
+    assert!(proxy.metric(r#"dns_queries_total{result="forwarded"}"#) > forwarded);
+
+    // Inbound IPv6 to the workload's own address and port meets its
+    // inbound listener (mTLS), not the app: a plain client from outside
+    // gets nothing, and the inbound listener saw its bytes.
+    let inbound = format!("inbound:{inner6}:{APP_PORT}");
+    let from_root = Command::new("curl")
+        .args([
+            "-6",
+            "-s",
+            "-m",
+            "5",
+            "-w",
+            "%{http_code}",
+            "-o",
+            "/dev/null",
+        ])
+        .arg(format!("http://[{inner6}]:{APP_PORT}/"))
+        .output()
+        .expect("curl from the root namespace");
+    assert_eq!(
+        String::from_utf8_lossy(&from_root.stdout),
+        "000",
+        "a plain client got an answer from the app past its sidecar"
+    );
+    assert!(
+        proxy.metric(&format!(
+            r#"listener_rx_bytes_total{{listener="{inbound}"}}"#
+        )) > 0.0,
+        "the plain client's connection reached {inbound} through inbound:passthrough:ipv6"
+    );
+
+    // Passthrough off: the outside server is refused, counted on the
+    // disabled cluster; back on, reached again.
+    apply(&cp, &mesh(false));
+    eventually(
+        "passthrough off refuses the outside IPv6 server",
+        DEADLINE,
+        || (curl6(&ns, &outside).0 == 0).then_some(()),
+    );
+    assert!(
+        proxy.metric(
+            r#"meshlink_proxy_upstream_none_healthy_total{cluster="outbound:passthrough:disabled"}"#
+        ) > 0.0,
+        "the refusal is counted on the disabled pass-through cluster"
+    );
+    apply(&cp, &mesh(true));
+    eventually(
+        "passthrough on reaches the outside IPv6 server again",
+        DEADLINE,
+        || (curl6(&ns, &outside).0 == 200).then_some(()),
+    );
+}
