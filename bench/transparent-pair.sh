@@ -204,9 +204,13 @@ cli=("$BIN/meshlink" --server "http://$ROOT_A:$API_PORT" --token "$(cat "$WORK/c
 "${cli[@]}" apply -f "$WORK/mesh.yaml" >"$WORK/apply.log"
 
 # === rules, app, sidecars ===
-for ns in "$NS_A" "$NS_B"; do
-    ip netns exec "$ns" "$BIN/meshlink" install transparent-proxy --redirect-dns --ip-family-mode ipv4 >>"$WORK/install.log"
-done
+# Under callgrind, sidecar A runs as root with group 5678 (vgdb, which
+# callgrind_control uses, did not reach a valgrind running as another uid),
+# so A's rules also exclude that gid.
+a_extra=()
+[[ $CALLGRIND == 1 ]] && a_extra=(--kuma-dp-gid "$PROXY_UID")
+in_a "$BIN/meshlink" install transparent-proxy --redirect-dns --ip-family-mode ipv4 "${a_extra[@]}" >>"$WORK/install.log"
+in_b "$BIN/meshlink" install transparent-proxy --redirect-dns --ip-family-mode ipv4 >>"$WORK/install.log"
 start APP ip netns exec "$NS_B" "$BIN/http-load" serve --addr "0.0.0.0:$APP_PORT" --body-bytes 1024
 start CLIENT_APP ip netns exec "$NS_A" "$BIN/http-load" serve --addr "0.0.0.0:$CLIENT_IN"
 mkdir -p "$WORK/sidecar" "$WORK/cg"
@@ -217,11 +221,12 @@ done
 chown -R "$PROXY_UID:$PROXY_UID" "$WORK/sidecar" "$WORK/cg"
 # sidecar NS NAME VAR [WRAP...]: starts a sidecar in NS as uid 5678 (ip
 # netns exec and setpriv exec: ML_<VAR>_PID is the proxy's, or valgrind's).
+# SIDECAR_UID (5678) is the uid it runs as.
 sidecar() {
     local ns="$1" name="$2" var="$3"
     shift 3
     RUST_LOG="${RUST_LOG:-warn}" start "ML_$var" ip netns exec "$ns" \
-        setpriv --reuid=$PROXY_UID --regid=$PROXY_UID --clear-groups "$@" \
+        setpriv "--reuid=${SIDECAR_UID:-$PROXY_UID}" --regid=$PROXY_UID --clear-groups "$@" \
         "$BIN/meshlink-proxy" run --mode sidecar --cp "https://$ROOT_A:$XDS_PORT" --cp-ca "$WORK/sidecar/cp-ca.pem" \
         --mesh bench --name "$name" --token-file "$WORK/sidecar/$name.token" --admin-addr "$ADMIN" \
         --dns-resolv-conf "$WORK/resolv.conf"
@@ -229,7 +234,7 @@ sidecar() {
 WAIT_SECS=60
 if [[ $CALLGRIND == 1 ]]; then
     WAIT_SECS=300
-    sidecar "$NS_A" client-1 A valgrind --tool=callgrind "--callgrind-out-file=$WORK/cg/callgrind.%p.out"
+    SIDECAR_UID=0 sidecar "$NS_A" client-1 A valgrind --tool=callgrind "--callgrind-out-file=$WORK/cg/callgrind.%p.out"
 else
     sidecar "$NS_A" client-1 A
 fi
@@ -302,6 +307,7 @@ DNS_VARIANTS=(mesh forwarded upstream)
 # B's configuration does not depend on the variant; A's CPU and B's CPU
 # per request are both recorded (B as a control).
 if [[ $CALLGRIND == 1 ]]; then
+    cg_control() { timeout 120 callgrind_control "$1" "$ML_A_PID" >/dev/null; }
     instructions() {
         local latest
         # shellcheck disable=SC2012 # our own file names
@@ -312,19 +318,19 @@ if [[ $CALLGRIND == 1 ]]; then
         echo "callgrind: $v" >&2
         target=$(target_of "$v")
         in_a h2load --h1 -c 4 -n 200 "http://$target/" >/dev/null
-        callgrind_control -z "$ML_A_PID" >/dev/null 2>&1
+        cg_control -z
         in_a h2load --h1 -c 4 -n "$REQUESTS" "http://$target/" >"$WORK/h2load-$v.txt"
         grep -q "$REQUESTS succeeded, 0 failed, 0 errored" "$WORK/h2load-$v.txt" ||
             echo "# $v: $(grep -E '^requests:' "$WORK/h2load-$v.txt")"
-        callgrind_control -d "$ML_A_PID" >/dev/null 2>&1
+        cg_control -d
         printf '%s\tir_per_req\t%s\n' "$v" "$(($(instructions "$ML_A_PID") / REQUESTS))" >>"$RESULTS"
     done
     for v in mesh forwarded; do
         echo "callgrind: dns $v" >&2
         dns_run "$v" -n 20 >/dev/null
-        callgrind_control -z "$ML_A_PID" >/dev/null 2>&1
+        cg_control -z
         dns_run "$v" -Q 200 -l 5 >"$WORK/dns-cg-$v.txt"
-        callgrind_control -d "$ML_A_PID" >/dev/null 2>&1
+        cg_control -d
         done_q=$(awk '/Queries completed:/ {print $3}' "$WORK/dns-cg-$v.txt")
         printf '%s\tir_per_query\t%s\n' "$v" "$(($(instructions "$ML_A_PID") / done_q))" >>"$RESULTS"
     done
