@@ -12,12 +12,14 @@
 # connects and which proxies (A and B) carry it.
 
 # install_missing TOOL...: installs the tools not on PATH with apt-get
-# (h2load comes with nghttp2-client).
+# (h2load comes with nghttp2-client, dnsmasq with dnsmasq-base: the daemon
+# alone, no system service).
 install_missing() {
     local missing=() tool
     for tool in "$@"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
     if [[ ${#missing[@]} -gt 0 ]]; then
         local pkgs=("${missing[@]/h2load/nghttp2-client}")
+        pkgs=("${pkgs[@]/#dnsmasq/dnsmasq-base}")
         echo "installing ${pkgs[*]} with apt-get" >&2
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
     fi
