@@ -79,7 +79,7 @@ while True:
 "#;
 
 /// `ip ARGS` in the root namespace; panics unless it succeeds.
-fn ip(args: &[&str]) {
+pub fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
     assert!(
         out.status.success(),
@@ -145,11 +145,13 @@ impl Drop for Program {
     }
 }
 
-/// `/etc/netns/<ns>/resolv.conf`, removed on drop.
-struct ResolvConf(PathBuf);
+/// `/etc/netns/<ns>/resolv.conf` (what `ip netns exec` mounts over
+/// `/etc/resolv.conf`), removed on drop.
+pub struct ResolvConf(PathBuf);
 
 impl ResolvConf {
-    fn write(ns: &Netns, nameserver: &str) -> ResolvConf {
+    /// Writes it naming `nameserver`.
+    pub fn write(ns: &Netns, nameserver: &str) -> ResolvConf {
         let dir = Path::new("/etc/netns").join(ns.name());
         std::fs::create_dir_all(&dir).expect("create /etc/netns/<ns>");
         std::fs::write(
@@ -302,50 +304,15 @@ impl Pair {
 
     /// `meshlink apply -f -` of `yaml`; panics unless it succeeds.
     pub fn apply(&self, yaml: &str) {
-        let out = self.cp.cli_stdin(&["apply", "-f", "-"], Some(yaml));
-        assert_eq!(out.code, 0, "apply:\n{}\n{}", out.stdout, out.stderr);
+        apply(&self.cp, yaml);
     }
 
     /// Starts the sidecar of Dataplane `name` in workload `w`'s namespace
     /// as [`PROXY_UID`], its admin endpoint on [`Workload::admin_addr`].
     pub fn start_sidecar(&self, w: &Workload, name: &str) -> Sidecar {
-        let (token, ca) = self.sidecar_files(name);
-        let args: Vec<std::ffi::OsString> = vec![
-            "--cp".into(),
-            format!("https://{}:{}", self.cp.host(), self.cp.xds_port()).into(),
-            "--cp-ca".into(),
-            ca.into(),
-            "--token-file".into(),
-            token.into(),
-            "--mesh".into(),
-            MESH.into(),
-            "--name".into(),
-            name.into(),
-        ];
-        Sidecar::spawn_as(
-            Some((w.ns.name(), &w.cp_link.inner_addr)),
-            Some(PROXY_UID),
-            name,
-            ADMIN_PORT,
-            &args,
-        )
-    }
-
-    /// The token and the control plane's CA for sidecar `name`, readable by
-    /// [`PROXY_UID`].
-    fn sidecar_files(&self, name: &str) -> (PathBuf, PathBuf) {
-        use std::os::unix::fs::PermissionsExt as _;
         let dir = self.dir.path().join(name);
-        std::fs::create_dir_all(&dir).expect("the sidecar's dir");
-        let token = dir.join(format!("{name}.token"));
-        write_token(&self.cp, &token, name);
-        let ca = dir.join("cp-ca.pem");
-        std::fs::copy(self.cp.data_dir().join("cp-tls").join("ca.pem"), &ca).expect("copy the CA");
-        for f in [&token, &ca] {
-            std::os::unix::fs::chown(f, Some(PROXY_UID), Some(PROXY_UID)).expect("chown");
-        }
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        (token, ca)
+        let admin = (w.ns.name(), w.cp_link.inner_addr.as_str());
+        start_sidecar(&self.cp, &dir, admin, ADMIN_PORT, name)
     }
 
     /// The VIP of `kuma.io/service` `service`, once the Mesh's status has
@@ -369,6 +336,48 @@ impl Pair {
             },
         )
     }
+}
+
+/// `meshlink apply -f -` of `yaml` to `cp`; panics unless it succeeds.
+pub fn apply(cp: &ControlPlane, yaml: &str) {
+    let out = cp.cli_stdin(&["apply", "-f", "-"], Some(yaml));
+    assert_eq!(out.code, 0, "apply:\n{}\n{}", out.stdout, out.stderr);
+}
+
+/// Starts the sidecar of Dataplane `name` in namespace `admin.0` as
+/// [`PROXY_UID`] (which the rules exclude), its admin endpoint on
+/// `admin.1:admin_port` (port 0: any), its token and the control plane's
+/// CA written to `dir` readable by that user.
+pub fn start_sidecar(
+    cp: &ControlPlane,
+    dir: &Path,
+    admin: (&str, &str),
+    admin_port: u16,
+    name: &str,
+) -> Sidecar {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(dir).expect("the sidecar's dir");
+    let token = dir.join(format!("{name}.token"));
+    write_token(cp, &token, name);
+    let ca = dir.join("cp-ca.pem");
+    std::fs::copy(cp.data_dir().join("cp-tls").join("ca.pem"), &ca).expect("copy the CA");
+    for f in [&token, &ca] {
+        std::os::unix::fs::chown(f, Some(PROXY_UID), Some(PROXY_UID)).expect("chown");
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let args: Vec<std::ffi::OsString> = vec![
+        "--cp".into(),
+        format!("https://{}:{}", cp.host(), cp.xds_port()).into(),
+        "--cp-ca".into(),
+        ca.into(),
+        "--token-file".into(),
+        token.into(),
+        "--mesh".into(),
+        MESH.into(),
+        "--name".into(),
+        name.into(),
+    ];
+    Sidecar::spawn_as(Some(admin), Some(PROXY_UID), name, admin_port, &args)
 }
 
 impl Default for Pair {

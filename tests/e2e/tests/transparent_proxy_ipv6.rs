@@ -21,19 +21,14 @@
 //! Needs root, iptables/ip6tables, python3, curl and dig
 //! (scripts/setup-test-deps).
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use meshlink_e2e::netns::Netns;
-use meshlink_e2e::proxy::{MESH, Sidecar, write_token};
+use meshlink_e2e::proxy::MESH;
+use meshlink_e2e::transparent::{
+    APP_PORT, DEADLINE, Program, ResolvConf, apply, ip, mesh, start_sidecar,
+};
 use meshlink_e2e::{ControlPlane, StoreKind, bin_path, eventually};
-
-const PYTHON: &str = "/usr/bin/python3";
-const PROXY_UID: u32 = 5678;
-const APP_PORT: u16 = 8080;
-const DEADLINE: Duration = Duration::from_secs(60);
 
 /// An HTTP server on IPv6 ADDR:PORT (argv[1], argv[2]) answering every
 /// GET with NAME (argv[3]); prints `ready` once bound.
@@ -85,110 +80,6 @@ while True:
     s.sendto(struct.pack(">HHHHHH", ident, code, 1, count, 0, 0) + question + answer, peer)
 "#;
 
-/// `ip ARGS` in the root namespace; panics unless it succeeds.
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A Python program in `ns` (root namespace without), killed on drop;
-/// returns once it printed `ready`.
-struct Program(Child);
-
-impl Program {
-    fn start(ns: Option<&Netns>, script: &str, args: &[&str]) -> Program {
-        let mut cmd = match ns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns.name(), PYTHON]);
-                c
-            }
-            None => Command::new(PYTHON),
-        };
-        let mut child = cmd
-            .arg("-c")
-            .arg(script)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read ready");
-        assert_eq!(line.trim(), "ready", "the program did not start");
-        Program(child)
-    }
-}
-
-impl Drop for Program {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `/etc/netns/<ns>/resolv.conf` naming `nameserver`, removed on drop.
-struct ResolvConf(PathBuf);
-
-impl ResolvConf {
-    fn write(ns: &Netns, nameserver: &str) -> ResolvConf {
-        let dir = Path::new("/etc/netns").join(ns.name());
-        std::fs::create_dir_all(&dir).expect("create /etc/netns/<ns>");
-        std::fs::write(
-            dir.join("resolv.conf"),
-            format!("nameserver {nameserver}\n"),
-        )
-        .expect("write resolv.conf");
-        ResolvConf(dir)
-    }
-}
-
-impl Drop for ResolvConf {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The sidecar, as uid 5678 (which the rules exclude), in `ns`, its
-/// admin on `admin_host`.
-fn start_sidecar(cp: &ControlPlane, ns: &Netns, admin_host: &str, dir: &Path) -> Sidecar {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::create_dir_all(dir).expect("the sidecar's dir");
-    let token = dir.join("web-1.token");
-    write_token(cp, &token, "web-1");
-    let ca = dir.join("cp-ca.pem");
-    std::fs::copy(cp.data_dir().join("cp-tls").join("ca.pem"), &ca).expect("copy the CA");
-    for f in [&token, &ca] {
-        std::os::unix::fs::chown(f, Some(PROXY_UID), Some(PROXY_UID)).expect("chown");
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let args: Vec<std::ffi::OsString> = vec![
-        "--cp".into(),
-        format!("https://{}:{}", cp.host(), cp.xds_port()).into(),
-        "--cp-ca".into(),
-        ca.into(),
-        "--token-file".into(),
-        token.into(),
-        "--mesh".into(),
-        MESH.into(),
-        "--name".into(),
-        "web-1".into(),
-    ];
-    Sidecar::spawn_as(
-        Some((ns.name(), admin_host)),
-        Some(PROXY_UID),
-        "web-1",
-        0,
-        &args,
-    )
-}
-
 /// `curl -6` in `ns` (as root, so captured): (HTTP status, body), status
 /// 0 when the connection failed.
 fn curl6(ns: &Netns, url: &str) -> (u16, String) {
@@ -226,17 +117,6 @@ fn dig(ns: &Netns, nameserver: &str, name: &str, qtype: &str) -> (String, Vec<St
     (status, answers)
 }
 
-fn apply(cp: &ControlPlane, yaml: &str) {
-    let out = cp.cli_stdin(&["apply", "-f", "-"], Some(yaml));
-    assert_eq!(out.code, 0, "apply:\n{}\n{}", out.stdout, out.stderr);
-}
-
-fn mesh(passthrough: bool) -> String {
-    format!(
-        "type: Mesh\nname: {MESH}\nmtls:\n  enabledBackend: ca-1\n  backends:\n    - name: ca-1\n      type: builtin\nnetworking:\n  outbound:\n    passthrough: {passthrough}\n"
-    )
-}
-
 #[test]
 fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
     let ns = Netns::create("tp6");
@@ -264,15 +144,15 @@ fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
         "nodad",
     ]);
     let cp = ControlPlane::start_on(StoreKind::Sqlite, &link.outer_addr);
-    let _resolver = Program::start(None, RESOLVER6, &[&outer6]);
+    let _resolver = Program::python(None, RESOLVER6, &[&outer6]);
     let _resolv = ResolvConf::write(&ns, &outer6);
     let outside_port = meshlink_e2e::ports::claim(&link.outer_addr);
-    let _outside = Program::start(
+    let _outside = Program::python(
         None,
         APP6,
         &[&outer6, &outside_port.to_string(), "outside6"],
     );
-    let _app = Program::start(Some(&ns), APP6, &["::", &APP_PORT.to_string(), "web"]);
+    let _app = Program::python(Some(&ns), APP6, &["::", &APP_PORT.to_string(), "web"]);
 
     // web-1 on its IPv6 address, dual stack (the default); backend is
     // declared so that it gets a VIP and a name.
@@ -301,7 +181,8 @@ fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
             .expect("let the sidecar in");
     }
-    let mut proxy = start_sidecar(&cp, &ns, &link.inner_addr, &dir.path().join("web"));
+    let admin = (ns.name(), link.inner_addr.as_str());
+    let mut proxy = start_sidecar(&cp, &dir.path().join("web"), admin, 0, "web-1");
     proxy.wait_ready(DEADLINE);
 
     // Outbound IPv6 to a server outside the mesh: passed through, on the
