@@ -158,6 +158,10 @@ impl DnsServer {
     pub async fn run(mut self, stop: CancellationToken) {
         let mut current: Option<Binding> = None;
         let mut retry: Option<(SocketAddr, Instant)> = None;
+        // A bind that keeps failing (the port taken, IPv6 turned off) is
+        // logged once, then once per REPEAT_INTERVAL with a count.
+        let mut bind_failures =
+            crate::log_limit::LogLimiter::new(crate::log_limit::REPEAT_INTERVAL);
         loop {
             let want = self
                 .config
@@ -178,9 +182,14 @@ impl DnsServer {
                     Ok(b) => {
                         current = Some(b);
                         retry = None;
+                        bind_failures =
+                            crate::log_limit::LogLimiter::new(crate::log_limit::REPEAT_INTERVAL);
                     }
                     Err(e) => {
-                        tracing::warn!(listener = self.listener, %addr, error = %e, "mesh DNS: cannot bind; retrying");
+                        if let Some(count) = bind_failures.hit(Instant::now()) {
+                            tracing::warn!(listener = self.listener, %addr, error = %e, count,
+                                "mesh DNS: cannot bind; retrying every second");
+                        }
                         retry = Some((addr, Instant::now() + BIND_RETRY));
                     }
                 }
