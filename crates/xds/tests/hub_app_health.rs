@@ -78,14 +78,7 @@ fn x_endpoints(h: &Harness) -> Vec<String> {
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_app_in_status_steers_callers_away_until_it_is_cleared() {
     let h = harness();
-    let mut streams = Vec::new();
-    for name in ALL {
-        let mut s = h.open(name);
-        s.request(None).await;
-        let first = s.next_untimed().await.expect("served").expect("no error");
-        s.request(Some(&first)).await;
-        streams.push(s);
-    }
+    let _streams = h.open_acked(&ALL).await;
     h.hub.sync(false).await;
     assert_eq!(x_endpoints(&h), ["10.0.1.1", "10.0.1.2"]);
 

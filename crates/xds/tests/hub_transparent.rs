@@ -43,14 +43,7 @@ async fn a_vip_change_recomputes_the_transparent_proxies_only() {
         Vec::new(),
     );
     let h = Harness::new(MemorySource::with_view(view, Duration::from_secs(3600)));
-    let mut streams = Vec::new();
-    for name in ALL {
-        let mut s = h.open(name);
-        s.request(None).await;
-        let first = s.next_untimed().await.expect("served").expect("no error");
-        s.request(Some(&first)).await;
-        streams.push(s);
-    }
+    let _streams = h.open_acked(&ALL).await;
     h.hub.sync(false).await;
     let web = ProxyKey::new(MESH, "web-1");
     assert!(
@@ -112,14 +105,7 @@ async fn an_endpoint_that_leaves_and_returns_gives_back_its_address_listener() {
         Vec::new(),
     );
     let h = Harness::new(MemorySource::with_view(view, Duration::from_secs(3600)));
-    let mut streams = Vec::new();
-    for name in ALL {
-        let mut s = h.open(name);
-        s.request(None).await;
-        let first = s.next_untimed().await.expect("served").expect("no error");
-        s.request(Some(&first)).await;
-        streams.push(s);
-    }
+    let _streams = h.open_acked(&ALL).await;
     h.hub.sync(false).await;
     let web = ProxyKey::new(MESH, "web-1");
     let address_listener = |h: &Harness| {

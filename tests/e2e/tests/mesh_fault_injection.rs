@@ -141,9 +141,14 @@ fn faults_abort_half_delay_every_request_and_pick_callers_by_spiffe_id() {
     let [ok, _, _, failed] = h2load(ports.web_outbound, 2_000);
     let share = failed as f64 / 2_000.0 * 100.0;
     println!("50 % abort: {failed} of 2000 answered 500 ({share:.1} %), {ok} reached the app");
+    // Each request is aborted with probability 1/2, so over 2,000 the
+    // share has a standard deviation of 1.12 points: ±5 is 4.5 of them
+    // (a correct proxy fails this about once in 150,000 runs; ±3 was 2.7,
+    // once in 140, and did fail: 46.7 %), while any bias worth the name
+    // (a fixed fraction, 0 %, 100 %, a percentage misread) is far outside.
     assert!(
-        (47.0..=53.0).contains(&share),
-        "{share:.1} % aborted, not 50 ± 3"
+        (45.0..=55.0).contains(&share),
+        "{share:.1} % aborted, not 50 ± 5"
     );
     assert_eq!(
         (app.hits() - hits_before) as u64,

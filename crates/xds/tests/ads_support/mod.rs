@@ -251,6 +251,20 @@ impl Harness {
         self.open_with(name, None)
     }
 
+    /// Opens a stream for each of `names`, reads each one's first
+    /// response and ACKs it.
+    pub async fn open_acked(&self, names: &[&str]) -> Vec<Stream> {
+        let mut streams = Vec::new();
+        for name in names {
+            let mut s = self.open(name);
+            s.request(None).await;
+            let first = s.next_untimed().await.expect("served").expect("no error");
+            s.request(Some(&first)).await;
+            streams.push(s);
+        }
+        streams
+    }
+
     /// Opens a SotW stream for `name` authenticated by proxy token
     /// `token_id` (revoking it ends the stream).
     pub fn open_with(&self, name: &str, token_id: Option<&str>) -> Stream {
