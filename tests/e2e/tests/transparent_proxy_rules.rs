@@ -15,7 +15,8 @@
 //!   source port the sidecar just used towards the same upstream server
 //!   still reaches the sidecar's DNS port, and the sidecar's query from a
 //!   port the app just used still reaches the upstream; with
-//!   `--skip-dns-conntrack-zone-split` both bypasses happen.
+//!   `--skip-dns-conntrack-zone-split` both bypasses happen. With the split,
+//!   a redirected query nobody serves is still refused at once.
 //! - Without CAP_NET_ADMIN both commands fail naming it and change nothing;
 //!   `--dry-run` prints the rules, needs no privilege and changes nothing.
 //!
@@ -61,8 +62,8 @@ print("ready", flush=True)
 sys.stdin.read()
 "#;
 
-/// Connects (TCP) or sends one datagram (UDP) to HOST PORT (from source
-/// port SPORT when given) and prints the answer, read to the end (for UDP
+/// Connects (TCP) or sends one datagram (UDP; `udp-connected` from a
+/// connected socket) to HOST PORT (from source port SPORT when given) and prints the answer, read to the end (for UDP
 /// also who sent it), or `error <what>`.
 const CLIENT: &str = r#"
 import socket, sys
@@ -82,6 +83,10 @@ try:
                 break
             answer += chunk
         print(answer.decode().strip())
+    elif proto == "udp-connected":  # as a resolver does: sees refusals
+        s.connect((host, port))
+        s.send(b"query")
+        print(s.recv(64).decode())
     else:
         s.sendto(b"query", (host, port))
         data, peer = s.recvfrom(64)
@@ -166,7 +171,7 @@ fn install_twice_then_uninstall_leaves_a_fresh_namespace_as_it_was() {
         let part = during.split("== ").find(|p| p.starts_with(tool)).unwrap();
         assert_eq!(part.matches("*raw").count(), 1, "{part}");
         assert_eq!(part.matches("-j CT --zone 1").count(), 2, "{part}");
-        assert_eq!(part.matches("-j CT --zone 2").count(), 2, "{part}");
+        assert_eq!(part.matches("-j CT --zone 2").count(), 3, "{part}");
         assert_eq!(part.matches("-j MESHLINK_DNS_ZONE_").count(), 2, "{part}");
     }
     let out = ok(&ns, &["uninstall", "transparent-proxy"]);
@@ -587,6 +592,9 @@ struct SamePort {
     app_first: String,
     /// Then the sidecar's query from the same port Q to upstream:53.
     sidecar_after: String,
+    /// Then, with the DNS stand-in gone, the app's query from a connected
+    /// socket (as a resolver sends it).
+    refused: String,
 }
 
 /// In a namespace with `install transparent-proxy --redirect-dns EXTRA`
@@ -600,7 +608,7 @@ fn same_port_queries(tag: &str, veth: u8, extra: &[&str]) -> SamePort {
     let ns = Netns::create(tag);
     let v = ns.veth(veth);
     root_upstream(&v.outer_addr);
-    let _listeners = Listeners::start(&ns, &["udp:15053"]);
+    let listeners = Listeners::start(&ns, &["udp:15053"]);
     let mut args = vec!["install", "transparent-proxy", "--redirect-dns"];
     args.extend_from_slice(extra);
     ok(&ns, &args);
@@ -611,13 +619,18 @@ fn same_port_queries(tag: &str, veth: u8, extra: &[&str]) -> SamePort {
         let (_, out, err) = ns.run(&all);
         format!("{}{}", out.trim(), err.trim())
     };
-    SamePort {
+    let mut r = SamePort {
         upstream: up.to_owned(),
         sidecar_first: query(&SIDECAR, "40053"),
         app_after: query(&[], "40053"),
         app_first: query(&[], "40054"),
         sidecar_after: query(&SIDECAR, "40054"),
-    }
+        refused: String::new(),
+    };
+    drop(listeners);
+    let (_, out, err) = ns.run(&[PYTHON, "-c", CLIENT, "udp-connected", up, "53"]);
+    r.refused = format!("{}{}", out.trim(), err.trim());
+    r
 }
 
 #[test]
@@ -637,6 +650,10 @@ fn the_dns_conntrack_zone_split_closes_the_same_port_bypass() {
         r.sidecar_after, upstream,
         "the sidecar's query looped into itself: {r:#?}"
     );
+    // The refusal of the redirected query (no DNS server on 15053: the
+    // sidecar not up yet) is in zone 2 too and reaches the app at once,
+    // instead of its resolver waiting for a timeout.
+    assert_eq!(r.refused, "error ConnectionRefusedError", "{r:#?}");
 }
 
 #[test]
@@ -653,4 +670,5 @@ fn without_the_zone_split_the_same_port_query_bypasses_the_sidecar() {
     assert_eq!(r.app_first, sidecar_dns, "{r:#?}");
     // And the sidecar's query matches the app's redirected entry.
     assert_eq!(r.sidecar_after, sidecar_dns, "{r:#?}");
+    assert_eq!(r.refused, "error ConnectionRefusedError", "{r:#?}");
 }

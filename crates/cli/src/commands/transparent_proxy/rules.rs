@@ -16,10 +16,12 @@
 //!
 //! With DNS (unless `--skip-dns-conntrack-zone-split`), the raw table
 //! splits UDP DNS into conntrack zones, as Kuma and Istio do:
-//! `OUTPUT -p udp -j MESHLINK_DNS_ZONE_OUTPUT` puts the sidecar's queries
-//! to port 53 (its uid, or gid) in zone 1, the sidecar's answers from its
-//! DNS port in zone 2, and every other query to port 53 (the app's) in
-//! zone 2; `PREROUTING -p udp -j MESHLINK_DNS_ZONE_PREROUTING` puts the
+//! `OUTPUT -j MESHLINK_DNS_ZONE_OUTPUT` puts the sidecar's queries to
+//! port 53 (its uid, or gid) in zone 1, the sidecar's answers from its DNS
+//! port in zone 2, every other query to port 53 (the app's) in zone 2, and
+//! the port-unreachable errors sent from the loopback address through `lo`
+//! (a redirected query's refusal while the sidecar's DNS is not up) in
+//! zone 2, so that they are translated back like an answer; `PREROUTING -p udp -j MESHLINK_DNS_ZONE_PREROUTING` puts the
 //! answers from port 53 in zone 1. The first `CT` target that matches a
 //! packet decides (`CT` on a packet that has a conntrack template already
 //! does nothing). Without the split, the sidecar's query to upstream:53
@@ -86,6 +88,16 @@ impl Family {
         }
     }
 
+    /// The matches of a port-unreachable error sent from the loopback
+    /// address (where REDIRECT sends locally generated packets) through
+    /// `lo`.
+    fn refused_from_loopback(self) -> &'static str {
+        match self {
+            Family::V4 => "-s 127.0.0.1/32 -o lo -p icmp -m icmp --icmp-type 3/3",
+            Family::V6 => "-s ::1/128 -o lo -p ipv6-icmp -m icmp6 --icmpv6-type 1/4",
+        }
+    }
+
     fn loopback(self) -> &'static str {
         match self {
             Family::V4 => "127.0.0.0/8",
@@ -128,13 +140,17 @@ pub(crate) fn rules(
 ) -> (Vec<&'static str>, Vec<String>) {
     match table {
         Table::Nat => nat_rules(config, family, created_table),
-        Table::Raw => raw_rules(config, created_table),
+        Table::Raw => raw_rules(config, family, created_table),
     }
 }
 
 /// The DNS conntrack zones (see the module comment): the same for both
-/// families.
-fn raw_rules(config: &Config, created_table: bool) -> (Vec<&'static str>, Vec<String>) {
+/// families but for the ICMP refusal rule.
+fn raw_rules(
+    config: &Config,
+    family: Family,
+    created_table: bool,
+) -> (Vec<&'static str>, Vec<String>) {
     let (Some(dns_port), true) = (config.dns_port, config.dns_zone_split) else {
         return (Vec::new(), Vec::new());
     };
@@ -148,11 +164,22 @@ fn raw_rules(config: &Config, created_table: bool) -> (Vec<&'static str>, Vec<St
         ),
         rule(
             "OUTPUT",
-            "-p udp",
+            "",
             &format!("DNS conntrack zones{created}"),
             DNS_ZONE_OUTPUT,
         ),
     ];
+    // The refusal (port unreachable) of a query redirected to a DNS port
+    // nobody listens on (the sidecar not up yet) is sent from the loopback
+    // address through lo; in zone 2 it finds the query's entry and is
+    // translated back, so the app's resolver fails at once instead of
+    // waiting for its timeout.
+    r.push(rule(
+        DNS_ZONE_OUTPUT,
+        family.refused_from_loopback(),
+        "DNS port refusals in zone 2",
+        "CT --zone 2",
+    ));
     let mut owners = vec![format!("--uid-owner {}", config.uid)];
     owners.extend(config.gid.map(|g| format!("--gid-owner {g}")));
     for owner in &owners {

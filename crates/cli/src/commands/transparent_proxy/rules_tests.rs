@@ -175,7 +175,8 @@ const ZONES_V4: &str = r#"*raw
 :MESHLINK_DNS_ZONE_OUTPUT - [0:0]
 :MESHLINK_DNS_ZONE_PREROUTING - [0:0]
 -A PREROUTING -p udp -m comment --comment "meshlink/transparent-proxy: DNS conntrack zones" -j MESHLINK_DNS_ZONE_PREROUTING
--A OUTPUT -p udp -m comment --comment "meshlink/transparent-proxy: DNS conntrack zones" -j MESHLINK_DNS_ZONE_OUTPUT
+-A OUTPUT -m comment --comment "meshlink/transparent-proxy: DNS conntrack zones" -j MESHLINK_DNS_ZONE_OUTPUT
+-A MESHLINK_DNS_ZONE_OUTPUT -s 127.0.0.1/32 -o lo -p icmp -m icmp --icmp-type 3/3 -m comment --comment "meshlink/transparent-proxy: DNS port refusals in zone 2" -j CT --zone 2
 -A MESHLINK_DNS_ZONE_OUTPUT -p udp -m udp --dport 53 -m owner --uid-owner 5678 -m comment --comment "meshlink/transparent-proxy: sidecar DNS queries in zone 1" -j CT --zone 1
 -A MESHLINK_DNS_ZONE_OUTPUT -p udp -m udp --sport 15053 -m owner --uid-owner 5678 -m comment --comment "meshlink/transparent-proxy: sidecar DNS answers in zone 2" -j CT --zone 2
 -A MESHLINK_DNS_ZONE_OUTPUT -p udp -m udp --dport 53 -m comment --comment "meshlink/transparent-proxy: app DNS queries in zone 2" -j CT --zone 2
@@ -191,8 +192,15 @@ fn dns_adds_the_conntrack_zone_split_in_the_raw_table_after_nat() {
     for family in [Family::V4, Family::V6] {
         let input = text(&c, family);
         assert!(input.starts_with("*nat\n"), "{input}");
-        // The zones are the same for both families.
-        assert_eq!(raw_section(&input), ZONES_V4, "{}", family.name());
+        // The zones are the same for both families but for the refusal.
+        let expected = match family {
+            Family::V4 => ZONES_V4.to_string(),
+            Family::V6 => ZONES_V4.replace(
+                "-s 127.0.0.1/32 -o lo -p icmp -m icmp --icmp-type 3/3",
+                "-s ::1/128 -o lo -p ipv6-icmp -m icmp6 --icmpv6-type 1/4",
+            ),
+        };
+        assert_eq!(raw_section(&input), expected, "{}", family.name());
         assert_eq!(input.matches("COMMIT\n").count(), 2, "{input}");
     }
     // The sidecar's rules come before the app's catch-all: the first CT
@@ -283,7 +291,7 @@ fn reinstall_without_the_split_removes_the_earlier_zone_rules() {
         [
             "*raw",
             "-D PREROUTING -p udp -m comment --comment \"meshlink/transparent-proxy: DNS conntrack zones; install created the raw table\" -j MESHLINK_DNS_ZONE_PREROUTING",
-            "-D OUTPUT -p udp -m comment --comment \"meshlink/transparent-proxy: DNS conntrack zones; install created the raw table\" -j MESHLINK_DNS_ZONE_OUTPUT",
+            "-D OUTPUT -m comment --comment \"meshlink/transparent-proxy: DNS conntrack zones; install created the raw table\" -j MESHLINK_DNS_ZONE_OUTPUT",
             "-F MESHLINK_DNS_ZONE_OUTPUT",
             "-F MESHLINK_DNS_ZONE_PREROUTING",
             "-X MESHLINK_DNS_ZONE_OUTPUT",

@@ -282,7 +282,7 @@ COMMIT
 :MESHLINK_DNS_ZONE_OUTPUT - [0:0]
 :MESHLINK_DNS_ZONE_PREROUTING - [0:0]
 -A PREROUTING -p udp -m comment --comment "meshlink/transparent-proxy: DNS conntrack zones; install created the raw table" -j MESHLINK_DNS_ZONE_PREROUTING
--A OUTPUT -p udp -m comment --comment "meshlink/transparent-proxy: DNS conntrack zones; install created the raw table" -j MESHLINK_DNS_ZONE_OUTPUT
+-A OUTPUT -m comment --comment "meshlink/transparent-proxy: DNS conntrack zones; install created the raw table" -j MESHLINK_DNS_ZONE_OUTPUT
 -A MESHLINK_DNS_ZONE_OUTPUT -p udp -m udp --dport 53 -m owner --uid-owner 5678 -m comment --comment "meshlink/transparent-proxy: sidecar DNS queries in zone 1" -j CT --zone 1
 -A MESHLINK_DNS_ZONE_PREROUTING -p udp -m udp --sport 53 -m comment --comment "meshlink/transparent-proxy: DNS answers in zone 1" -j CT --zone 1
 COMMIT
@@ -321,7 +321,7 @@ COMMIT
             [
                 "*raw",
                 "-D PREROUTING -p udp -m comment --comment \"meshlink/transparent-proxy: DNS conntrack zones; install created the raw table\" -j MESHLINK_DNS_ZONE_PREROUTING",
-                "-D OUTPUT -p udp -m comment --comment \"meshlink/transparent-proxy: DNS conntrack zones; install created the raw table\" -j MESHLINK_DNS_ZONE_OUTPUT",
+                "-D OUTPUT -m comment --comment \"meshlink/transparent-proxy: DNS conntrack zones; install created the raw table\" -j MESHLINK_DNS_ZONE_OUTPUT",
                 "-F MESHLINK_DNS_ZONE_OUTPUT",
                 "-F MESHLINK_DNS_ZONE_PREROUTING",
                 "-X MESHLINK_DNS_ZONE_OUTPUT",
