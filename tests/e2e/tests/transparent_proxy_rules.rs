@@ -599,12 +599,13 @@ struct SamePort {
 
 /// In a namespace with `install transparent-proxy --redirect-dns EXTRA`
 /// and the sidecar's DNS stand-in on 127.0.0.1:15053 (uid 5678, answering
-/// `udp:15053`): the sidecar (uid 5678) queries upstream:53 (the root
+/// `udp:15053`): the sidecar (`sidecar`: uid 5678, or a gid the flags
+/// exclude) queries upstream:53 (the root
 /// namespace, answering `upstream`) from source port P, then the app
 /// (root) queries it from the same port P; then the other way round with
 /// port Q. Each query waits for its answer, so the conntrack entry of the
 /// first is there when the second is sent (UDP entries live 30 s).
-fn same_port_queries(tag: &str, veth: u8, extra: &[&str]) -> SamePort {
+fn same_port_queries(tag: &str, veth: u8, extra: &[&str], sidecar: &[&str]) -> SamePort {
     let ns = Netns::create(tag);
     let v = ns.veth(veth);
     root_upstream(&v.outer_addr);
@@ -621,10 +622,10 @@ fn same_port_queries(tag: &str, veth: u8, extra: &[&str]) -> SamePort {
     };
     let mut r = SamePort {
         upstream: up.to_owned(),
-        sidecar_first: query(&SIDECAR, "40053"),
+        sidecar_first: query(sidecar, "40053"),
         app_after: query(&[], "40053"),
         app_first: query(&[], "40054"),
-        sidecar_after: query(&SIDECAR, "40054"),
+        sidecar_after: query(sidecar, "40054"),
         refused: String::new(),
     };
     drop(listeners);
@@ -635,7 +636,21 @@ fn same_port_queries(tag: &str, veth: u8, extra: &[&str]) -> SamePort {
 
 #[test]
 fn the_dns_conntrack_zone_split_closes_the_same_port_bypass() {
-    let r = same_port_queries("tpz", 2, &[]);
+    let r = same_port_queries("tpz", 2, &[], &SIDECAR);
+    assert_split(&r);
+}
+
+/// With `--kuma-dp-gid`, the sidecar's queries are put in zone 1 by their
+/// group too: a sidecar running as another uid but the excluded gid.
+#[test]
+fn the_zone_split_knows_the_sidecar_by_its_gid_too() {
+    let by_gid = ["setpriv", "--reuid=4242", "--regid=5679", "--clear-groups"];
+    let r = same_port_queries("tpg", 4, &["--kuma-dp-gid", "5679"], &by_gid);
+    assert_split(&r);
+}
+
+/// What the queries of [`same_port_queries`] get with the zone split.
+fn assert_split(r: &SamePort) {
     let (sidecar_dns, upstream) = (
         format!("udp:15053 from {}:53", r.upstream),
         format!("upstream from {}:53", r.upstream),
@@ -658,7 +673,7 @@ fn the_dns_conntrack_zone_split_closes_the_same_port_bypass() {
 
 #[test]
 fn without_the_zone_split_the_same_port_query_bypasses_the_sidecar() {
-    let r = same_port_queries("tpb", 3, &["--skip-dns-conntrack-zone-split"]);
+    let r = same_port_queries("tpb", 3, &["--skip-dns-conntrack-zone-split"], &SIDECAR);
     let (sidecar_dns, upstream) = (
         format!("udp:15053 from {}:53", r.upstream),
         format!("upstream from {}:53", r.upstream),
