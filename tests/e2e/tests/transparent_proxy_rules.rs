@@ -9,14 +9,21 @@
 //! - Real traffic: outbound TCP of the app lands on 15001 unless it is the
 //!   sidecar's uid, an excluded port or an excluded destination; inbound
 //!   TCP lands on 15006 unless the port is excluded; DNS to port 53 lands on
-//!   15053. The listeners are a small Python server inside the namespace.
+//!   15053. The listeners are a small Python server inside the namespace,
+//!   running as the sidecar's uid like the real sidecar.
+//! - The DNS conntrack zone split (raw table): the app's query from the
+//!   source port the sidecar just used towards the same upstream server
+//!   still reaches the sidecar's DNS port, and the sidecar's query from a
+//!   port the app just used still reaches the upstream; with
+//!   `--skip-dns-conntrack-zone-split` both bypasses happen. With the split,
+//!   a redirected query nobody serves is still refused at once.
 //! - Without CAP_NET_ADMIN both commands fail naming it and change nothing;
 //!   `--dry-run` prints the rules, needs no privilege and changes nothing.
 //!
 //! Needs root, iptables and python3 (scripts/setup-test-deps installs them).
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
@@ -55,13 +62,16 @@ print("ready", flush=True)
 sys.stdin.read()
 "#;
 
-/// Connects (TCP) or sends one datagram (UDP) to HOST PORT and prints the
-/// answer, read to the end (for UDP also who sent it), or `error <what>`.
+/// Connects (TCP) or sends one datagram (UDP; `udp-connected` from a
+/// connected socket) to HOST PORT (from source port SPORT when given) and prints the answer, read to the end (for UDP
+/// also who sent it), or `error <what>`.
 const CLIENT: &str = r#"
 import socket, sys
 proto, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 fam = socket.AF_INET6 if ":" in host else socket.AF_INET
 s = socket.socket(fam, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
+if len(sys.argv) > 4:
+    s.bind(("", int(sys.argv[4])))
 s.settimeout(5)
 try:
     if proto == "tcp":
@@ -73,6 +83,10 @@ try:
                 break
             answer += chunk
         print(answer.decode().strip())
+    elif proto == "udp-connected":  # as a resolver does: sees refusals
+        s.connect((host, port))
+        s.send(b"query")
+        print(s.recv(64).decode())
     else:
         s.sendto(b"query", (host, port))
         data, peer = s.recvfrom(64)
@@ -130,6 +144,10 @@ fn install_twice_then_uninstall_leaves_a_fresh_namespace_as_it_was() {
     let out = ok(&ns, &["install", "transparent-proxy"]);
     assert!(out.contains("replacing the earlier install"), "{out}");
     let during = saved(&ns);
+    // The zone split of the first install is gone, with the raw table it
+    // created (when the namespace had none).
+    assert!(!during.contains("CT --zone"), "{during}");
+    assert_eq!(during.contains("*raw"), before.contains("*raw"), "{during}");
     // One jump per built-in chain and family; the DNS chain of the first
     // install is gone with the flag.
     assert_eq!(during.matches("-A OUTPUT ").count(), 2, "{during}");
@@ -143,6 +161,27 @@ fn install_twice_then_uninstall_leaves_a_fresh_namespace_as_it_was() {
     let out = ok(&ns, &["uninstall", "transparent-proxy"]);
     assert!(out.contains("the nat table install had created"), "{out}");
     assert_eq!(saved(&ns), before, "uninstall left something behind");
+
+    // The same with the zone split installed last: the raw table's rules
+    // are replaced in place, then removed with the table.
+    ok(&ns, &["install", "transparent-proxy", "--redirect-dns"]);
+    ok(&ns, &["install", "transparent-proxy", "--redirect-dns"]);
+    let during = saved(&ns);
+    for tool in ["iptables-save", "ip6tables-save"] {
+        let part = during.split("== ").find(|p| p.starts_with(tool)).unwrap();
+        assert_eq!(part.matches("*raw").count(), 1, "{part}");
+        assert_eq!(part.matches("-j CT --zone 1").count(), 2, "{part}");
+        assert_eq!(part.matches("-j CT --zone 2").count(), 3, "{part}");
+        assert_eq!(part.matches("-j MESHLINK_DNS_ZONE_").count(), 2, "{part}");
+    }
+    let out = ok(&ns, &["uninstall", "transparent-proxy"]);
+    if !before.contains("*raw") {
+        assert!(
+            out.contains("the nat and raw tables install had created"),
+            "{out}"
+        );
+    }
+    assert_eq!(saved(&ns), before, "uninstall left the zone split behind");
     let out = ok(&ns, &["uninstall", "transparent-proxy"]);
     assert!(out.starts_with("nothing to uninstall"), "{out}");
     assert_eq!(saved(&ns), before);
@@ -164,6 +203,12 @@ fn the_users_own_rules_survive_install_and_uninstall() {
             "-t nat -A OUTPUT -p tcp --dport 9998 -j USER_NAT",
         );
         rule(&ns, tool, "-t filter -A INPUT -p tcp --dport 7 -j ACCEPT");
+        // The user's raw table, where the DNS zone split goes too.
+        rule(
+            &ns,
+            tool,
+            "-t raw -A OUTPUT -p udp --dport 123 -j CT --notrack",
+        );
     }
     rule(
         &ns,
@@ -194,11 +239,16 @@ fn the_users_own_rules_survive_install_and_uninstall() {
         dnat < during.find("-j MESHLINK_OUTPUT").unwrap(),
         "{during}"
     );
+    let notrack = during.find("-j CT --notrack").expect("the user's NOTRACK");
+    assert!(
+        notrack < during.find("-j MESHLINK_DNS_ZONE_OUTPUT").unwrap(),
+        "{during}"
+    );
     ok(&ns, &["install", "transparent-proxy"]);
     let out = ok(&ns, &["uninstall", "transparent-proxy"]);
     assert!(
-        !out.contains("nat table"),
-        "the user's nat table is kept: {out}"
+        !out.contains("nat table") && !out.contains("raw table"),
+        "the user's nat and raw tables are kept: {out}"
     );
     assert_eq!(
         saved(&ns),
@@ -213,10 +263,17 @@ struct Listeners {
     _stdin: ChildStdin,
 }
 
+/// What runs a command as the sidecar's uid (and gid).
+const SIDECAR: [&str; 4] = ["setpriv", "--reuid=5678", "--regid=5678", "--clear-groups"];
+
 impl Listeners {
+    /// Starts the listeners in `ns` as the sidecar's uid: the sidecar's
+    /// DNS answers must come from it for the conntrack zones to match.
     fn start(ns: &Netns, specs: &[&str]) -> Listeners {
         let mut child = Command::new("ip")
-            .args(["netns", "exec", ns.name(), PYTHON, "-c", SERVER])
+            .args(["netns", "exec", ns.name()])
+            .args(SIDECAR)
+            .args([PYTHON, "-c", SERVER])
             .args(specs)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -315,7 +372,7 @@ fn installed_rules_redirect_real_traffic_to_the_capture_ports() {
             &ip,
         ],
     );
-    let sidecar = ["setpriv", "--reuid=5678", "--regid=5678", "--clear-groups"];
+    let sidecar = SIDECAR;
     let other_user = ["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups"];
     let (o0, o1) = (v0.outer_addr.as_str(), v1.outer_addr.as_str());
 
@@ -462,6 +519,12 @@ fn dry_run_prints_the_rules_per_family_and_changes_nothing() {
         assert!(part.contains("-j REDIRECT --to-ports 15006"), "{part}");
         assert!(part.contains("-p udp -m comment --comment \"meshlink/transparent-proxy: DNS port\" -j REDIRECT --to-ports 15053"), "{part}");
         assert!(part.contains("--uid-owner 5678"), "{part}");
+        // The DNS conntrack zone split, after the nat table.
+        assert!(part.contains("COMMIT\n*raw\n"), "{part}");
+        assert!(
+            part.contains("--sport 15053 -m owner --uid-owner 5678 -m comment --comment \"meshlink/transparent-proxy: sidecar DNS answers in zone 2\" -j CT --zone 2"),
+            "{part}"
+        );
     }
     assert!(
         v4.contains("-d 10.0.0.0/8 ") && !v4.contains("fd00::/8"),
@@ -502,4 +565,125 @@ fn bad_flags_are_refused_naming_the_value() {
         assert_eq!(out.code, 2, "{args:?}: {out:#?}");
         assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
     }
+}
+
+/// An upstream DNS server stand-in in the root namespace on `addr`:53,
+/// answering every datagram with `upstream`.
+fn root_upstream(addr: &str) {
+    let s = UdpSocket::bind((addr, 53)).expect("bind UDP port 53 in the root namespace");
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((_, peer)) = s.recv_from(&mut buf) {
+            let _ = s.send_to(b"upstream", peer);
+        }
+    });
+}
+
+/// Who answered the four DNS queries of [`same_port_queries`].
+#[derive(Debug)]
+struct SamePort {
+    /// The upstream's address.
+    upstream: String,
+    /// The sidecar's query from port P to upstream:53.
+    sidecar_first: String,
+    /// Then the app's query from the same port P to upstream:53.
+    app_after: String,
+    /// The app's query from port Q to upstream:53.
+    app_first: String,
+    /// Then the sidecar's query from the same port Q to upstream:53.
+    sidecar_after: String,
+    /// Then, with the DNS stand-in gone, the app's query from a connected
+    /// socket (as a resolver sends it).
+    refused: String,
+}
+
+/// In a namespace with `install transparent-proxy --redirect-dns EXTRA`
+/// and the sidecar's DNS stand-in on 127.0.0.1:15053 (uid 5678, answering
+/// `udp:15053`): the sidecar (`sidecar`: uid 5678, or a gid the flags
+/// exclude) queries upstream:53 (the root
+/// namespace, answering `upstream`) from source port P, then the app
+/// (root) queries it from the same port P; then the other way round with
+/// port Q. Each query waits for its answer, so the conntrack entry of the
+/// first is there when the second is sent (UDP entries live 30 s).
+fn same_port_queries(tag: &str, veth: u8, extra: &[&str], sidecar: &[&str]) -> SamePort {
+    let ns = Netns::create(tag);
+    let v = ns.veth(veth);
+    root_upstream(&v.outer_addr);
+    let listeners = Listeners::start(&ns, &["udp:15053"]);
+    let mut args = vec!["install", "transparent-proxy", "--redirect-dns"];
+    args.extend_from_slice(extra);
+    ok(&ns, &args);
+    let up = v.outer_addr.as_str();
+    let query = |wrapper: &[&str], sport: &str| {
+        let mut all: Vec<&str> = wrapper.to_vec();
+        all.extend([PYTHON, "-c", CLIENT, "udp", up, "53", sport]);
+        let (_, out, err) = ns.run(&all);
+        format!("{}{}", out.trim(), err.trim())
+    };
+    let mut r = SamePort {
+        upstream: up.to_owned(),
+        sidecar_first: query(sidecar, "40053"),
+        app_after: query(&[], "40053"),
+        app_first: query(&[], "40054"),
+        sidecar_after: query(sidecar, "40054"),
+        refused: String::new(),
+    };
+    drop(listeners);
+    let (_, out, err) = ns.run(&[PYTHON, "-c", CLIENT, "udp-connected", up, "53"]);
+    r.refused = format!("{}{}", out.trim(), err.trim());
+    r
+}
+
+#[test]
+fn the_dns_conntrack_zone_split_closes_the_same_port_bypass() {
+    let r = same_port_queries("tpz", 2, &[], &SIDECAR);
+    assert_split(&r);
+}
+
+/// With `--kuma-dp-gid`, the sidecar's queries are put in zone 1 by their
+/// group too: a sidecar running as another uid but the excluded gid.
+#[test]
+fn the_zone_split_knows_the_sidecar_by_its_gid_too() {
+    let by_gid = ["setpriv", "--reuid=4242", "--regid=5679", "--clear-groups"];
+    let r = same_port_queries("tpg", 4, &["--kuma-dp-gid", "5679"], &by_gid);
+    assert_split(&r);
+}
+
+/// What the queries of [`same_port_queries`] get with the zone split.
+fn assert_split(r: &SamePort) {
+    let (sidecar_dns, upstream) = (
+        format!("udp:15053 from {}:53", r.upstream),
+        format!("upstream from {}:53", r.upstream),
+    );
+    assert_eq!(r.sidecar_first, upstream, "{r:#?}");
+    assert_eq!(
+        r.app_after, sidecar_dns,
+        "the app's query bypassed the sidecar: {r:#?}"
+    );
+    assert_eq!(r.app_first, sidecar_dns, "{r:#?}");
+    assert_eq!(
+        r.sidecar_after, upstream,
+        "the sidecar's query looped into itself: {r:#?}"
+    );
+    // The refusal of the redirected query (no DNS server on 15053: the
+    // sidecar not up yet) is in zone 2 too and reaches the app at once,
+    // instead of its resolver waiting for a timeout.
+    assert_eq!(r.refused, "error ConnectionRefusedError", "{r:#?}");
+}
+
+#[test]
+fn without_the_zone_split_the_same_port_query_bypasses_the_sidecar() {
+    let r = same_port_queries("tpb", 3, &["--skip-dns-conntrack-zone-split"], &SIDECAR);
+    let (sidecar_dns, upstream) = (
+        format!("udp:15053 from {}:53", r.upstream),
+        format!("upstream from {}:53", r.upstream),
+    );
+    assert_eq!(r.sidecar_first, upstream, "{r:#?}");
+    // The bug the split fixes: the app's query matches the sidecar's
+    // conntrack entry, skips the nat table and reaches the upstream.
+    assert_eq!(r.app_after, upstream, "{r:#?}");
+    assert_eq!(r.app_first, sidecar_dns, "{r:#?}");
+    // And the sidecar's query matches the app's redirected entry.
+    assert_eq!(r.sidecar_after, sidecar_dns, "{r:#?}");
+    assert_eq!(r.refused, "error ConnectionRefusedError", "{r:#?}");
 }

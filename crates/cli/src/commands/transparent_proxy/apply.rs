@@ -1,7 +1,7 @@
 //! Runs the netfilter tools for one IP family: `iptables-save` to read the
 //! current rules, `iptables-restore --noflush` to change them in one
-//! transaction, and `nft delete table` to remove a nat table that install
-//! created (the nft backend only).
+//! transaction, and `nft delete table` to remove a nat or raw table that
+//! install created (the nft backend only).
 //!
 //! Owns every process this command starts; it never builds rules itself.
 
@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 
 use super::Error;
 use super::rules::Family;
+use super::state::Table;
 
 /// Where tools are looked for after `PATH`: root's `PATH` has them, but
 /// `su` without `-` keeps a user's `PATH` without the sbin directories.
@@ -118,13 +119,17 @@ impl Tools {
         })
     }
 
-    /// Deletes this family's nat table with `nft`. `Ok(false)` when `nft`
-    /// is not installed.
-    pub(crate) fn delete_nat_table(&self) -> Result<bool, Error> {
+    /// Deletes this family's `table` with `nft`. `Ok(false)` when `nft` is
+    /// not installed.
+    pub(crate) fn delete_table(&self, table: Table) -> Result<bool, Error> {
         let Some(nft) = find_tool("nft", std::env::var_os("PATH").as_deref()) else {
             return Ok(false);
         };
-        let out = run(&nft, &["delete", "table", self.family.nft(), "nat"], None)?;
+        let out = run(
+            &nft,
+            &["delete", "table", self.family.nft(), table.name()],
+            None,
+        )?;
         if !out.status.success() {
             return Err(Error::Refused {
                 tool: nft.display().to_string(),

@@ -2,19 +2,22 @@
 //! transparent-proxy` (issue 37): NAT rules in the current network
 //! namespace that redirect the app's TCP traffic (and, optionally, its
 //! DNS) to the sidecar's capture ports, like `kumactl install
-//! transparent-proxy`.
+//! transparent-proxy`; with DNS, raw-table rules that split DNS into
+//! conntrack zones so that the sidecar's upstream queries cannot let the
+//! app's queries bypass it.
 //!
 //! Install reads each family's rules (`iptables-save`), builds one
 //! `iptables-restore --noflush` input that removes an earlier install and
 //! writes the new rules, checks every family's input (`--test`), then
 //! applies them. Uninstall removes exactly what install wrote, and the nat
-//! table too when install created it (nft backend), so that `iptables-save`
-//! shows what it showed before install. Both refuse to start without
-//! CAP_NET_ADMIN. The capture listeners and DNS server in meshlink-proxy
-//! are built separately (issue 37).
+//! and raw tables too when install created them (nft backend), so that
+//! `iptables-save` shows what it showed before install. Both refuse to
+//! start without CAP_NET_ADMIN. The capture listeners and DNS server in
+//! meshlink-proxy are built separately (issue 37).
 //!
-//! Owns the `MESHLINK_` chains of the nat table and the rules whose comment
-//! starts with `meshlink/transparent-proxy`; never touches anything else.
+//! Owns the `MESHLINK_` chains of the nat and raw tables and the rules
+//! whose comment starts with `meshlink/transparent-proxy`; never touches
+//! anything else.
 
 mod apply;
 mod options;
@@ -29,7 +32,7 @@ pub(crate) use options::InstallArgs;
 use apply::Tools;
 use options::Config;
 use rules::Family;
-use state::NatState;
+use state::{State, Table};
 
 use crate::failure::Failure;
 
@@ -108,8 +111,8 @@ struct Plan {
     family: Family,
     tools: Tools,
     input: String,
-    /// It replaces an earlier install.
-    replaces: bool,
+    /// What the earlier install left.
+    prior: State,
 }
 
 /// `meshlink install transparent-proxy`.
@@ -126,15 +129,14 @@ pub(crate) fn install(args: &InstallArgs) -> Result<(), Failure> {
     let mut plans = Vec::new();
     for family in usable(&config.families) {
         let tools = Tools::find(family)?;
-        let prior = NatState::parse(&tools.save()?);
-        let created = prior.created_table || (!prior.table_exists && tools.nft_backend);
-        let input = rules::install_input(&config, family, &prior, created);
+        let prior = State::parse(&tools.save()?);
+        let input = rules::install_input(&config, family, &prior, tools.nft_backend);
         tools.restore(&input, true)?;
         plans.push(Plan {
             family,
             tools,
             input,
-            replaces: prior.installed(),
+            prior,
         });
     }
     for (i, plan) in plans.iter().enumerate() {
@@ -158,8 +160,18 @@ pub(crate) fn install(args: &InstallArgs) -> Result<(), Failure> {
             )));
         }
     }
+    // A table an earlier install created and this one writes nothing into
+    // (the raw table, once the DNS zone split is left out) goes again.
+    for plan in &plans {
+        for table in Table::ALL {
+            if plan.prior.table(table).created_table && !rules::writes(&config, table) {
+                delete_created_table(&plan.tools, table)
+                    .map_err(|e| Failure::Runtime(format!("{} rules: {e}", plan.family.name())))?;
+            }
+        }
+    }
     let names: Vec<&str> = plans.iter().map(|p| p.family.name()).collect();
-    let replaced = if plans.iter().any(|p| p.replaces) {
+    let replaced = if plans.iter().any(|p| p.prior.installed()) {
         ", replacing the earlier install"
     } else {
         ""
@@ -198,6 +210,9 @@ fn summary(c: &Config) -> String {
     );
     if let Some(dns) = c.dns_port {
         redirected.push_str(&format!(", DNS (UDP and TCP port 53) -> port {dns}"));
+        if c.dns_zone_split {
+            redirected.push_str(" (conntrack zones split for UDP DNS)");
+        }
     }
     let mut kept = vec![format!("traffic of uid {}", c.uid)];
     kept.extend(c.gid.map(|g| format!("of gid {g}")));
@@ -221,30 +236,44 @@ fn summary(c: &Config) -> String {
 struct Removed {
     jumps: usize,
     chains: usize,
-    table_deleted: bool,
+    /// The tables install had created, deleted again.
+    tables_deleted: Vec<Table>,
 }
 
-/// Removes everything of ours in one family, and the nat table when
-/// install created it and it is left empty. `None` when nothing was there.
+/// Deletes `table` when it is empty (install created it); whether it did.
+fn delete_created_table(tools: &Tools, table: Table) -> Result<bool, Error> {
+    let now = State::parse(&tools.save()?);
+    if !now.table(table).empty_table() {
+        return Ok(false);
+    }
+    let deleted = tools.delete_table(table)?;
+    if !deleted {
+        eprintln!(
+            "note: the empty {} table that install created is left (nft not found; install the Debian package nftables to remove it)",
+            table.name()
+        );
+    }
+    Ok(deleted)
+}
+
+/// Removes everything of ours in one family, and each table that install
+/// created and is left empty. `None` when nothing was there.
 fn remove(tools: &Tools) -> Result<Option<Removed>, Error> {
-    let prior = NatState::parse(&tools.save()?);
+    let prior = State::parse(&tools.save()?);
     let Some(input) = prior.removal_input() else {
         return Ok(None);
     };
     tools.restore(&input, false)?;
-    let mut table_deleted = false;
-    if prior.created_table && NatState::parse(&tools.save()?).empty_table() {
-        table_deleted = tools.delete_nat_table()?;
-        if !table_deleted {
-            eprintln!(
-                "note: the empty nat table that install created is left (nft not found; install the Debian package nftables to remove it)"
-            );
+    let mut tables_deleted = Vec::new();
+    for table in Table::ALL {
+        if prior.table(table).created_table && delete_created_table(tools, table)? {
+            tables_deleted.push(table);
         }
     }
     Ok(Some(Removed {
-        jumps: prior.jumps.len(),
-        chains: prior.chains.len(),
-        table_deleted,
+        jumps: prior.nat.jumps.len() + prior.raw.jumps.len(),
+        chains: prior.nat.chains.len() + prior.raw.chains.len(),
+        tables_deleted,
     }))
 }
 
@@ -257,10 +286,16 @@ pub(crate) fn uninstall() -> Result<(), Failure> {
         if let Some(r) =
             remove(&tools).map_err(|e| Failure::Runtime(format!("{} rules: {e}", family.name())))?
         {
-            let table = if r.table_deleted {
-                ", and the nat table install had created"
-            } else {
-                ""
+            let table = match r.tables_deleted[..] {
+                [] => String::new(),
+                [t] => format!(", and the {} table install had created", t.name()),
+                _ => {
+                    let names: Vec<&str> = r.tables_deleted.iter().map(|t| t.name()).collect();
+                    format!(
+                        ", and the {} tables install had created",
+                        names.join(" and ")
+                    )
+                }
             };
             done.push(format!(
                 "{}: {} jumps, {} chains{table}",

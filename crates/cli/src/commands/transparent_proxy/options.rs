@@ -33,6 +33,12 @@ pub(crate) struct InstallArgs {
     /// Port of the sidecar's DNS server (with --redirect-dns).
     #[arg(long, value_name = "PORT", default_value_t = 15053, requires = "redirect_dns", value_parser = clap::value_parser!(u16).range(1..))]
     pub(crate) redirect_dns_port: u16,
+    /// With --redirect-dns, do not split DNS into conntrack zones (raw
+    /// table). Without the split, an app query from a source port the
+    /// sidecar just used to query the same upstream server matches the
+    /// sidecar's conntrack entry and bypasses the sidecar's DNS.
+    #[arg(long, requires = "redirect_dns")]
+    pub(crate) skip_dns_conntrack_zone_split: bool,
     /// The user the sidecar runs as (a name in /etc/passwd, or a uid): its
     /// traffic is never redirected [default: uid 5678, Kuma's].
     #[arg(long, value_name = "NAME", conflicts_with = "kuma_dp_uid")]
@@ -180,6 +186,9 @@ pub(crate) struct Config {
     pub(crate) inbound_port: u16,
     /// The sidecar's DNS port, when DNS is redirected.
     pub(crate) dns_port: Option<u16>,
+    /// DNS (UDP) is split into conntrack zones: the sidecar's upstream
+    /// queries in zone 1, the app's queries (redirected) in zone 2.
+    pub(crate) dns_zone_split: bool,
     /// The sidecar's uid: its traffic is never redirected.
     pub(crate) uid: u32,
     /// A group whose traffic is never redirected.
@@ -244,6 +253,7 @@ impl Config {
             outbound_port: args.redirect_outbound_port,
             inbound_port: args.redirect_inbound_port,
             dns_port,
+            dns_zone_split: dns_port.is_some() && !args.skip_dns_conntrack_zone_split,
             uid,
             gid: args.kuma_dp_gid,
             exclude_inbound_ports: args.exclude_inbound_ports.clone(),
@@ -296,8 +306,14 @@ mod tests {
         );
         assert_eq!(c.dns_port, None);
         assert_eq!(c.families, vec![Family::V4, Family::V6]);
+        assert!(!c.dns_zone_split);
         let c = config(&["--redirect-dns"]).unwrap();
         assert_eq!(c.dns_port, Some(15053));
+        assert!(c.dns_zone_split, "the zone split comes with --redirect-dns");
+        let c = config(&["--redirect-dns", "--skip-dns-conntrack-zone-split"]).unwrap();
+        assert!(!c.dns_zone_split && c.dns_port == Some(15053));
+        let e = parse(&["--skip-dns-conntrack-zone-split"]).unwrap_err();
+        assert!(e.contains("--redirect-dns"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,21 @@
 //!   destinations and ports return; the remaining TCP jumps to
 //!   `MESHLINK_OUTBOUND_REDIRECT`, which REDIRECTs to the outbound port.
 //!
+//! With DNS (unless `--skip-dns-conntrack-zone-split`), the raw table
+//! splits UDP DNS into conntrack zones, as Kuma and Istio do:
+//! `OUTPUT -j MESHLINK_DNS_ZONE_OUTPUT` puts the sidecar's queries to
+//! port 53 (its uid, or gid) in zone 1, the sidecar's answers from its DNS
+//! port in zone 2, every other query to port 53 (the app's) in zone 2, and
+//! the port-unreachable errors sent from the loopback address through `lo`
+//! (a redirected query's refusal while the sidecar's DNS is not up) in
+//! zone 2, so that they are translated back like an answer; `PREROUTING -p udp -j MESHLINK_DNS_ZONE_PREROUTING` puts the
+//! answers from port 53 in zone 1. The first `CT` target that matches a
+//! packet decides (`CT` on a packet that has a conntrack template already
+//! does nothing). Without the split, the sidecar's query to upstream:53
+//! from port P leaves a conntrack entry that is not NATed; the app's next
+//! query from the same port P to the same server matches it, skips the nat
+//! table, and bypasses the sidecar.
+//!
 //! Traffic leaving through `lo` to a non-loopback address (the app calling
 //! its own address) is not redirected, and neither is any traffic of the
 //! sidecar's uid. Istio and Kuma instead send the sidecar's own
@@ -24,13 +39,10 @@
 //! Never runs anything: `apply` feeds the text to the tools.
 
 use super::options::Config;
-use super::state::NatState;
+use super::state::{State, Table, TableState};
 
 /// The start of every rule comment; uninstall removes what carries it.
 pub(crate) const TAG: &str = "meshlink/transparent-proxy";
-/// Added to the comments of the jumps from the built-in chains when the
-/// install created the nat table, so that uninstall deletes it again.
-pub(crate) const CREATED_TABLE: &str = "install created the nat table";
 /// The prefix of every chain the transparent proxy owns.
 pub(crate) const CHAIN_PREFIX: &str = "MESHLINK_";
 
@@ -39,6 +51,8 @@ const INBOUND_REDIRECT: &str = "MESHLINK_INBOUND_REDIRECT";
 const OUTPUT: &str = "MESHLINK_OUTPUT";
 const OUTBOUND_REDIRECT: &str = "MESHLINK_OUTBOUND_REDIRECT";
 const DNS_REDIRECT: &str = "MESHLINK_DNS_REDIRECT";
+const DNS_ZONE_OUTPUT: &str = "MESHLINK_DNS_ZONE_OUTPUT";
+const DNS_ZONE_PREROUTING: &str = "MESHLINK_DNS_ZONE_PREROUTING";
 
 /// An IP family: which tools and which loopback network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +88,16 @@ impl Family {
         }
     }
 
+    /// The matches of a port-unreachable error sent from the loopback
+    /// address (where REDIRECT sends locally generated packets) through
+    /// `lo`.
+    fn refused_from_loopback(self) -> &'static str {
+        match self {
+            Family::V4 => "-s 127.0.0.1/32 -o lo -p icmp -m icmp --icmp-type 3/3",
+            Family::V6 => "-s ::1/128 -o lo -p ipv6-icmp -m icmp6 --icmpv6-type 1/4",
+        }
+    }
+
     fn loopback(self) -> &'static str {
         match self {
             Family::V4 => "127.0.0.0/8",
@@ -94,19 +118,109 @@ fn rule(chain: &str, matches: &str, why: &str, target: &str) -> String {
     format!("-A {chain} {matches}-m comment --comment \"{TAG}: {why}\" -j {target}")
 }
 
-/// The chains and rules install writes for `family`. `created_table` marks
-/// the jumps from the built-in chains (see [`CREATED_TABLE`]).
+/// `; install created the TABLE table` when `created_table`, for the
+/// comments of the jumps from the built-in chains (see
+/// [`Table::created_mark`]).
+fn created_suffix(table: Table, created_table: bool) -> String {
+    if created_table {
+        format!("; {}", table.created_mark())
+    } else {
+        String::new()
+    }
+}
+
+/// The chains and rules install writes into `table` for `family` (none in
+/// raw without the DNS zone split). `created_table` marks the jumps from
+/// the built-in chains.
 pub(crate) fn rules(
+    config: &Config,
+    family: Family,
+    table: Table,
+    created_table: bool,
+) -> (Vec<&'static str>, Vec<String>) {
+    match table {
+        Table::Nat => nat_rules(config, family, created_table),
+        Table::Raw => raw_rules(config, family, created_table),
+    }
+}
+
+/// The DNS conntrack zones (see the module comment): the same for both
+/// families but for the ICMP refusal rule.
+fn raw_rules(
+    config: &Config,
+    family: Family,
+    created_table: bool,
+) -> (Vec<&'static str>, Vec<String>) {
+    let (Some(dns_port), true) = (config.dns_port, config.dns_zone_split) else {
+        return (Vec::new(), Vec::new());
+    };
+    let created = created_suffix(Table::Raw, created_table);
+    let mut r = vec![
+        rule(
+            "PREROUTING",
+            "-p udp",
+            &format!("DNS conntrack zones{created}"),
+            DNS_ZONE_PREROUTING,
+        ),
+        rule(
+            "OUTPUT",
+            "",
+            &format!("DNS conntrack zones{created}"),
+            DNS_ZONE_OUTPUT,
+        ),
+    ];
+    // The refusal (port unreachable) of a query redirected to a DNS port
+    // nobody listens on (the sidecar not up yet) is sent from the loopback
+    // address through lo; in zone 2 it finds the query's entry and is
+    // translated back, so the app's resolver fails at once instead of
+    // waiting for its timeout.
+    r.push(rule(
+        DNS_ZONE_OUTPUT,
+        family.refused_from_loopback(),
+        "DNS port refusals in zone 2",
+        "CT --zone 2",
+    ));
+    let mut owners = vec![format!("--uid-owner {}", config.uid)];
+    owners.extend(config.gid.map(|g| format!("--gid-owner {g}")));
+    for owner in &owners {
+        r.push(rule(
+            DNS_ZONE_OUTPUT,
+            &format!("-p udp -m udp --dport 53 -m owner {owner}"),
+            "sidecar DNS queries in zone 1",
+            "CT --zone 1",
+        ));
+    }
+    for owner in &owners {
+        r.push(rule(
+            DNS_ZONE_OUTPUT,
+            &format!("-p udp -m udp --sport {dns_port} -m owner {owner}"),
+            "sidecar DNS answers in zone 2",
+            "CT --zone 2",
+        ));
+    }
+    r.push(rule(
+        DNS_ZONE_OUTPUT,
+        "-p udp -m udp --dport 53",
+        "app DNS queries in zone 2",
+        "CT --zone 2",
+    ));
+    r.push(rule(
+        DNS_ZONE_PREROUTING,
+        "-p udp -m udp --sport 53",
+        "DNS answers in zone 1",
+        "CT --zone 1",
+    ));
+    (vec![DNS_ZONE_OUTPUT, DNS_ZONE_PREROUTING], r)
+}
+
+/// The nat table's chains and rules (see the module comment).
+fn nat_rules(
     config: &Config,
     family: Family,
     created_table: bool,
 ) -> (Vec<&'static str>, Vec<String>) {
     let mut chains = vec![INBOUND, INBOUND_REDIRECT, OUTPUT, OUTBOUND_REDIRECT];
-    let created = if created_table {
-        format!("; {CREATED_TABLE}")
-    } else {
-        String::new()
-    };
+    let created = created_suffix(Table::Nat, created_table);
     let mut r = vec![
         rule(
             "PREROUTING",
@@ -220,17 +334,37 @@ pub(crate) fn rules(
     (chains, r)
 }
 
-/// The `iptables-restore --noflush` input of install: removes what an
-/// earlier install left (`prior`), then writes the rules, in one
-/// transaction. Declaring a chain that exists (`:CHAIN - [0:0]`) flushes it.
+/// The `iptables-restore --noflush` input of install: for each table,
+/// removes what an earlier install left (`prior`), then writes the rules;
+/// one `*TABLE` section per table that has either. A table is marked as
+/// created by install when the earlier install had created it, or when it
+/// does not exist and the tools drive nf_tables (`nft_backend`), where
+/// writing a rule creates it.
 pub(crate) fn install_input(
     config: &Config,
     family: Family,
-    prior: &NatState,
-    created_table: bool,
+    prior: &State,
+    nft_backend: bool,
 ) -> String {
-    let (chains, rules) = rules(config, family, created_table);
-    let mut out = vec!["*nat".to_string()];
+    Table::ALL
+        .iter()
+        .filter_map(|t| {
+            let prior = prior.table(*t);
+            let created = prior.created_table || (!prior.table_exists && nft_backend);
+            let (chains, rules) = rules(config, family, *t, created);
+            table_section(prior, &chains, rules)
+        })
+        .collect()
+}
+
+/// One table's section of the install input; `None` when the table gets
+/// no rules and has none of an earlier install. Declaring a chain that
+/// exists (`:CHAIN - [0:0]`) flushes it.
+fn table_section(prior: &TableState, chains: &[&str], rules: Vec<String>) -> Option<String> {
+    if chains.is_empty() && !prior.installed() {
+        return None;
+    }
+    let mut out = vec![format!("*{}", prior.table.name())];
     out.extend(prior.jumps.iter().map(|j| format!("-D {j}")));
     // Flush every earlier chain first: a stale one can only be deleted
     // once no rule of ours jumps to it any more.
@@ -243,13 +377,21 @@ pub(crate) fn install_input(
     out.extend(chains.iter().map(|c| format!(":{c} - [0:0]")));
     out.extend(rules);
     out.push("COMMIT".into());
-    out.join("\n") + "\n"
+    Some(out.join("\n") + "\n")
+}
+
+/// Whether install writes any rule into `table`.
+pub(crate) fn writes(config: &Config, table: Table) -> bool {
+    match table {
+        Table::Nat => true,
+        Table::Raw => config.dns_port.is_some() && config.dns_zone_split,
+    }
 }
 
 /// What `--dry-run` prints for `family`: the rules install writes into a
-/// namespace without an earlier install.
+/// namespace without an earlier install (nat, then raw).
 pub(crate) fn dry_run_text(config: &Config, family: Family) -> String {
-    let input = install_input(config, family, &NatState::default(), false);
+    let input = install_input(config, family, &State::default(), false);
     format!(
         "# {} rules ({}-restore --noflush)\n{input}",
         family.name(),
