@@ -105,10 +105,9 @@ async fn a_silent_tls_peer_fails_within_the_connect_timeout() {
             .with_no_client_auth();
     let name = rustls_pki_types::ServerName::try_from("backend").unwrap();
     let tls = (Arc::new(config), name);
-    let e = super::connect(addr, Duration::from_millis(200), Some(&tls))
-        .await
-        .err()
-        .expect("the handshake cannot finish");
+    let Err(e) = super::connect(addr, Duration::from_millis(200), Some(&tls)).await else {
+        panic!("the handshake cannot finish");
+    };
     assert_eq!(
         e.kind(),
         meshlink_runtime::ErrorKind::HandshakeTimeout,
