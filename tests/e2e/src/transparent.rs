@@ -32,11 +32,12 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 /// The sidecars' admin port (in their own namespaces, so always free).
 pub const ADMIN_PORT: u16 = 19901;
 
-/// An HTTP app on 0.0.0.0:PORT (argv[1]) answering every GET with
-/// `NAME from PEER` (NAME argv[2], PEER the connection's source address);
-/// prints `ready` once bound.
+/// An HTTP app on PORT (argv[1]) of ADDR (argv[3]; 0.0.0.0 without it,
+/// IPv6 when it has a colon) answering every GET with `NAME from PEER`
+/// (NAME argv[2], PEER the connection's source address); prints `ready`
+/// once bound.
 pub const APP: &str = r#"
-import sys
+import socket, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -48,7 +49,10 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *a):
         pass
-s = ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H)
+addr = sys.argv[3] if len(sys.argv) > 3 else "0.0.0.0"
+class S(ThreadingHTTPServer):
+    address_family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+s = S((addr, int(sys.argv[1])), H)
 print("ready", flush=True)
 s.serve_forever()
 "#;

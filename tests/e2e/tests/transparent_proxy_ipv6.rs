@@ -26,31 +26,9 @@ use std::process::Command;
 use meshlink_e2e::netns::Netns;
 use meshlink_e2e::proxy::MESH;
 use meshlink_e2e::transparent::{
-    APP_PORT, DEADLINE, Program, ResolvConf, apply, ip, mesh, start_sidecar,
+    APP, APP_PORT, DEADLINE, Program, ResolvConf, app_answer, apply, ip, mesh, start_sidecar,
 };
 use meshlink_e2e::{ControlPlane, StoreKind, bin_path, eventually};
-
-/// An HTTP server on IPv6 ADDR:PORT (argv[1], argv[2]) answering every
-/// GET with NAME (argv[3]); prints `ready` once bound.
-const APP6: &str = r#"
-import socket, sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_GET(self):
-        body = sys.argv[3].encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-class S(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-s = S((sys.argv[1], int(sys.argv[2])), H)
-print("ready", flush=True)
-s.serve_forever()
-"#;
 
 /// A DNS resolver on UDP [ADDR]:53 (argv[1]) answering `external6.test`
 /// AAAA with ADDR, its A with no answer, and every other name NXDOMAIN;
@@ -147,12 +125,8 @@ fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
     let _resolver = Program::python(None, RESOLVER6, &[&outer6]);
     let _resolv = ResolvConf::write(&ns, &outer6);
     let outside_port = meshlink_e2e::ports::claim(&link.outer_addr);
-    let _outside = Program::python(
-        None,
-        APP6,
-        &[&outer6, &outside_port.to_string(), "outside6"],
-    );
-    let _app = Program::python(Some(&ns), APP6, &["::", &APP_PORT.to_string(), "web"]);
+    let _outside = Program::python(None, APP, &[&outside_port.to_string(), "outside6", &outer6]);
+    let _app = Program::python(Some(&ns), APP, &[&APP_PORT.to_string(), "web", "::"]);
 
     // web-1 on its IPv6 address, dual stack (the default); backend is
     // declared so that it gets a VIP and a name.
@@ -192,7 +166,7 @@ fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
         let r = curl6(&ns, &outside);
         (r.0 == 200).then_some(r)
     });
-    assert_eq!((code, body.as_str()), (200, "outside6"));
+    assert_eq!((code, app_answer(&body).0), (200, "outside6"));
     let through = r#"listener_rx_bytes_total{listener="outbound:passthrough:ipv6"}"#;
     assert!(
         proxy.metric(through) > 0.0,
@@ -223,7 +197,8 @@ fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
     // An outside name: forwarded over IPv6 to the nameserver, and then
     // reached by name with curl -6.
     let by_name = format!("http://external6.test:{outside_port}/");
-    assert_eq!(curl6(&ns, &by_name), (200, "outside6".to_owned()));
+    let (code, body) = curl6(&ns, &by_name);
+    assert_eq!((code, app_answer(&body).0), (200, "outside6"));
     assert!(proxy.metric(r#"dns_queries_total{result="forwarded"}"#) > forwarded);
 
     // Inbound IPv6 to the workload's own address and port meets its
