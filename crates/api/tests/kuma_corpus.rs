@@ -12,12 +12,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use meshlink_api::Resource;
 
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kuma_corpus")
+    support::manifest_dir().join("tests/kuma_corpus")
 }
 
 /// Warnings documented for some shapes: Kubernetes namespaces are not

@@ -12,14 +12,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use meshlink_api::policy::{PolicyInput, Section, merge};
 use meshlink_api::spec::{RetryConf, TimeoutConf};
 use meshlink_api::{Kind, Resource};
 
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kuma_l7_corpus")
+    support::manifest_dir().join("tests/kuma_l7_corpus")
 }
 
 /// Kubernetes namespaces are not modelled yet (a documented warning).

@@ -45,12 +45,12 @@ const INCLUDES: [&str; 6] = [
 ];
 
 fn committed_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("proto/envoy_descriptors.binpb")
+    manifest_dir().join("proto/envoy_descriptors.binpb")
 }
 
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.current_dir(manifest_dir());
     cmd
 }
 
@@ -143,4 +143,14 @@ fn committed_descriptor_set_is_current() {
         committed.len(),
         fresh.len()
     );
+}
+
+/// This crate's directory, as the test runner gives it (cargo and nextest
+/// set `CARGO_MANIFEST_DIR` when they run a test), else as it was at
+/// build time (a target dir shared between checkouts may hold a binary
+/// built in another one).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// The venv python with grpcio; panics with the fix when it is missing.
 pub fn interop_python() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = crate::workspace_root();
     let python = std::env::var_os("MESHLINK_INTEROP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("tests/interop/.venv/bin/python"));
@@ -30,9 +30,7 @@ pub fn interop_python() -> PathBuf {
 
 /// A script of `tests/interop`.
 pub fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../interop")
-        .join(name)
+    crate::manifest_dir().join("../interop").join(name)
 }
 
 /// A child process killed (and reaped) on drop.

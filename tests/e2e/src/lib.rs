@@ -85,9 +85,26 @@ pub fn free_port() -> u16 {
     ports::claim("127.0.0.1")
 }
 
+/// This crate's directory (`tests/e2e`), as the test runner gives it
+/// (cargo and nextest set `CARGO_MANIFEST_DIR` when they run a test), else
+/// as it was at build time. The runner's is right when a target dir is
+/// shared between checkouts at different paths: cargo then reuses a test
+/// binary built in the other checkout, whose compile-time path may no
+/// longer exist.
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// The workspace's root directory.
+pub fn workspace_root() -> PathBuf {
+    manifest_dir().join("../..")
+}
+
 /// The path of a fixture file under `tests/e2e/fixtures` or `crates/api/tests/fixtures`.
 pub fn fixture(name: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest_dir();
     let local = root.join("fixtures").join(name);
     if local.exists() {
         return local;

@@ -61,8 +61,7 @@ impl PrivatePostgres {
     }
 
     fn run(&self, cmd: &str, first_port: u16) -> String {
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-server");
+        let script = crate::workspace_root().join("scripts/pg-test-server");
         let out = std::process::Command::new(script)
             .arg(cmd)
             .env("MESHLINK_PG_DIR", self.dir.path().join("pg"))
@@ -120,8 +119,7 @@ impl Drop for PrivatePostgres {
 
 impl PrivatePostgres {
     fn run_quiet(&self, cmd: &str) -> std::io::Result<std::process::Output> {
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pg-test-server");
+        let script = crate::workspace_root().join("scripts/pg-test-server");
         std::process::Command::new(script)
             .arg(cmd)
             .env("MESHLINK_PG_DIR", self.dir.path().join("pg"))

@@ -290,10 +290,8 @@ fn the_proxy_reports_every_bad_flag_value_at_once() {
 /// must print exactly that line.
 #[test]
 fn cli_md_quotes_the_real_ignored_field_warning() {
-    let docs = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md"),
-    )
-    .expect("read docs/cli.md");
+    let docs = std::fs::read_to_string(meshlink_e2e::workspace_root().join("docs/cli.md"))
+        .expect("read docs/cli.md");
     let quoted = docs
         .lines()
         .find(|l| l.starts_with("warning: mesh.yaml[0] "))
@@ -326,10 +324,8 @@ fn cli_md_quotes_the_real_ignored_field_warning() {
 /// while the xDS port binds every interface by default.
 #[test]
 fn quickstart_states_where_the_xds_port_binds() {
-    let docs = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/quickstart.md"),
-    )
-    .expect("read docs/quickstart.md");
+    let docs = std::fs::read_to_string(meshlink_e2e::workspace_root().join("docs/quickstart.md"))
+        .expect("read docs/quickstart.md");
     let help = Command::new(meshlink_e2e::bin_path("meshlink-cp"))
         .args(["run", "--help"])
         .output()

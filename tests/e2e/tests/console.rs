@@ -96,7 +96,7 @@ fn http_get_through(port: u16) -> String {
 }
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    meshlink_e2e::workspace_root()
 }
 
 #[test]

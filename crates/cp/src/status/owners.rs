@@ -261,6 +261,17 @@ pub fn refusal(kind: Kind) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// This crate's directory, as the test runner gives it (cargo and nextest
+    /// set `CARGO_MANIFEST_DIR` when they run a test), else as it was at
+    /// build time (a target dir shared between checkouts may hold a binary
+    /// built in another one).
+    fn manifest_dir() -> std::path::PathBuf {
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+    }
+
     use std::collections::HashMap;
     use std::path::{Path, PathBuf};
 
@@ -335,7 +346,7 @@ mod tests {
 
     #[test]
     fn only_owners_write_status() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let root = manifest_dir().join("src");
         let mut files = Vec::new();
         sources(&root, &mut files);
         assert!(files.len() > 50, "found only {} source files", files.len());
@@ -382,7 +393,7 @@ mod tests {
 
     #[test]
     fn every_owner_file_exists_and_writes_something() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let root = manifest_dir().join("src");
         let mut files = Vec::new();
         sources(&root, &mut files);
         let consts = constants(&files);

@@ -286,8 +286,7 @@ pub fn assert_golden(name: &str, actual: &str) {
 /// Compares `actual` with `tests/golden/<file>`; `UPDATE_GOLDEN=1`
 /// rewrites the file instead.
 pub fn assert_golden_file(file: &str, actual: &str) {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/{file}"));
+    let path = manifest_dir().join(format!("tests/golden/{file}"));
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
         return;
@@ -313,4 +312,14 @@ pub fn assert_golden_file(file: &str, actual: &str) {
             actual.lines().nth(first),
         );
     }
+}
+
+/// This crate's directory, as the test runner gives it (cargo and nextest
+/// set `CARGO_MANIFEST_DIR` when they run a test), else as it was at
+/// build time (a target dir shared between checkouts may hold a binary
+/// built in another one).
+fn manifest_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }
