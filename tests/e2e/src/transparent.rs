@@ -57,12 +57,19 @@ print("ready", flush=True)
 s.serve_forever()
 "#;
 
-/// A DNS resolver on UDP ADDR:53 (argv[1]) answering `external.test` A
-/// 192.0.2.55 and every other name NXDOMAIN; prints `ready` once bound.
-const RESOLVER: &str = r#"
+/// A DNS resolver on UDP port 53 of ADDR (argv[1]; IPv6 when it has a
+/// colon) answering `external.test` A 192.0.2.55, `external6.test` AAAA
+/// ADDR (an IPv6 ADDR only), the other type of either with no answer, and
+/// every other name NXDOMAIN; prints `ready` once bound.
+pub const RESOLVER: &str = r#"
 import socket, struct, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 53))
+addr = sys.argv[1]
+family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+s = socket.socket(family, socket.SOCK_DGRAM)
+s.bind((addr, 53))
+records = {("external.test", 1): socket.inet_aton("192.0.2.55")}
+if family == socket.AF_INET6:
+    records[("external6.test", 28)] = socket.inet_pton(socket.AF_INET6, addr)
 print("ready", flush=True)
 while True:
     q, peer = s.recvfrom(512)
@@ -73,13 +80,15 @@ while True:
         i += 1 + q[i]
     question = q[12:i + 5]
     qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
-    if ".".join(labels) == "external.test" and qtype == 1:
-        answer = b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 30, 4) + socket.inet_aton("192.0.2.55")
-        head = struct.pack(">HHHHHH", ident, 0x8180, 1, 1, 0, 0)
-    else:
-        answer = b""
-        head = struct.pack(">HHHHHH", ident, 0x8183, 1, 0, 0, 0)
-    s.sendto(head + question + answer, peer)
+    name = ".".join(labels)
+    answer, count, code = b"", 0, 0x8180
+    if (name, qtype) in records:
+        rdata = records[(name, qtype)]
+        answer = b"\xc0\x0c" + struct.pack(">HHIH", qtype, 1, 30, len(rdata)) + rdata
+        count = 1
+    elif name not in {n for n, _ in records}:
+        code = 0x8183
+    s.sendto(struct.pack(">HHHHHH", ident, code, 1, count, 0, 0) + question + answer, peer)
 "#;
 
 /// `ip ARGS` in the root namespace; panics unless it succeeds.

@@ -26,37 +26,10 @@ use std::process::Command;
 use meshlink_e2e::netns::Netns;
 use meshlink_e2e::proxy::MESH;
 use meshlink_e2e::transparent::{
-    APP, APP_PORT, DEADLINE, Program, ResolvConf, app_answer, apply, ip, mesh, start_sidecar,
+    APP, APP_PORT, DEADLINE, Program, RESOLVER, ResolvConf, app_answer, apply, ip, mesh,
+    start_sidecar,
 };
 use meshlink_e2e::{ControlPlane, StoreKind, bin_path, eventually};
-
-/// A DNS resolver on UDP [ADDR]:53 (argv[1]) answering `external6.test`
-/// AAAA with ADDR, its A with no answer, and every other name NXDOMAIN;
-/// prints `ready` once bound.
-const RESOLVER6: &str = r#"
-import socket, struct, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 53))
-print("ready", flush=True)
-while True:
-    q, peer = s.recvfrom(512)
-    ident, flags, qd = struct.unpack(">HHH", q[:6])
-    i, labels = 12, []
-    while q[i]:
-        labels.append(q[i + 1:i + 1 + q[i]].decode().lower())
-        i += 1 + q[i]
-    question = q[12:i + 5]
-    qtype = struct.unpack(">H", q[i + 1:i + 3])[0]
-    answer, count, code = b"", 0, 0x8180
-    if ".".join(labels) == "external6.test":
-        if qtype == 28:
-            rdata = socket.inet_pton(socket.AF_INET6, sys.argv[1])
-            answer = b"\xc0\x0c" + struct.pack(">HHIH", 28, 1, 30, 16) + rdata
-            count = 1
-    else:
-        code = 0x8183
-    s.sendto(struct.pack(">HHHHHH", ident, code, 1, count, 0, 0) + question + answer, peer)
-"#;
 
 /// `curl -6` in `ns` (as root, so captured): (HTTP status, body), status
 /// 0 when the connection failed.
@@ -122,7 +95,7 @@ fn ipv6_traffic_of_a_dual_stack_workload_goes_through_its_sidecar() {
         "nodad",
     ]);
     let cp = ControlPlane::start_on(StoreKind::Sqlite, &link.outer_addr);
-    let _resolver = Program::python(None, RESOLVER6, &[&outer6]);
+    let _resolver = Program::python(None, RESOLVER, &[&outer6]);
     let _resolv = ResolvConf::write(&ns, &outer6);
     let outside_port = meshlink_e2e::ports::claim(&link.outer_addr);
     let _outside = Program::python(None, APP, &[&outside_port.to_string(), "outside6", &outer6]);
