@@ -57,7 +57,8 @@ pub const RESOLVER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Forwarded queries in flight at most (`client_config.max_pending_lookups`).
 pub const MAX_PENDING_LOOKUPS: u64 = 1024;
 
-/// The DNS Listener bound at `bind` (UDP), answering every name of `table`
+/// The DNS Listener `name` ([`LISTENER_NAME`], or [`LISTENER_NAME_IPV6`]
+/// for the dual-stack one) bound at `bind` (UDP), answering every name of `table`
 /// with its addresses (A for the IPv4 ones, AAAA for the IPv6 ones) and a
 /// TTL of `ttl` (whole seconds), and NXDOMAIN for any other name under one
 /// of `known_suffixes` (e.g. `mesh`). Other names are forwarded to the
@@ -73,6 +74,7 @@ pub const MAX_PENDING_LOOKUPS: u64 = 1024;
 /// meshlink-proxy reads it, so an empty table still keeps `*.mesh` local.
 #[allow(deprecated)]
 pub fn listener<N: AsRef<str>, S: AsRef<str>>(
+    name: &str,
     bind: SocketAddr,
     table: &[(N, Vec<IpAddr>)],
     known_suffixes: &[S],
@@ -124,7 +126,7 @@ pub fn listener<N: AsRef<str>, S: AsRef<str>>(
         ..Default::default()
     };
     Listener {
-        name: LISTENER_NAME.to_owned(),
+        name: name.to_owned(),
         address: Some(Address {
             address: Some(address::Address::SocketAddress(SocketAddress {
                 protocol: socket_address::Protocol::Udp as i32,

@@ -47,6 +47,7 @@ async fn the_dns_server_answers_dig_with_mesh_names_nxdomain_and_nodata_over_udp
     let v4: IpAddr = "240.0.0.1".parse().unwrap();
     let v6: IpAddr = "fd00:fd00::1".parse().unwrap();
     let any = pack_any(listener(
+        LISTENER_NAME,
         "127.0.0.1:15053".parse().unwrap(),
         &[
             ("backend.mesh", vec![v4, v6]),
@@ -124,6 +125,7 @@ async fn the_dns_server_answers_dig_with_mesh_names_nxdomain_and_nodata_over_udp
 /// (IPv4 only), its port then replaced by 0.
 fn web_only(bind: &str) -> Versioned<meshlink_proxy::model::dns::DnsSpec> {
     let any = pack_any(listener(
+        LISTENER_NAME,
         bind.parse().unwrap(),
         &[("web.mesh", vec!["240.0.0.2".parse::<IpAddr>().unwrap()])],
         &["mesh"],

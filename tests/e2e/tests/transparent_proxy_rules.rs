@@ -63,8 +63,9 @@ sys.stdin.read()
 "#;
 
 /// Connects (TCP) or sends one datagram (UDP; `udp-connected` from a
-/// connected socket) to HOST PORT (from source port SPORT when given) and prints the answer, read to the end (for UDP
-/// also who sent it), or `error <what>`.
+/// connected socket) to HOST PORT (from source port SPORT when given) and
+/// prints the answer, read to the end (for UDP also who sent it), or
+/// `error <what>`.
 const CLIENT: &str = r#"
 import socket, sys
 proto, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])

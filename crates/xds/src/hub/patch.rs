@@ -118,6 +118,13 @@ fn outbound_services(view: Option<&MeshView>, name: &str) -> BTreeSet<String> {
     out
 }
 
+/// Dataplane `name` has transparent proxying (its VIP and address
+/// listeners follow the mesh's VIPs and endpoints).
+fn is_transparent(view: &MeshView, name: &str) -> bool {
+    view.dataplane(name)
+        .is_some_and(|d| d.networking.transparent_proxying.is_some())
+}
+
 /// The key of MeshService `name` in the index of referenced destinations
 /// (beside `kuma.io/service` names, which cannot contain a NUL).
 fn mesh_service_ref(name: &str) -> String {
@@ -430,10 +437,7 @@ impl MeshCtx {
         let names: HashSet<String> = self
             .outbounds
             .keys()
-            .filter(|n| {
-                view.dataplane(n)
-                    .is_some_and(|d| d.networking.transparent_proxying.is_some())
-            })
+            .filter(|n| is_transparent(view, n))
             .cloned()
             .collect();
         for name in &names {
@@ -546,14 +550,9 @@ impl MeshCtx {
         // again instead of patched.
         for service in &services {
             let reaching = self.refs.get(service).into_iter().flatten();
-            affected.names.extend(
-                reaching
-                    .filter(|n| {
-                        view.dataplane(n)
-                            .is_some_and(|d| d.networking.transparent_proxying.is_some())
-                    })
-                    .cloned(),
-            );
+            affected
+                .names
+                .extend(reaching.filter(|n| is_transparent(view, n)).cloned());
         }
         // A MeshServiceSubset backend selects a service's inbounds by their
         // other tags: a tag change moves endpoints between subsets.

@@ -196,9 +196,8 @@ pub(super) fn dns(snap: &mut Snapshot, view: &MeshView, tp: &TransparentProxying
         ));
     }
     for (name, bind) in binds {
-        let mut listener =
-            meshlink_proto::dns_listener::listener(bind, &table, &suffixes, DNS_ANSWER_TTL);
-        listener.name = name.to_owned();
+        let listener =
+            meshlink_proto::dns_listener::listener(name, bind, &table, &suffixes, DNS_ANSWER_TTL);
         snap.insert(name.to_owned(), &listener);
     }
 }

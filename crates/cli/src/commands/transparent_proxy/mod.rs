@@ -12,8 +12,8 @@
 //! applies them. Uninstall removes exactly what install wrote, and the nat
 //! and raw tables too when install created them (nft backend), so that
 //! `iptables-save` shows what it showed before install. Both refuse to
-//! start without CAP_NET_ADMIN. The capture listeners and DNS server in
-//! meshlink-proxy are built separately (issue 37).
+//! start without CAP_NET_ADMIN. The capture listeners and the DNS server
+//! the rules send traffic to are meshlink-proxy's (`capture.rs`, `dns/`).
 //!
 //! Owns the `MESHLINK_` chains of the nat and raw tables and the rules
 //! whose comment starts with `meshlink/transparent-proxy`; never touches

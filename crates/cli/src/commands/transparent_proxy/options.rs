@@ -204,6 +204,12 @@ pub(crate) struct Config {
 }
 
 impl Config {
+    /// The sidecar's DNS port when UDP DNS is also split into conntrack
+    /// zones (the raw table's rules); `None` without them.
+    pub(crate) fn zone_split_dns_port(&self) -> Option<u16> {
+        self.dns_port.filter(|_| self.dns_zone_split)
+    }
+
     /// Checks the flags and resolves `--kuma-dp-user` in `passwd` (the
     /// contents of `passwd_path`, named in errors).
     pub(crate) fn from_args(args: &InstallArgs, passwd_path: &Path) -> Result<Config, Error> {

@@ -151,7 +151,7 @@ fn raw_rules(
     family: Family,
     created_table: bool,
 ) -> (Vec<&'static str>, Vec<String>) {
-    let (Some(dns_port), true) = (config.dns_port, config.dns_zone_split) else {
+    let Some(dns_port) = config.zone_split_dns_port() else {
         return (Vec::new(), Vec::new());
     };
     let created = created_suffix(Table::Raw, created_table);
@@ -384,7 +384,7 @@ fn table_section(prior: &TableState, chains: &[&str], rules: Vec<String>) -> Opt
 pub(crate) fn writes(config: &Config, table: Table) -> bool {
     match table {
         Table::Nat => true,
-        Table::Raw => config.dns_port.is_some() && config.dns_zone_split,
+        Table::Raw => config.zone_split_dns_port().is_some(),
     }
 }
 

@@ -361,6 +361,7 @@ fn the_dns_listener_is_kept_for_the_dns_server_and_never_bound() {
             .map(|n| (*n, vec!["240.0.0.1".parse().unwrap()]))
             .collect();
         any(&listener(
+            LISTENER_NAME,
             "127.0.0.1:15053".parse().unwrap(),
             &table,
             &["mesh"],

@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::filters::udp::dns_filter::v3::DnsFilterC
 use envoy_types::pb::envoy::extensions::filters::udp::dns_filter::v3::dns_filter_config::server_context_config;
 use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher;
 use envoy_types::util::pack_any;
-use meshlink_proto::dns_listener::listener;
+use meshlink_proto::dns_listener::{LISTENER_NAME, listener};
 
 use super::*;
 
@@ -20,6 +20,7 @@ fn built() -> Listener {
     let v4: IpAddr = "240.0.0.1".parse().unwrap();
     let v6: IpAddr = "fd00:fd00::1".parse().unwrap();
     listener(
+        LISTENER_NAME,
         "127.0.0.1:15053".parse().unwrap(),
         &[
             ("backend.mesh", vec![v4, v6]),
